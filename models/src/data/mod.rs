@@ -1,0 +1,5 @@
+//! Datasets: the shared [`Dataset`] type, loaders, generators and partitioning across nodes.
+
+mod dataset;
+
+pub use dataset::{Dataset, Inputs, Targets};

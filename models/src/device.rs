@@ -1,0 +1,1 @@
+//! Placeholder: filled in by the learning-core work (issue 2).

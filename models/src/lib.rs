@@ -1,0 +1,35 @@
+//! The learning core of Shatter: Candle models, datasets and their partitioning across nodes, seeded
+//! initialisation, flat parameter vectors, local training and evaluation, the static chunk partition and
+//! per-parameter aggregation.
+//!
+//! Nothing here knows about the network: the node crate moves chunks, this crate makes and merges them.
+//!
+//! # Layout
+//! - `error.rs`: [`ModelsError`], the one error type of this crate.
+//! - `device.rs`: picks CUDA / Metal when compiled in and available, else the CPU.
+//! - `nn/`: the models (`Config` + `new(cfg, vb)` + `impl Module`) and [`nn::ModelSpec`], which builds any of
+//!   them with seeded weights.
+//!   - `init.rs`: seeded weight initialisation from our own RNG (Candle's CPU RNG cannot be seeded).
+//!   - `mlp.rs`, `lenet.rs`, `resnet.rs`, `mf.rs`, `text.rs`: the architectures.
+//! - `params.rs`: the flat parameter vector (name-sorted order) of a model.
+//! - `train.rs`: local SGD (steps or epochs), evaluation, per-sample losses.
+//! - `data/`: [`data::Dataset`] and its loaders.
+//!   - `dataset.rs`: the in-memory dataset type shared by every loader and model.
+//!   - `synthetic.rs`, `movielens.rs`, `sent140.rs`, `cifar10.rs`, `mnist.rs`: loaders and generators.
+//!   - `partition.rs`: IID, Dirichlet(α) non-IID and by-user assignment of samples to nodes.
+//! - `chunking.rs`: the static seeded partition of `[0, d)` into k chunks.
+//! - `aggregate.rs`: per-parameter averaging of received chunks.
+
+pub mod aggregate;
+pub mod chunking;
+pub mod data;
+pub mod device;
+pub mod error;
+pub mod nn;
+pub mod params;
+pub mod train;
+
+pub use error::ModelsError;
+
+/// Result type of this crate.
+pub type Result<T, E = ModelsError> = std::result::Result<T, E>;

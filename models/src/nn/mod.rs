@@ -1,0 +1,1 @@
+//! The models. Placeholder: filled in by the learning-core work (issue 2).

@@ -1,0 +1,1 @@
+//! The Shatter node. Placeholder: filled in by issue 4.

@@ -1,0 +1,3 @@
+//! Shatter's wire format. Placeholder while the protocol work (issue 4) lands.
+
+pub mod control;
