@@ -215,6 +215,13 @@ impl Dataset {
     }
 }
 
+/// A train/test split of one task, as every loader returns it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Split {
+    pub train: Dataset,
+    pub test: Dataset,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,4 +2,4 @@
 
 mod dataset;
 
-pub use dataset::{Dataset, Inputs, Targets};
+pub use dataset::{Dataset, Inputs, Split, Targets};
