@@ -1,3 +1,26 @@
-//! Shatter's wire format. Placeholder while the protocol work (issue 4) lands.
+//! Shatter's wire format: protocol names, the length-prefixed framing with named `MAX_*` limits, the
+//! control-message codec, chunk frames, and the message types of every protocol.
+//!
+//! Nothing read off the wire is trusted: every decoder returns a typed [`DecodeError`], checks each length
+//! against a named limit before allocating, and never panics on any input (fuzz targets in `fuzz/`).
+//!
+//! # Layout
+//! - `names.rs`: versioned protocol names (`/shatter/<name>/<version>`).
+//! - `error.rs`: [`DecodeError`] and [`EncodeError`].
+//! - `frame.rs`: the 4-byte length prefix every message travels behind, and its limits.
+//! - `codec.rs`: the control-message encoding (bincode 2 with serde). The one file to change to swap it.
+//! - `chunk.rs`: chunk frames (round, chunk index, raw little-endian f32 values) and the receiver's reply.
+//! - `control.rs`: Cyclon and overlay messages, generic over the peer identity type.
+//! - `wire.rs`: what travels on each protocol: control requests and responses.
+//! - `rnvn.rs`: messages between a real node and a virtual node running outside its process.
 
+pub mod chunk;
+pub mod codec;
 pub mod control;
+mod error;
+pub mod frame;
+pub mod names;
+pub mod rnvn;
+
+pub use chunk::{ChunkFrame, ChunkReply, RefuseReason};
+pub use error::{DecodeError, EncodeError};

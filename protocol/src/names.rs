@@ -1,0 +1,16 @@
+//! Versioned protocol names. A breaking change to a message bumps its version, so peers running different
+//! versions fail protocol negotiation cleanly instead of misreading each other's bytes.
+
+/// Chunk exchange between neighbouring virtual nodes: a [`crate::ChunkFrame`] request, a
+/// [`crate::ChunkReply`] response.
+pub const CHUNK: &str = "/shatter/chunk/1";
+
+/// Control messages between virtual nodes: Cyclon shuffles and overlay negotiation.
+pub const CONTROL: &str = "/shatter/control/1";
+
+/// Real node ↔ virtual node traffic, for a virtual node running outside its real node's process.
+pub const RNVN: &str = "/shatter/rnvn/1";
+
+/// Identify's protocol version string: peers that announce another one are not Shatter nodes of this
+/// generation.
+pub const IDENTIFY_VERSION: &str = "/shatter/1";
