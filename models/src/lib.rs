@@ -10,9 +10,12 @@
 //! - `nn/`: the models (`Config` + `new(cfg, vb)` + `impl Module`) and [`nn::ModelSpec`], which builds any of
 //!   them with seeded weights.
 //!   - `init.rs`: seeded weight initialisation from our own RNG (Candle's CPU RNG cannot be seeded).
-//!   - `mlp.rs`, `lenet.rs`, `resnet.rs`, `mf.rs`, `text.rs`: the architectures.
+//!   - `layers.rs`: linear and conv constructors that record how each tensor is initialised.
+//!   - `mlp.rs`, `lenet.rs`, `resnet.rs` (ResNet-8/18 without normalisation), `mf.rs`: the architectures.
+//!     Sent140 text classification is the MLP over a dense hashed bag-of-words.
+//!   - `tests.rs`: seeding, shapes, parameter counts, spec/task fit.
 //! - `params.rs`: the flat parameter vector (name-sorted order) of a model.
-//! - `train.rs`: local SGD (steps or epochs), evaluation, per-sample losses.
+//! - `train.rs` (+ `train/tests.rs`): local SGD (steps or epochs), evaluation, per-sample losses.
 //! - `data/`: [`data::Dataset`] and its loaders.
 //!   - `dataset.rs`: the in-memory dataset type shared by every loader and model.
 //!   - `synthetic.rs`, `movielens.rs`, `sent140.rs`, `cifar10.rs`, `mnist.rs`: loaders and generators.

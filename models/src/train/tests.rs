@@ -1,0 +1,330 @@
+use candle_core::Device;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+use crate::nn::{ModelSpec, TaskInfo};
+
+/// `n` points in 2-D... `dim`-D from `classes` well separated Gaussian blobs.
+fn blobs(n: usize, dim: usize, classes: usize, seed: u64) -> Dataset {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut values = Vec::with_capacity(n * dim);
+    let mut labels = Vec::with_capacity(n);
+    for i in 0..n {
+        let c = i % classes;
+        for d in 0..dim {
+            let centre = if d % classes == c { 2.0 } else { -0.5 };
+            values.push(centre + 0.3 * (rng.random::<f32>() - 0.5));
+        }
+        labels.push(c as u32);
+    }
+    Dataset::new(
+        Inputs::Dense {
+            values,
+            sample_shape: vec![dim],
+        },
+        Targets::Classes {
+            labels,
+            num_classes: classes,
+        },
+        None,
+    )
+    .unwrap()
+}
+
+/// Tiny `C×S×S` images whose class is which quadrant is bright.
+fn quadrant_images(n: usize, c: usize, side: usize, seed: u64) -> Dataset {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut values = Vec::with_capacity(n * c * side * side);
+    let mut labels = Vec::with_capacity(n);
+    let half = side / 2;
+    for i in 0..n {
+        let q = (i % 4) as u32;
+        for _ in 0..c {
+            for y in 0..side {
+                for x in 0..side {
+                    let quad = (y >= half) as u32 * 2 + (x >= half) as u32;
+                    let base = if quad == q { 1.0 } else { 0.0 };
+                    values.push(base + 0.1 * (rng.random::<f32>() - 0.5));
+                }
+            }
+        }
+        labels.push(q);
+    }
+    Dataset::new(
+        Inputs::Dense {
+            values,
+            sample_shape: vec![c, side, side],
+        },
+        Targets::Classes {
+            labels,
+            num_classes: 4,
+        },
+        None,
+    )
+    .unwrap()
+}
+
+/// All ratings of a `users × items` matrix of rank 2 around 3.
+fn low_rank_ratings(users: usize, items: usize, seed: u64) -> Dataset {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let u: Vec<[f32; 2]> = (0..users)
+        .map(|_| [rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0)])
+        .collect();
+    let v: Vec<[f32; 2]> = (0..items)
+        .map(|_| [rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0)])
+        .collect();
+    let mut pairs = Vec::new();
+    let mut ratings = Vec::new();
+    for (a, uu) in u.iter().enumerate() {
+        for (b, vv) in v.iter().enumerate() {
+            pairs.push([a as u32, b as u32]);
+            ratings.push(3.0 + uu[0] * vv[0] + uu[1] * vv[1]);
+        }
+    }
+    Dataset::new(
+        Inputs::Pairs {
+            pairs,
+            num_users: users,
+            num_items: items,
+        },
+        Targets::Ratings(ratings),
+        None,
+    )
+    .unwrap()
+}
+
+fn model_for(spec: ModelSpec, data: &Dataset, seed: u64) -> Model {
+    Model::new(&spec, &TaskInfo::of(data).unwrap(), seed, &Device::Cpu).unwrap()
+}
+
+fn sgd(lr: f64, batch_size: usize, work: LocalWork) -> TrainConfig {
+    TrainConfig {
+        lr,
+        batch_size,
+        work,
+    }
+}
+
+#[test]
+fn mlp_learns_separable_blobs() {
+    let data = blobs(120, 6, 3, 1);
+    let mut m = model_for(ModelSpec::Mlp { hidden: vec![16] }, &data, 0);
+    let before = evaluate(&m, &data).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let first = train_local(&mut m, &data, &sgd(0.1, 16, LocalWork::Epochs(1)), &mut rng).unwrap();
+    assert_eq!(first.steps, 8); // ceil(120 / 16)
+    assert_eq!(first.samples, 120);
+    let last = train_local(
+        &mut m,
+        &data,
+        &sgd(0.1, 16, LocalWork::Epochs(20)),
+        &mut rng,
+    )
+    .unwrap();
+    let after = evaluate(&m, &data).unwrap();
+    assert!(last.mean_loss < first.mean_loss, "{first:?} -> {last:?}");
+    assert!(
+        after.mean_loss() < 0.1 * before.mean_loss(),
+        "{before:?} -> {after:?}"
+    );
+    assert_eq!(after.metric_name(), "accuracy");
+    assert!(after.higher_is_better());
+    assert_eq!(after.metric(), 1.0, "{after:?}");
+}
+
+#[test]
+fn lenet_overfits_tiny_images() {
+    let data = quadrant_images(16, 1, 12, 2);
+    let mut m = model_for(ModelSpec::LeNet, &data, 0);
+    let before = evaluate(&m, &data).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    train_local(
+        &mut m,
+        &data,
+        &sgd(0.05, 4, LocalWork::Epochs(25)),
+        &mut rng,
+    )
+    .unwrap();
+    let after = evaluate(&m, &data).unwrap();
+    assert!(
+        after.mean_loss() < 0.5 * before.mean_loss(),
+        "{before:?} -> {after:?}"
+    );
+    assert!(after.metric() >= 0.9, "{after:?}");
+}
+
+#[test]
+fn resnet8_overfits_tiny_images() {
+    let data = quadrant_images(8, 3, 8, 3);
+    let mut m = model_for(ModelSpec::ResNet8, &data, 0);
+    let before = evaluate(&m, &data).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    train_local(&mut m, &data, &sgd(0.05, 4, LocalWork::Steps(30)), &mut rng).unwrap();
+    let after = evaluate(&m, &data).unwrap();
+    assert!(
+        after.mean_loss() < 0.5 * before.mean_loss(),
+        "{before:?} -> {after:?}"
+    );
+}
+
+#[test]
+fn mf_fits_a_low_rank_matrix() {
+    let data = low_rank_ratings(12, 15, 4);
+    let mut m = model_for(ModelSpec::MatrixFactorization { factors: 4 }, &data, 0);
+    let before = evaluate(&m, &data).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    train_local(&mut m, &data, &sgd(0.1, 8, LocalWork::Epochs(60)), &mut rng).unwrap();
+    let after = evaluate(&m, &data).unwrap();
+    assert_eq!(after.metric_name(), "rmse");
+    assert!(!after.higher_is_better());
+    assert!(
+        after.metric() < 0.5 * before.metric(),
+        "{before:?} -> {after:?}"
+    );
+    assert!(after.metric() < 0.15, "{after:?}");
+}
+
+#[test]
+fn evaluate_agrees_with_per_sample_losses() {
+    // Sizes that are not a multiple of EVAL_BATCH, to cover the last partial batch.
+    for (data, spec) in [
+        (
+            blobs(EVAL_BATCH + 37, 5, 3, 9),
+            ModelSpec::Mlp { hidden: vec![8] },
+        ),
+        (
+            low_rank_ratings(13, 17, 2),
+            ModelSpec::MatrixFactorization { factors: 3 },
+        ),
+    ] {
+        let m = model_for(spec, &data, 4);
+        let losses = per_sample_losses(&m, &data).unwrap();
+        assert_eq!(losses.len(), data.len());
+        assert!(losses.iter().all(|l| l.is_finite() && *l >= 0.0));
+        let mean = losses.iter().map(|&l| l as f64).sum::<f64>() / losses.len() as f64;
+        let eval = evaluate(&m, &data).unwrap();
+        assert!((eval.mean_loss() - mean).abs() < 1e-9, "{eval:?} vs {mean}");
+        assert_eq!(eval.samples(), data.len());
+        if let Evaluation::Rating {
+            rmse, mean_loss, ..
+        } = eval
+        {
+            assert!((rmse - mean_loss.sqrt()).abs() < 1e-12);
+        }
+        // Per-sample losses of a subset are the matching entries (batching does not change them).
+        let sub = data.subset(&[3, 0, 7]);
+        let sub_losses = per_sample_losses(&m, &sub).unwrap();
+        for (k, &i) in [3usize, 0, 7].iter().enumerate() {
+            assert!((sub_losses[k] - losses[i]).abs() < 1e-5);
+        }
+    }
+}
+
+#[test]
+fn per_sample_cross_entropy_matches_a_hand_computation() {
+    let data = blobs(4, 2, 2, 0);
+    let mut m = model_for(ModelSpec::Mlp { hidden: vec![] }, &data, 0);
+    // Zero weights, bias (0, ln 3): logits (0, ln 3) for every sample → p = (1/4, 3/4).
+    // Flat order: out.bias (2), out.weight (2x2).
+    m.set_flat_params(&[0.0, 3f32.ln(), 0.0, 0.0, 0.0, 0.0])
+        .unwrap();
+    let losses = per_sample_losses(&m, &data).unwrap();
+    for (l, &label) in losses.iter().zip(data.labels().unwrap()) {
+        let expected = if label == 0 {
+            4f32.ln()
+        } else {
+            (4f32 / 3.0).ln()
+        };
+        assert!((l - expected).abs() < 1e-5, "{l} vs {expected}");
+    }
+    let eval = evaluate(&m, &data).unwrap();
+    assert_eq!(eval.metric(), 0.5); // predicts class 1 always; half the labels are 1
+}
+
+#[test]
+fn steps_work_crosses_epochs_and_training_is_reproducible() {
+    let data = blobs(10, 4, 2, 1);
+    let run = || {
+        let mut m = model_for(ModelSpec::Mlp { hidden: vec![8] }, &data, 0);
+        let mut rng = ChaCha8Rng::seed_from_u64(77);
+        let r = train_local(&mut m, &data, &sgd(0.05, 4, LocalWork::Steps(7)), &mut rng).unwrap();
+        (r, m.flat_params().unwrap())
+    };
+    let (r1, p1) = run();
+    let (r2, p2) = run();
+    assert_eq!(r1.steps, 7);
+    assert_eq!(r1.samples, 4 + 4 + 2 + 4 + 4 + 2 + 4);
+    assert_eq!(r1, r2);
+    assert_eq!(
+        p1, p2,
+        "same model seed and rng must give the same trained model"
+    );
+
+    let mut m = model_for(ModelSpec::Mlp { hidden: vec![8] }, &data, 0);
+    let mut rng = ChaCha8Rng::seed_from_u64(78);
+    train_local(&mut m, &data, &sgd(0.05, 4, LocalWork::Steps(7)), &mut rng).unwrap();
+    assert_ne!(
+        m.flat_params().unwrap(),
+        p1,
+        "another shuffle seed gives another trajectory"
+    );
+}
+
+#[test]
+fn empty_data_and_bad_configs() {
+    let data = blobs(6, 3, 3, 0);
+    let empty = data.subset(&[]);
+    let mut m = model_for(ModelSpec::Mlp { hidden: vec![4] }, &data, 0);
+    let before = m.flat_params().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let r = train_local(&mut m, &empty, &sgd(0.1, 4, LocalWork::Epochs(3)), &mut rng).unwrap();
+    assert_eq!(
+        r,
+        TrainReport {
+            mean_loss: 0.0,
+            steps: 0,
+            samples: 0
+        }
+    );
+    let r = train_local(&mut m, &data, &sgd(0.1, 4, LocalWork::Steps(0)), &mut rng).unwrap();
+    assert_eq!(r.steps, 0);
+    assert_eq!(m.flat_params().unwrap(), before);
+    assert!(per_sample_losses(&m, &empty).unwrap().is_empty());
+    assert!(matches!(evaluate(&m, &empty), Err(ModelsError::Config(_))));
+
+    for cfg in [
+        sgd(0.0, 4, LocalWork::Epochs(1)),
+        sgd(f64::NAN, 4, LocalWork::Epochs(1)),
+        sgd(0.1, 0, LocalWork::Epochs(1)),
+    ] {
+        assert!(matches!(
+            train_local(&mut m, &data, &cfg, &mut rng),
+            Err(ModelsError::Config(_))
+        ));
+    }
+    // A dataset of another task.
+    let other = blobs(6, 4, 3, 0);
+    assert!(matches!(
+        train_local(&mut m, &other, &sgd(0.1, 4, LocalWork::Epochs(1)), &mut rng),
+        Err(ModelsError::Config(_))
+    ));
+    assert!(evaluate(&m, &other).is_err());
+}
+
+#[test]
+fn divergence_is_reported_not_hidden() {
+    let data = low_rank_ratings(5, 5, 0);
+    let mut m = model_for(ModelSpec::MatrixFactorization { factors: 2 }, &data, 0);
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let err =
+        train_local(&mut m, &data, &sgd(1e6, 5, LocalWork::Epochs(50)), &mut rng).unwrap_err();
+    assert!(err.to_string().contains("diverged"), "{err}");
+}
+
+#[test]
+fn config_types_serialise() {
+    let cfg = sgd(0.075, 32, LocalWork::Epochs(1));
+    let json = serde_json::to_string(&cfg).unwrap();
+    assert_eq!(serde_json::from_str::<TrainConfig>(&json).unwrap(), cfg);
+}
