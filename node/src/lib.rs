@@ -1,1 +1,17 @@
-//! The Shatter node. Placeholder: filled in by issue 4.
+//! The Shatter node: a permissioned libp2p host running one real node (RN) and its k virtual nodes (VNs).
+//!
+//! # Layout
+//! - `error.rs`: [`NodeError`].
+//! - `id.rs`: [`VnAddr`], how VNs name each other on the wire.
+//! - `keys.rs`: VN key generation and loading.
+//! - `peers.rs`: the peer list file (permissioning and bootstrap).
+//! - `net/`: the libp2p shell: behaviour, codec, transport.
+
+mod error;
+mod id;
+pub mod keys;
+pub mod net;
+pub mod peers;
+
+pub use error::{NodeError, Result};
+pub use id::VnAddr;

@@ -1,0 +1,73 @@
+//! The libp2p behaviour of one virtual node: an allow-list (permissioning), identify, ping, and the two
+//! Shatter request-response protocols (chunks and control).
+
+use std::time::Duration;
+
+use libp2p::allow_block_list::{self, AllowedPeers};
+use libp2p::identity::Keypair;
+use libp2p::request_response::{self, ProtocolSupport};
+use libp2p::swarm::NetworkBehaviour;
+use libp2p::{StreamProtocol, identify, ping};
+
+use super::codec::FrameCodec;
+
+/// Timeouts chosen for Shatter rather than libp2p's 10 s defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// A chunk request: one chunk of ResNet-18 at k = 1 is 45 MB, which a slow link needs well over 10 s for.
+    pub chunk_request: Duration,
+    /// A control message: small, and a lost one is cheaper to time out fast (Cyclon drops the target).
+    pub control_request: Duration,
+    /// A connection with no stream: rounds include local training, often longer than libp2p's 10 s, and
+    /// re-dialling every round costs a handshake per neighbour.
+    pub idle_connection: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            chunk_request: Duration::from_secs(120),
+            control_request: Duration::from_secs(5),
+            idle_connection: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Largest chunk reply: an encoded `ChunkReply` is two bytes; 64 leaves room for future variants.
+const MAX_CHUNK_REPLY_BYTES: usize = 64;
+
+#[derive(NetworkBehaviour)]
+pub struct VnBehaviour {
+    pub allow: allow_block_list::Behaviour<AllowedPeers>,
+    pub identify: identify::Behaviour,
+    pub ping: ping::Behaviour,
+    pub chunk: request_response::Behaviour<FrameCodec>,
+    pub control: request_response::Behaviour<FrameCodec>,
+}
+
+impl VnBehaviour {
+    pub fn new(key: &Keypair, timeouts: Timeouts) -> Self {
+        let chunk = request_response::Behaviour::with_codec(
+            FrameCodec::new(protocol::chunk::MAX_CHUNK_FRAME_BYTES, MAX_CHUNK_REPLY_BYTES),
+            [(StreamProtocol::new(protocol::names::CHUNK), ProtocolSupport::Full)],
+            request_response::Config::default().with_request_timeout(timeouts.chunk_request),
+        );
+        let control = request_response::Behaviour::with_codec(
+            // Control replies are empty acknowledgements: every message travels as its own request.
+            FrameCodec::new(protocol::codec::MAX_CONTROL_BYTES, 0),
+            [(StreamProtocol::new(protocol::names::CONTROL), ProtocolSupport::Full)],
+            request_response::Config::default().with_request_timeout(timeouts.control_request),
+        );
+        Self {
+            allow: allow_block_list::Behaviour::default(),
+            // The agent version is the same for every VN of every node: it must not tell siblings apart.
+            identify: identify::Behaviour::new(
+                identify::Config::new(protocol::names::IDENTIFY_VERSION.into(), key.public())
+                    .with_agent_version("shatter".into()),
+            ),
+            ping: ping::Behaviour::new(ping::Config::new()),
+            chunk,
+            control,
+        }
+    }
+}

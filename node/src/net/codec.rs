@@ -1,0 +1,100 @@
+//! The request-response codec for both Shatter protocols: length-prefixed raw frames. Decoding the frame's
+//! content is left to the VN, which counts what it refuses; here only the length is checked, before a byte
+//! is allocated. libp2p's stock cbor/json codecs cap messages at 1/10 MiB, too small for a model chunk.
+
+use std::io;
+
+use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use libp2p::StreamProtocol;
+use libp2p::request_response::Codec;
+
+/// Frames with per-direction size limits.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameCodec {
+    max_request: usize,
+    max_response: usize,
+}
+
+impl FrameCodec {
+    pub fn new(max_request: usize, max_response: usize) -> Self {
+        Self {
+            max_request,
+            max_response,
+        }
+    }
+}
+
+async fn read_frame<T: AsyncRead + Unpin + Send>(io: &mut T, max: usize) -> io::Result<Vec<u8>> {
+    let mut prefix = [0u8; protocol::frame::LENGTH_PREFIX_BYTES];
+    io.read_exact(&mut prefix).await?;
+    let len = protocol::frame::decode_prefix(prefix, max)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let mut buf = vec![0u8; len];
+    io.read_exact(&mut buf).await?;
+    Ok(buf)
+}
+
+async fn write_frame<T: AsyncWrite + Unpin + Send>(io: &mut T, payload: &[u8], max: usize) -> io::Result<()> {
+    let prefix = protocol::frame::encode_prefix(payload.len(), max)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    io.write_all(&prefix).await?;
+    io.write_all(payload).await?;
+    io.close().await
+}
+
+impl Codec for FrameCodec {
+    type Protocol = StreamProtocol;
+    type Request = Vec<u8>;
+    type Response = Vec<u8>;
+
+    async fn read_request<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Vec<u8>>
+    where
+        T: AsyncRead + Unpin + Send,
+    {
+        read_frame(io, self.max_request).await
+    }
+
+    async fn read_response<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Vec<u8>>
+    where
+        T: AsyncRead + Unpin + Send,
+    {
+        read_frame(io, self.max_response).await
+    }
+
+    async fn write_request<T>(&mut self, _: &StreamProtocol, io: &mut T, req: Vec<u8>) -> io::Result<()>
+    where
+        T: AsyncWrite + Unpin + Send,
+    {
+        write_frame(io, &req, self.max_request).await
+    }
+
+    async fn write_response<T>(&mut self, _: &StreamProtocol, io: &mut T, res: Vec<u8>) -> io::Result<()>
+    where
+        T: AsyncWrite + Unpin + Send,
+    {
+        write_frame(io, &res, self.max_response).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::io::Cursor;
+
+    #[tokio::test]
+    async fn frames_round_trip_and_oversized_ones_are_refused_before_allocation() {
+        let mut codec = FrameCodec::new(16, 4);
+        let proto = StreamProtocol::new("/t/1");
+        let mut wire = Cursor::new(Vec::new());
+        codec.write_request(&proto, &mut wire, b"hello".to_vec()).await.unwrap();
+        let mut rd = Cursor::new(wire.into_inner());
+        assert_eq!(codec.read_request(&proto, &mut rd).await.unwrap(), b"hello");
+
+        let mut lying = Cursor::new(u32::MAX.to_le_bytes().to_vec());
+        let err = codec.read_request(&proto, &mut lying).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+
+        let mut sink = Cursor::new(Vec::new());
+        assert!(codec.write_response(&proto, &mut sink, vec![0; 5]).await.is_err());
+    }
+}

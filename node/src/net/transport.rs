@@ -1,0 +1,51 @@
+//! Building one virtual node's Swarm: TCP + (optional pre-shared-key private network) + noise + yamux.
+
+use libp2p::core::transport::upgrade::Version;
+use libp2p::core::{Transport, muxing::StreamMuxerBox, transport::Boxed};
+use libp2p::identity::Keypair;
+use libp2p::pnet::{PnetConfig, PreSharedKey};
+use libp2p::{PeerId, Swarm, noise, tcp, yamux};
+
+use super::behaviour::{Timeouts, VnBehaviour};
+use crate::{NodeError, Result};
+
+fn transport(key: &Keypair, psk: Option<PreSharedKey>) -> Result<Boxed<(PeerId, StreamMuxerBox)>> {
+    let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true));
+    let noise = noise::Config::new(key).map_err(|e| NodeError::Network(format!("noise: {e}")))?;
+    let yamux = yamux::Config::default();
+    Ok(match psk {
+        // pnet wraps the raw socket, so a peer without the key fails before noise even starts.
+        Some(psk) => tcp
+            .and_then(move |socket, _| PnetConfig::new(psk).handshake(socket))
+            .upgrade(Version::V1Lazy)
+            .authenticate(noise)
+            .multiplex(yamux)
+            .boxed(),
+        None => tcp
+            .upgrade(Version::V1Lazy)
+            .authenticate(noise)
+            .multiplex(yamux)
+            .boxed(),
+    })
+}
+
+/// A Swarm for one VN identity. Must be called inside a tokio runtime.
+pub fn build_swarm(key: Keypair, psk: Option<PreSharedKey>, timeouts: Timeouts) -> Result<Swarm<VnBehaviour>> {
+    let t = transport(&key, psk)?;
+    Ok(libp2p::SwarmBuilder::with_existing_identity(key)
+        .with_tokio()
+        .with_other_transport(|_| t)
+        .map_err(|e| NodeError::Network(format!("transport: {e}")))?
+        .with_behaviour(|key| VnBehaviour::new(key, timeouts))
+        .map_err(|e| NodeError::Network(format!("behaviour: {e}")))?
+        .with_swarm_config(|c| c.with_idle_connection_timeout(timeouts.idle_connection))
+        .build())
+}
+
+/// Reads a pre-shared key file in the go-ipfs/libp2p "swarm.key" format
+/// (`/key/swarm/psk/1.0.0/`, `/base16/`, 64 hex digits).
+pub fn load_psk(path: &std::path::Path) -> Result<PreSharedKey> {
+    let text = std::fs::read_to_string(path).map_err(|e| NodeError::io(path, e))?;
+    text.parse()
+        .map_err(|e| NodeError::file(path, "psk", format!("not a swarm.key pre-shared key: {e:?}")))
+}
