@@ -21,8 +21,10 @@ pub enum NodeError {
     /// Parameters that cannot work together (e.g. degree ≥ number of virtual nodes).
     #[error("invalid configuration: {0}")]
     Config(String),
-    //TMP #[error(transparent)]
-    //TMP Models(#[from] models::ModelsError),
+    #[error(transparent)]
+    Models(#[from] models::ModelsError),
+    #[error(transparent)]
+    Sampling(#[from] sampling::Error),
     /// libp2p could not be set up (transport, listen address).
     #[error("network: {0}")]
     Network(String),

@@ -5,8 +5,11 @@
 //! - `id.rs`: [`VnAddr`], how VNs name each other on the wire.
 //! - `keys.rs`: VN key generation and loading.
 //! - `peers.rs`: the peer list file (permissioning and bootstrap).
+//! - `engine/`: the sans-IO round engine: `rn.rs` (real node), `vn.rs` (virtual node), `metrics.rs`,
+//!   `counters.rs`.
 //! - `net/`: the libp2p shell: behaviour, codec, transport.
 
+pub mod engine;
 mod error;
 mod id;
 pub mod keys;

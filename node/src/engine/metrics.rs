@@ -1,0 +1,35 @@
+//! Per-round metrics of one real node, written as one JSON line per round.
+
+use serde::{Deserialize, Serialize};
+
+/// What one RN reports for one round. Traffic is VN↔VN traffic summed over this RN's VNs (frame payloads
+/// and length prefixes; see `counters.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoundMetrics {
+    pub round: u64,
+    /// "accuracy" or "rmse".
+    pub metric_name: String,
+    /// Test metric of the aggregated model.
+    pub test_metric: f64,
+    pub test_loss: f64,
+    /// Mean training loss of this round's local steps.
+    pub train_loss: f64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    /// Confirmed overlay neighbours, summed over this RN's VNs (k·r for a perfect overlay).
+    pub neighbours: u32,
+    /// Chunk copies received and aggregated.
+    pub copies_received: u32,
+    /// Our chunk copies that neighbours accepted.
+    pub copies_delivered: u32,
+    /// Frames refused by this RN's VNs (malformed, wrong round, bad chunk, non-finite, not a neighbour).
+    pub refused: u32,
+    pub train_secs: f64,
+    /// From the end of training to the last VN's report (waiting for the overlay and the neighbours' chunks).
+    pub exchange_secs: f64,
+    pub aggregate_secs: f64,
+    pub eval_secs: f64,
+    pub round_secs: f64,
+}

@@ -1,0 +1,189 @@
+//! The real-node (RN) role, sans-IO: the round loop of Shatter (paper §3, DESIGN §1).
+//!
+//! Round t: start the overlay of t at every VN and train (the driver trains, on a blocking thread) →
+//! cut the trained parameters into k chunks and hand chunk s to VN s → collect every copy the VNs receive →
+//! when every VN reported the round done, average per parameter → evaluate (the driver) → round t + 1.
+//! With k = 1 this is Epidemic Learning: one VN carries the whole model; same code path.
+//!
+//! The RN never learns who sent a copy: a VN hands over frames (round, chunk index, values) only.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use models::aggregate::Aggregator;
+use models::chunking::ChunkPartition;
+use protocol::ChunkFrame;
+use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
+
+use super::metrics::RoundMetrics;
+
+/// What the driver feeds an [`RnEngine`].
+#[derive(Debug)]
+pub enum RnInput {
+    /// Begin round 0.
+    Start,
+    /// Local training of `round` finished with these parameters.
+    Trained { round: u64, params: Vec<f32>, train_loss: f64, secs: f64 },
+    /// A message from VN `vn`.
+    FromVn { vn: usize, msg: FromVirtualNode },
+    /// The aggregated model of `round` was evaluated.
+    Evaluated { round: u64, metric_name: String, metric: f64, loss: f64, secs: f64 },
+}
+
+/// What an [`RnEngine`] asks its driver to do.
+#[derive(Debug)]
+pub enum RnOutput {
+    /// Tell every VN to start negotiating the overlay of `round`.
+    StartRound { round: u64 },
+    /// Run local training for `round` on the current model (the driver's), then report `Trained`.
+    Train { round: u64 },
+    ToVn { vn: usize, msg: ToVirtualNode },
+    /// Load `params` (the aggregated model) into the model, evaluate it, report `Evaluated`.
+    Evaluate { round: u64, params: Vec<f32> },
+    RoundDone(RoundMetrics),
+    /// All rounds are done.
+    Finished,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Training,
+    Exchanging,
+    Evaluating,
+    Finished,
+}
+
+/// One real node's round loop.
+pub struct RnEngine {
+    partition: Arc<ChunkPartition>,
+    aggregator: Aggregator,
+    rounds: u64,
+    round: u64,
+    phase: Phase,
+    params: Vec<f32>,
+    vn_done: Vec<bool>,
+    metrics: RoundMetrics,
+    round_start: Duration,
+    exchange_start: Duration,
+    /// Copies a VN handed over that the aggregator refused: the VN already checks index, length and
+    /// finiteness, so this stays 0 unless the VN and RN disagree on the partition.
+    pub rejected_copies: u64,
+}
+
+impl RnEngine {
+    /// An RN running `rounds` rounds with the static `partition` (k = `partition.k()` VNs).
+    pub fn new(partition: Arc<ChunkPartition>, rounds: u64) -> Self {
+        let k = partition.k();
+        Self {
+            aggregator: Aggregator::new(partition.clone()),
+            partition,
+            rounds,
+            round: 0,
+            phase: Phase::Idle,
+            params: Vec::new(),
+            vn_done: vec![false; k],
+            metrics: RoundMetrics::default(),
+            round_start: Duration::ZERO,
+            exchange_start: Duration::ZERO,
+            rejected_copies: 0,
+        }
+    }
+
+    pub fn round(&self) -> u64 {
+        self.round
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Finished
+    }
+
+    pub fn handle(&mut self, now: Duration, input: RnInput) -> Vec<RnOutput> {
+        let mut out = Vec::new();
+        match input {
+            RnInput::Start if self.phase == Phase::Idle => self.begin_round(now, 0, &mut out),
+            RnInput::Trained { round, params, train_loss, secs } if self.phase == Phase::Training && round == self.round => {
+                self.metrics.train_loss = train_loss;
+                self.metrics.train_secs = secs;
+                self.exchange_start = now;
+                self.phase = Phase::Exchanging;
+                for s in 0..self.partition.k() {
+                    let values = self.partition.extract(s, &params).expect("trained parameters have length d");
+                    let frame = ChunkFrame { round, chunk: s as u32, values };
+                    out.push(RnOutput::ToVn { vn: s, msg: ToVirtualNode::Exchange(frame) });
+                }
+                self.params = params;
+            }
+            RnInput::FromVn { vn, msg } => self.from_vn(now, vn, msg, &mut out),
+            RnInput::Evaluated { round, metric_name, metric, loss, secs } if self.phase == Phase::Evaluating && round == self.round => {
+                self.metrics.metric_name = metric_name;
+                self.metrics.test_metric = metric;
+                self.metrics.test_loss = loss;
+                self.metrics.eval_secs = secs;
+                self.metrics.round_secs = (now - self.round_start).as_secs_f64();
+                out.push(RnOutput::RoundDone(std::mem::take(&mut self.metrics)));
+                if round + 1 < self.rounds {
+                    self.begin_round(now, round + 1, &mut out);
+                } else {
+                    self.phase = Phase::Finished;
+                    out.push(RnOutput::Finished);
+                }
+            }
+            other => tracing::debug!(?other, "input ignored in this phase"),
+        }
+        out
+    }
+
+    fn begin_round(&mut self, now: Duration, round: u64, out: &mut Vec<RnOutput>) {
+        self.round = round;
+        self.round_start = now;
+        self.phase = Phase::Training;
+        self.aggregator.reset();
+        self.vn_done.iter_mut().for_each(|d| *d = false);
+        self.metrics = RoundMetrics { round, ..RoundMetrics::default() };
+        out.push(RnOutput::StartRound { round });
+        out.push(RnOutput::Train { round });
+    }
+
+    fn from_vn(&mut self, now: Duration, vn: usize, msg: FromVirtualNode, out: &mut Vec<RnOutput>) {
+        // Copies can arrive while we still train: a neighbour whose training finished first sends as soon as
+        // its overlay is frozen, and our VN hands the copy over at once.
+        if !matches!(self.phase, Phase::Training | Phase::Exchanging) || vn >= self.vn_done.len() {
+            return;
+        }
+        match msg {
+            FromVirtualNode::Received(frame) if frame.round == self.round => {
+                if let Err(e) = self.aggregator.add(frame.chunk as usize, &frame.values) {
+                    self.rejected_copies += 1;
+                    tracing::warn!(vn, error = %e, "copy refused by the aggregator");
+                    return;
+                }
+                self.metrics.copies_received += 1;
+            }
+            FromVirtualNode::Received(_) => {}
+            FromVirtualNode::Done(s) if s.round == self.round && !self.vn_done[vn] => {
+                self.vn_done[vn] = true;
+                let m = &mut self.metrics;
+                m.bytes_sent += s.bytes_sent;
+                m.bytes_received += s.bytes_received;
+                m.messages_sent += s.messages_sent;
+                m.messages_received += s.messages_received;
+                m.neighbours += s.neighbours;
+                m.copies_delivered += s.delivered;
+                m.refused += s.refused;
+                if self.vn_done.iter().all(|d| *d) {
+                    self.metrics.exchange_secs = (now - self.exchange_start).as_secs_f64();
+                    let params = self.aggregator.finish(&self.params).expect("local parameters have length d");
+                    self.phase = Phase::Evaluating;
+                    out.push(RnOutput::Evaluate { round: self.round, params });
+                }
+            }
+            FromVirtualNode::Done(_) => {}
+        }
+    }
+
+    /// Lets the driver record how long the aggregation (the `handle` call that produced `Evaluate`) took.
+    pub fn set_aggregate_secs(&mut self, secs: f64) {
+        self.metrics.aggregate_secs = secs;
+    }
+}

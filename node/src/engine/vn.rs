@@ -1,0 +1,550 @@
+//! The virtual-node (VN) role, sans-IO: Cyclon peer sampling, the per-round overlay, and chunk exchange.
+//!
+//! One [`VnEngine`] per VN identity. It takes raw bytes from peers (so every refusal is decoded, checked
+//! and counted in one place), commands from its real node (RN), and time; it returns what to send, when to
+//! wake it, and what to hand its RN. The libp2p shell and the in-memory simulator drive the same code.
+//!
+//! Round t at one VN:
+//! 1. `StartRound(t)` (sent by the RN when it starts training round t): the overlay for t is negotiated
+//!    while the RN trains (DESIGN §5: timing must not link siblings).
+//! 2. `Exchange(frame)`: the RN's chunk for t. Once the overlay of t is frozen, the VN sends it to every
+//!    confirmed neighbour, and the exchange deadline starts: `exchange_timeout` later the VN reports `Done`
+//!    whatever is missing, so a crashed or slow neighbour costs at most its chunk, never the round.
+//! 3. Chunks from peers: accepted only from confirmed neighbours of that round, once per neighbour, with a
+//!    known chunk index, the right length and finite values; each accepted copy goes to the RN at once.
+//!    Chunks that arrive before the round is frozen wait (bounded) until the freeze decides.
+//!    A refusal for `NotNeighbour` tells the sender the edge is half-open; it stops counting it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use protocol::control::{ControlMsg, CyclonMsg, OverlayMsg};
+use protocol::rnvn::{FromVirtualNode, RoundSummary, ToVirtualNode};
+use protocol::{ChunkFrame, ChunkReply, DecodeError, RefuseReason};
+use sampling::{Cyclon, CyclonConfig, CyclonInput, CyclonOutput, OverlayBuilder, OverlayConfig, OverlayInput, OverlayOutput};
+use serde::{Serialize, de::DeserializeOwned};
+
+use super::counters::Counters;
+
+/// Chunks held for rounds whose overlay is not frozen yet, over all rounds. A VN expects at most r per round
+/// and rounds run at most [`MAX_FUTURE_ROUNDS`] ahead; 64 covers r = 8 over several rounds with margin, and
+/// bounds what early senders can make us hold (64 × the largest chunk).
+pub const MAX_PENDING_CHUNKS: usize = 64;
+
+/// How far ahead of the newest round this VN started a chunk may be and still be held. Nodes drift apart by
+/// about one round (one local training); anything further is refused as `WrongRound`.
+pub const MAX_FUTURE_ROUNDS: u64 = 2;
+
+/// Exchange states kept: rounds older than the newest minus this are forgotten and their chunks are stale.
+pub const MAX_KEPT_ROUNDS: u64 = 4;
+
+/// Identity of a VN as the engine needs it: ordered (determinism), serialisable (Cyclon entries).
+pub trait VnIdentity: sampling::PeerId + Serialize + DeserializeOwned + Send + 'static {}
+impl<T: sampling::PeerId + Serialize + DeserializeOwned + Send + 'static> VnIdentity for T {}
+
+/// Timing and sizes of one VN.
+#[derive(Debug, Clone)]
+pub struct VnConfig {
+    pub cyclon: CyclonConfig,
+    pub overlay: OverlayConfig,
+    /// How long after sending its chunk a VN waits for its neighbours' chunks before reporting the round done.
+    pub exchange_timeout: Duration,
+    /// Length of each chunk index of the static partition (`chunk_lens.len()` = k). Chunks of another length
+    /// for their index are refused.
+    pub chunk_lens: Arc<Vec<usize>>,
+}
+
+/// The shell's handle for an inbound chunk request, to answer it later (a libp2p response channel).
+pub type ReplyToken = u64;
+
+/// What the driver feeds a [`VnEngine`].
+#[derive(Debug)]
+pub enum VnInput<I> {
+    /// A command from this VN's RN.
+    FromRn(ToVirtualNode),
+    /// Start negotiating the overlay of `round` (sent by the RN when it starts the round).
+    StartRound(u64),
+    /// A control message from the authenticated peer `from`.
+    Control { from: I, bytes: Vec<u8> },
+    /// A chunk request from `from`, to be answered with a `Reply` carrying `token`.
+    Chunk { from: I, bytes: Vec<u8>, token: ReplyToken },
+    /// `from`'s answer to a chunk we sent for `round`.
+    ChunkReply { from: I, round: u64, bytes: Vec<u8> },
+    /// A message to `to` could not be delivered (dial failure, timeout, connection closed).
+    SendFailed { to: I },
+    /// Time passed: due timers fire.
+    Tick,
+}
+
+/// What a [`VnEngine`] asks its driver to do, or tells it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VnOutput<I> {
+    SendControl { to: I, bytes: Vec<u8> },
+    /// Send a chunk frame (encoded once, shared by all neighbours of the round).
+    SendChunk { to: I, round: u64, bytes: Arc<Vec<u8>> },
+    Reply { token: ReplyToken, bytes: Vec<u8> },
+    /// Call `handle(.., Tick)` at or after `at`. Emitted after every input: the latest one replaces earlier
+    /// ones (it is always the earliest deadline still pending).
+    Timer { at: Duration },
+    ToRn(FromVirtualNode),
+    /// Something was refused; counted in the round summary, surfaced for logs and the event stream.
+    Refused { from: I, what: RefusalKind },
+}
+
+/// Kinds of refusal, for counting and logs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RefusalKind {
+    /// Bytes that did not decode or broke a protocol limit.
+    Malformed(String),
+    /// A sender or a gossiped identity that is not on the peer list.
+    NotAllowed,
+    /// A chunk refused with this reason.
+    Chunk(RefuseReason),
+}
+
+#[derive(Debug)]
+struct ExchangeRound<I> {
+    /// The overlay of this round was started here (a round known only from early chunks is not).
+    started: bool,
+    own: Option<Arc<Vec<u8>>>,
+    neighbours: Option<BTreeSet<I>>,
+    /// Neighbours our chunk was sent to, and those whose reply is still outstanding.
+    awaiting_reply: BTreeSet<I>,
+    received_from: BTreeSet<I>,
+    pending: Vec<(I, ChunkFrame, ReplyToken)>,
+    deadline: Option<Duration>,
+    done: bool,
+    summary: RoundSummary,
+}
+
+// Derived Default would require `I: Default`.
+impl<I> Default for ExchangeRound<I> {
+    fn default() -> Self {
+        Self {
+            started: false,
+            own: None,
+            neighbours: None,
+            awaiting_reply: BTreeSet::new(),
+            received_from: BTreeSet::new(),
+            pending: Vec::new(),
+            deadline: None,
+            done: false,
+            summary: RoundSummary::default(),
+        }
+    }
+}
+
+/// One virtual node.
+pub struct VnEngine<I> {
+    me: I,
+    cfg: VnConfig,
+    cyclon: Cyclon<I>,
+    overlay: OverlayBuilder<I>,
+    rounds: BTreeMap<u64, ExchangeRound<I>>,
+    newest: Option<u64>,
+    pending_total: usize,
+    allowed: Box<dyn Fn(&I) -> bool + Send>,
+    counters: Counters,
+}
+
+impl<I: VnIdentity> VnEngine<I> {
+    /// A VN with its own seeded RNG streams (`cyclon_rng`, `overlay_rng`: derive them from the run seed and
+    /// this VN's identity, never shared with a sibling). `allowed` is the permission check: peers for whom it
+    /// is false are never sent to, never gossiped, and what they send is dropped.
+    pub fn new(
+        me: I,
+        cfg: VnConfig,
+        cyclon_rng: rand_chacha::ChaCha12Rng,
+        overlay_rng: rand_chacha::ChaCha12Rng,
+        allowed: Box<dyn Fn(&I) -> bool + Send>,
+    ) -> Result<Self, sampling::Error> {
+        let cyclon = Cyclon::new(me.clone(), cfg.cyclon.clone(), cyclon_rng)?;
+        let overlay = OverlayBuilder::new(me.clone(), cfg.overlay.clone(), overlay_rng)?;
+        Ok(Self {
+            me,
+            cfg,
+            cyclon,
+            overlay,
+            rounds: BTreeMap::new(),
+            newest: None,
+            pending_total: 0,
+            allowed,
+            counters: Counters::default(),
+        })
+    }
+
+    pub fn id(&self) -> &I {
+        &self.me
+    }
+
+    /// The current Cyclon view (for tests and metrics).
+    pub fn view(&self) -> Vec<I> {
+        self.cyclon.peers()
+    }
+
+    /// Confirmed neighbours of `round`, once frozen.
+    pub fn neighbours(&self, round: u64) -> Option<Vec<I>> {
+        self.overlay.neighbours(round)
+    }
+
+    /// Joins the network from bootstrap entries (those not allowed, and ourselves, are skipped).
+    pub fn join(&mut self, now: Duration, bootstrap: impl IntoIterator<Item = I>) -> Vec<VnOutput<I>> {
+        let entries: Vec<I> = bootstrap
+            .into_iter()
+            .filter(|p| *p != self.me && (self.allowed)(p))
+            .collect();
+        let mut c = Vec::new();
+        self.cyclon.join(now, entries, &mut c);
+        self.cyclon.start(now, &mut c);
+        let mut out = Vec::new();
+        self.apply_cyclon(c, &mut out);
+        self.finish(now, &mut out);
+        out
+    }
+
+    /// Handles one input; returns what to do.
+    pub fn handle(&mut self, now: Duration, input: VnInput<I>) -> Vec<VnOutput<I>> {
+        let mut out = Vec::new();
+        match input {
+            VnInput::StartRound(round) => self.start_round(now, round, &mut out),
+            VnInput::FromRn(ToVirtualNode::Exchange(frame)) => self.on_own_chunk(now, frame, &mut out),
+            VnInput::FromRn(ToVirtualNode::Stop) => {}
+            VnInput::Control { from, bytes } => self.on_control(now, from, bytes, &mut out),
+            VnInput::Chunk { from, bytes, token } => self.on_chunk(now, from, bytes, token, &mut out),
+            VnInput::ChunkReply { from, round, bytes } => self.on_chunk_reply(now, from, round, bytes, &mut out),
+            VnInput::SendFailed { to } => {
+                let mut c = Vec::new();
+                self.cyclon.handle(now, CyclonInput::SendFailed { to: to.clone() }, &mut c);
+                self.apply_cyclon(c, &mut out);
+                self.overlay_input(now, OverlayInput::SendFailed { to: to.clone() }, &mut out);
+                // A neighbour we could not deliver to will not answer: stop waiting for it.
+                for r in self.rounds.values_mut() {
+                    r.awaiting_reply.remove(&to);
+                }
+            }
+            VnInput::Tick => {
+                let mut c = Vec::new();
+                self.cyclon.handle(now, CyclonInput::Tick, &mut c);
+                self.apply_cyclon(c, &mut out);
+                self.overlay_input(now, OverlayInput::Tick, &mut out);
+            }
+        }
+        self.finish(now, &mut out);
+        out
+    }
+
+    fn start_round(&mut self, now: Duration, round: u64, out: &mut Vec<VnOutput<I>>) {
+        if self.newest.is_some_and(|n| round + MAX_KEPT_ROUNDS <= n) {
+            return;
+        }
+        self.newest = Some(self.newest.map_or(round, |n| n.max(round)));
+        let r = self.rounds.entry(round).or_default();
+        if r.started {
+            return;
+        }
+        r.started = true;
+        r.summary.round = round;
+        self.overlay_input(now, OverlayInput::StartRound { round }, out);
+        self.forget_old_rounds(out);
+    }
+
+    fn on_own_chunk(&mut self, now: Duration, frame: ChunkFrame, out: &mut Vec<VnOutput<I>>) {
+        let round = frame.round;
+        self.start_round(now, round, out);
+        let Some(r) = self.rounds.get_mut(&round) else { return };
+        r.own = Some(Arc::new(frame.encode()));
+        self.send_own_chunk(now, round, out);
+    }
+
+    /// Sends our chunk of `round` once both the chunk and the frozen neighbour set are there.
+    fn send_own_chunk(&mut self, now: Duration, round: u64, out: &mut Vec<VnOutput<I>>) {
+        let Some(r) = self.rounds.get_mut(&round) else { return };
+        let (Some(own), Some(neighbours)) = (&r.own, &r.neighbours) else { return };
+        if r.deadline.is_some() {
+            return;
+        }
+        r.deadline = Some(now + self.cfg.exchange_timeout);
+        for n in neighbours {
+            if !(self.allowed)(n) {
+                continue;
+            }
+            r.awaiting_reply.insert(n.clone());
+            self.counters.sent(own.len());
+            out.push(VnOutput::SendChunk { to: n.clone(), round, bytes: own.clone() });
+        }
+    }
+
+    fn on_control(&mut self, now: Duration, from: I, bytes: Vec<u8>, out: &mut Vec<VnOutput<I>>) {
+        self.counters.received(bytes.len());
+        if !(self.allowed)(&from) {
+            out.push(VnOutput::Refused { from, what: RefusalKind::NotAllowed });
+            return;
+        }
+        let msg: ControlMsg<I> = match protocol::codec::decode_control(&bytes)
+            .and_then(|m: ControlMsg<I>| m.validate().map(|_| m).map_err(|e| DecodeError::Invalid(e.to_string())))
+        {
+            Ok(m) => m,
+            Err(e) => {
+                self.counters.refused += 1;
+                out.push(VnOutput::Refused { from, what: RefusalKind::Malformed(e.to_string()) });
+                return;
+            }
+        };
+        match msg {
+            ControlMsg::Cyclon(m) => {
+                // Gossip about peers that are not on the list is dropped entry by entry: they never enter a view.
+                let m = self.filter_cyclon(m);
+                let mut c = Vec::new();
+                self.cyclon.handle(now, CyclonInput::Message { from, msg: m }, &mut c);
+                self.apply_cyclon(c, out);
+            }
+            ControlMsg::Overlay(m) => {
+                if let Some(claimed) = overlay_claim(&m)
+                    && !(self.allowed)(claimed)
+                {
+                    self.counters.refused += 1;
+                    out.push(VnOutput::Refused { from, what: RefusalKind::NotAllowed });
+                    return;
+                }
+                self.overlay_input(now, OverlayInput::Message { from, msg: m }, out);
+            }
+        }
+    }
+
+    fn filter_cyclon(&self, m: CyclonMsg<I>) -> CyclonMsg<I> {
+        let keep = |entries: Vec<protocol::control::ViewEntry<I>>| {
+            entries.into_iter().filter(|e| (self.allowed)(&e.id)).collect()
+        };
+        match m {
+            CyclonMsg::ShuffleRequest { entries } => CyclonMsg::ShuffleRequest { entries: keep(entries) },
+            CyclonMsg::ShuffleReply { entries } => CyclonMsg::ShuffleReply { entries: keep(entries) },
+        }
+    }
+
+    fn on_chunk(&mut self, now: Duration, from: I, bytes: Vec<u8>, token: ReplyToken, out: &mut Vec<VnOutput<I>>) {
+        self.counters.received(bytes.len());
+        if !(self.allowed)(&from) {
+            // The shell drops unlisted peers before this; refuse anyway, never accept.
+            self.refuse(from, token, RefuseReason::NotNeighbour, out);
+            return;
+        }
+        let frame = match ChunkFrame::decode(&bytes) {
+            Ok(f) => f,
+            Err(e) => {
+                self.counters.refused += 1;
+                out.push(VnOutput::Refused { from, what: RefusalKind::Malformed(e.to_string()) });
+                self.reply(token, ChunkReply::Refused(RefuseReason::BadChunk), out);
+                return;
+            }
+        };
+        if let Err(reason) = self.check_chunk(&frame) {
+            self.refuse(from, token, reason, out);
+            return;
+        }
+        let round = frame.round;
+        let newest = self.newest.unwrap_or(0);
+        let too_old = round < newest.saturating_sub(MAX_KEPT_ROUNDS - 1)
+            || self.rounds.get(&round).is_some_and(|r| r.done);
+        let too_new = round > newest + MAX_FUTURE_ROUNDS;
+        if too_old || too_new {
+            self.refuse(from, token, RefuseReason::WrongRound, out);
+            return;
+        }
+        let r = self.rounds.entry(round).or_default();
+        r.summary.round = round;
+        if r.received_from.contains(&from) || r.pending.iter().any(|(p, _, _)| *p == from) {
+            self.refuse(from, token, RefuseReason::Duplicate, out);
+            return;
+        }
+        if r.neighbours.is_none() {
+            if self.pending_total >= MAX_PENDING_CHUNKS {
+                self.refuse(from, token, RefuseReason::WrongRound, out);
+                return;
+            }
+            self.pending_total += 1;
+            r.pending.push((from, frame, token));
+            return;
+        }
+        self.decide_chunk(now, from, frame, token, out);
+    }
+
+    /// Checks what the frame alone can tell: a known chunk index, its length, finite values.
+    fn check_chunk(&self, frame: &ChunkFrame) -> Result<(), RefuseReason> {
+        match self.cfg.chunk_lens.get(frame.chunk as usize) {
+            Some(&len) if len == frame.values.len() => {}
+            _ => return Err(RefuseReason::BadChunk),
+        }
+        if frame.values.iter().any(|v| !v.is_finite()) {
+            return Err(RefuseReason::NonFinite);
+        }
+        Ok(())
+    }
+
+    /// Accepts or refuses a chunk of a frozen round.
+    fn decide_chunk(&mut self, _now: Duration, from: I, frame: ChunkFrame, token: ReplyToken, out: &mut Vec<VnOutput<I>>) {
+        let round = frame.round;
+        let Some(r) = self.rounds.get_mut(&round) else {
+            self.refuse(from, token, RefuseReason::WrongRound, out);
+            return;
+        };
+        if r.done {
+            self.refuse(from, token, RefuseReason::WrongRound, out);
+            return;
+        }
+        // Ask the overlay, not our frozen copy: an edge dropped after the freeze is no longer counted.
+        if !self.overlay.is_neighbour(round, &from) {
+            self.refuse(from, token, RefuseReason::NotNeighbour, out);
+            return;
+        }
+        r.received_from.insert(from);
+        r.summary.received += 1;
+        self.reply(token, ChunkReply::Accepted, out);
+        out.push(VnOutput::ToRn(FromVirtualNode::Received(frame)));
+    }
+
+    fn refuse(&mut self, from: I, token: ReplyToken, reason: RefuseReason, out: &mut Vec<VnOutput<I>>) {
+        self.counters.refused += 1;
+        out.push(VnOutput::Refused { from, what: RefusalKind::Chunk(reason) });
+        self.reply(token, ChunkReply::Refused(reason), out);
+    }
+
+    fn reply(&mut self, token: ReplyToken, reply: ChunkReply, out: &mut Vec<VnOutput<I>>) {
+        let bytes = protocol::codec::encode_control(&reply).expect("a chunk reply is two bytes");
+        self.counters.sent(bytes.len());
+        out.push(VnOutput::Reply { token, bytes });
+    }
+
+    fn on_chunk_reply(&mut self, now: Duration, from: I, round: u64, bytes: Vec<u8>, out: &mut Vec<VnOutput<I>>) {
+        self.counters.received(bytes.len());
+        let Some(r) = self.rounds.get_mut(&round) else { return };
+        if !r.awaiting_reply.remove(&from) {
+            return;
+        }
+        match protocol::codec::decode_control::<ChunkReply>(&bytes) {
+            Ok(ChunkReply::Accepted) => r.summary.delivered += 1,
+            Ok(ChunkReply::Refused(RefuseReason::NotNeighbour)) => {
+                // Half-open edge: the other end does not count it, so neither do we from now on.
+                self.overlay_input(now, OverlayInput::EdgeRefused { round, peer: from }, out);
+            }
+            Ok(ChunkReply::Refused(_)) => {}
+            Err(e) => {
+                self.counters.refused += 1;
+                out.push(VnOutput::Refused { from, what: RefusalKind::Malformed(e.to_string()) });
+            }
+        }
+    }
+
+    fn overlay_input(&mut self, now: Duration, input: OverlayInput<I>, out: &mut Vec<VnOutput<I>>) {
+        let view = self.cyclon.peers();
+        let mut o = Vec::new();
+        self.overlay.handle(now, input, &view, &mut o);
+        for output in o {
+            match output {
+                OverlayOutput::Send { to, msg } => self.send_control(to, ControlMsg::Overlay(msg), out),
+                OverlayOutput::Frozen { round, neighbours } => self.on_frozen(now, round, neighbours, out),
+                OverlayOutput::EdgeDropped { round, peer } => {
+                    if let Some(r) = self.rounds.get_mut(&round)
+                        && let Some(n) = r.neighbours.as_mut()
+                    {
+                        n.remove(&peer);
+                        r.awaiting_reply.remove(&peer);
+                    }
+                }
+                OverlayOutput::Invalid { from } => {
+                    self.counters.refused += 1;
+                    out.push(VnOutput::Refused { from, what: RefusalKind::Malformed("overlay message".into()) });
+                }
+                OverlayOutput::Timer { .. } => {} // `finish` asks every component for its next deadline.
+            }
+        }
+    }
+
+    fn on_frozen(&mut self, now: Duration, round: u64, neighbours: Vec<I>, out: &mut Vec<VnOutput<I>>) {
+        let r = self.rounds.entry(round).or_default();
+        r.summary.neighbours = neighbours.len() as u32;
+        r.neighbours = Some(neighbours.into_iter().collect());
+        let pending = std::mem::take(&mut r.pending);
+        self.pending_total -= pending.len();
+        for (from, frame, token) in pending {
+            self.decide_chunk(now, from, frame, token, out);
+        }
+        self.send_own_chunk(now, round, out);
+    }
+
+    fn apply_cyclon(&mut self, outputs: Vec<CyclonOutput<I>>, out: &mut Vec<VnOutput<I>>) {
+        for o in outputs {
+            match o {
+                CyclonOutput::Send { to, msg } => self.send_control(to, ControlMsg::Cyclon(msg), out),
+                CyclonOutput::Invalid { from } => {
+                    self.counters.refused += 1;
+                    out.push(VnOutput::Refused { from, what: RefusalKind::Malformed("cyclon message".into()) });
+                }
+                CyclonOutput::Timer { .. } | CyclonOutput::ShuffleTimedOut { .. } => {}
+            }
+        }
+    }
+
+    fn send_control(&mut self, to: I, msg: ControlMsg<I>, out: &mut Vec<VnOutput<I>>) {
+        if !(self.allowed)(&to) {
+            return;
+        }
+        match protocol::codec::encode_control(&msg) {
+            Ok(bytes) => {
+                self.counters.sent(bytes.len());
+                out.push(VnOutput::SendControl { to, bytes });
+            }
+            // Our own messages are bounded by the same limits as the receiver's: this is a bug, not input.
+            Err(e) => tracing::error!(error = %e, "control message over its limit was not sent"),
+        }
+    }
+
+    /// Reports finished rounds, then asks for the next wake-up.
+    fn finish(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
+        for r in self.rounds.values_mut() {
+            let Some(deadline) = r.deadline else { continue };
+            if r.done {
+                continue;
+            }
+            let all_in = r.neighbours.as_ref().is_some_and(|n| n.iter().all(|p| r.received_from.contains(p)));
+            if (all_in && r.awaiting_reply.is_empty()) || now >= deadline {
+                r.done = true;
+                let mut summary = r.summary;
+                self.counters.fill(&mut summary);
+                out.push(VnOutput::ToRn(FromVirtualNode::Done(summary)));
+            }
+        }
+        let next = [self.cyclon.next_timeout(), self.overlay.next_timeout()]
+            .into_iter()
+            .flatten()
+            .chain(self.rounds.values().filter(|r| !r.done).filter_map(|r| r.deadline))
+            .min();
+        if let Some(at) = next {
+            out.push(VnOutput::Timer { at });
+        }
+    }
+
+    fn forget_old_rounds(&mut self, out: &mut Vec<VnOutput<I>>) {
+        let Some(newest) = self.newest else { return };
+        let keep_from = newest.saturating_sub(MAX_KEPT_ROUNDS - 1);
+        let old: Vec<u64> = self.rounds.range(..keep_from).map(|(r, _)| *r).collect();
+        for round in old {
+            if let Some(r) = self.rounds.remove(&round) {
+                self.pending_total -= r.pending.len();
+                for (from, _, token) in r.pending {
+                    self.refuse(from, token, RefuseReason::WrongRound, out);
+                }
+            }
+        }
+    }
+}
+
+/// The identity an overlay message claims about a third party, which must be on the peer list.
+fn overlay_claim<I>(m: &OverlayMsg<I>) -> Option<&I> {
+    match m {
+        OverlayMsg::Propose { origin, .. } | OverlayMsg::SpliceRequest { origin, .. } => Some(origin),
+        OverlayMsg::SpliceOffer { other, .. } => Some(other),
+        OverlayMsg::Handover { newcomer, .. } => Some(newcomer),
+        _ => None,
+    }
+}
