@@ -7,14 +7,18 @@
 //! - `peers.rs`: the peer list file (permissioning and bootstrap).
 //! - `engine/`: the sans-IO round engine: `rn.rs` (real node), `vn.rs` (virtual node), `metrics.rs`,
 //!   `counters.rs`.
+//! - `learner.rs`: one real node's model, data and training ([`learner::Learner`]), shared by the drivers.
+//! - `sim.rs`: the in-memory driver (many nodes on a virtual clock), used by tests and `testnet --mode sim`.
 //! - `net/`: the libp2p shell: behaviour, codec, transport.
 
 pub mod engine;
 mod error;
 mod id;
 pub mod keys;
+pub mod learner;
 pub mod net;
 pub mod peers;
+pub mod sim;
 
 pub use error::{NodeError, Result};
 pub use id::VnAddr;

@@ -39,6 +39,8 @@ pub struct RoundSummary {
     pub delivered: u32,
     /// Frames refused (malformed, wrong round, bad chunk, non-finite, not a neighbour).
     pub refused: u32,
+    /// Bytes of chunk frames sent (payload + length prefix), the part the cost model 4·d·r describes.
+    pub chunk_bytes_sent: u64,
     /// Payload bytes sent and received on the wire for the round (chunks and control).
     pub bytes_sent: u64,
     pub bytes_received: u64,

@@ -14,6 +14,8 @@ pub struct RoundMetrics {
     pub test_loss: f64,
     /// Mean training loss of this round's local steps.
     pub train_loss: f64,
+    /// Chunk frames sent (payload + prefix): the cost model's 4·d·r plus headers for a full overlay.
+    pub chunk_bytes_sent: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub messages_sent: u64,

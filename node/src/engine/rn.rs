@@ -165,6 +165,7 @@ impl RnEngine {
                 self.vn_done[vn] = true;
                 let m = &mut self.metrics;
                 m.bytes_sent += s.bytes_sent;
+                m.chunk_bytes_sent += s.chunk_bytes_sent;
                 m.bytes_received += s.bytes_received;
                 m.messages_sent += s.messages_sent;
                 m.messages_received += s.messages_received;

@@ -270,7 +270,7 @@ impl<I: VnIdentity> VnEngine<I> {
                 continue;
             }
             r.awaiting_reply.insert(n.clone());
-            self.counters.sent(own.len());
+            self.counters.sent_chunk(own.len());
             out.push(VnOutput::SendChunk { to: n.clone(), round, bytes: own.clone() });
         }
     }
