@@ -1,1 +1,187 @@
-//! Control messages (Cyclon, overlay). Placeholder: filled in by the sampling work (issue 3).
+//! Control messages of the peer sampler (Cyclon) and the per-round overlay negotiation.
+//!
+//! All types are generic over the peer identity `I`: the simulator and tests use `u32`, the node uses a
+//! libp2p peer wrapper. They are plain serde types (owned data, externally tagged enums) so the codec can
+//! encode them with bincode 2's serde support. Nothing decoded off the wire is trusted: call
+//! [`ControlMsg::validate`] (or the per-protocol `validate`) before acting on a message. The state machines in
+//! `sampling` validate again, so a caller that forgets cannot make them allocate or loop without bound.
+//!
+//! The sender of a message is never carried inside it: it is the authenticated remote peer of the connection
+//! the message arrived on. Identities that *are* carried (`origin`, `other`, `newcomer`, view entries) are
+//! claims; the protocol is built so that a false claim only wastes a message (an `Accept` sent to a spoofed
+//! origin is answered with `Nack`, a spoofed view entry is removed when its shuffle times out).
+
+use serde::{Deserialize, Serialize};
+
+/// Most entries one shuffle message may carry. Cyclon's shuffle length l defaults to 8 (Voulgaris et al.,
+/// "CYCLON", J. Netw. Syst. Manage. 2005, §5 uses l = 8 with c = 20 .. 50); 64 leaves room for configs with a
+/// larger view (l ≤ c) while keeping a message to a few kilobytes.
+pub const MAX_SHUFFLE_ENTRIES: usize = 64;
+
+/// Largest hop budget a forwarded proposal may carry. DESIGN §5 uses TTL 30; a random walk on the Cyclon
+/// graph (c = 20) mixes in a handful of hops, so anything above 64 only multiplies forwarding traffic.
+pub const MAX_TTL: u8 = 64;
+
+/// Largest age a view entry may claim. Ages grow by one per shuffle period; an entry older than this is
+/// long dead (Cyclon removes entries after a failed shuffle, and the oldest entry is shuffled first), so a
+/// larger value is either a bug or an attempt to bias target selection.
+pub const MAX_AGE: u32 = 1 << 16;
+
+/// Why a control message was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    #[error("shuffle carries {0} entries, more than MAX_SHUFFLE_ENTRIES = {MAX_SHUFFLE_ENTRIES}")]
+    TooManyEntries(usize),
+    #[error("view entry age {0} exceeds MAX_AGE = {MAX_AGE}")]
+    AgeTooLarge(u32),
+    #[error("ttl {0} exceeds MAX_TTL = {MAX_TTL}")]
+    TtlTooLarge(u8),
+}
+
+/// One entry of a Cyclon view: a peer and how many shuffle periods ago the entry was created by that peer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ViewEntry<I> {
+    pub id: I,
+    pub age: u32,
+}
+
+/// Cyclon shuffle (Voulgaris et al. 2005, §3.2 "enhanced shuffling").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CyclonMsg<I> {
+    /// Initiator → target: l−1 random entries of the initiator's view plus a fresh (age 0) entry of itself.
+    ShuffleRequest { entries: Vec<ViewEntry<I>> },
+    /// Target → initiator: up to l random entries of the target's view.
+    ShuffleReply { entries: Vec<ViewEntry<I>> },
+}
+
+impl<I> CyclonMsg<I> {
+    pub fn entries(&self) -> &[ViewEntry<I>] {
+        match self {
+            CyclonMsg::ShuffleRequest { entries } | CyclonMsg::ShuffleReply { entries } => entries,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ControlError> {
+        let entries = self.entries();
+        if entries.len() > MAX_SHUFFLE_ENTRIES {
+            return Err(ControlError::TooManyEntries(entries.len()));
+        }
+        if let Some(e) = entries.iter().find(|e| e.age > MAX_AGE) {
+            return Err(ControlError::AgeTooLarge(e.age));
+        }
+        Ok(())
+    }
+}
+
+/// Negotiation of round `round`'s random regular overlay (DESIGN §5; `sampling::overlay` documents the
+/// protocol and its timing). `nonce` is chosen at random by whoever starts an exchange and names it, so
+/// replies to an old or foreign exchange are recognised and ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OverlayMsg<I> {
+    /// Walks the Cyclon view graph (each hop forwards to a random view entry, `ttl` decremented) until an
+    /// acceptor takes it; the acceptor answers `origin` directly.
+    Propose { round: u64, origin: I, nonce: u64, ttl: u8 },
+    /// Acceptor → origin: a degree slot is reserved for you.
+    Accept { round: u64, nonce: u64 },
+    /// Last hop → origin: the walk ran out of TTL.
+    Reject { round: u64, nonce: u64 },
+    /// Proposer → acceptor: I commit to the edge. Retransmitted until `ConfirmAck` or the deadline.
+    Confirm { round: u64, nonce: u64 },
+    /// The receiver of a commitment (`Confirm`, `SpliceAccept`, `Handover`) now counts the edge.
+    ConfirmAck { round: u64, nonce: u64 },
+    /// Refusal of an `Accept`, `Confirm`, `SpliceOffer`, `SpliceAccept` or `Handover`: the edge is not counted.
+    Nack { round: u64, nonce: u64 },
+    /// The sender does not count the edge with the receiver in this round (sent when a round freezes with an
+    /// unacknowledged commitment, or when an acknowledgement arrives too late). The receiver stops counting it.
+    Drop { round: u64 },
+    /// Splice repair: a VN short by ≥ 2 looks (random walk) for a VN x that will split one of its edges.
+    SpliceRequest { round: u64, origin: I, nonce: u64, ttl: u8 },
+    /// x → origin: I will split my edge (x, `other`) into (x, origin), (origin, `other`).
+    SpliceOffer { round: u64, nonce: u64, other: I },
+    /// origin → x: go ahead.
+    SpliceAccept { round: u64, nonce: u64 },
+    /// x → other: our edge is replaced by one between you and `newcomer`, who committed to it.
+    Handover { round: u64, nonce: u64, newcomer: I },
+}
+
+impl<I> OverlayMsg<I> {
+    pub fn round(&self) -> u64 {
+        match self {
+            OverlayMsg::Propose { round, .. }
+            | OverlayMsg::Accept { round, .. }
+            | OverlayMsg::Reject { round, .. }
+            | OverlayMsg::Confirm { round, .. }
+            | OverlayMsg::ConfirmAck { round, .. }
+            | OverlayMsg::Nack { round, .. }
+            | OverlayMsg::Drop { round }
+            | OverlayMsg::SpliceRequest { round, .. }
+            | OverlayMsg::SpliceOffer { round, .. }
+            | OverlayMsg::SpliceAccept { round, .. }
+            | OverlayMsg::Handover { round, .. } => *round,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ControlError> {
+        match self {
+            OverlayMsg::Propose { ttl, .. } | OverlayMsg::SpliceRequest { ttl, .. } if *ttl > MAX_TTL => {
+                Err(ControlError::TtlTooLarge(*ttl))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Everything that travels on the control protocol.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControlMsg<I> {
+    Cyclon(CyclonMsg<I>),
+    Overlay(OverlayMsg<I>),
+}
+
+impl<I> ControlMsg<I> {
+    pub fn validate(&self) -> Result<(), ControlError> {
+        match self {
+            ControlMsg::Cyclon(m) => m.validate(),
+            ControlMsg::Overlay(m) => m.validate(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_bounds() {
+        let e = |n: usize| CyclonMsg::ShuffleRequest {
+            entries: (0..n as u32).map(|id| ViewEntry { id, age: 0 }).collect(),
+        };
+        assert!(e(MAX_SHUFFLE_ENTRIES).validate().is_ok());
+        assert_eq!(
+            e(MAX_SHUFFLE_ENTRIES + 1).validate(),
+            Err(ControlError::TooManyEntries(MAX_SHUFFLE_ENTRIES + 1))
+        );
+        let old = CyclonMsg::ShuffleReply { entries: vec![ViewEntry { id: 1u32, age: MAX_AGE + 1 }] };
+        assert!(old.validate().is_err());
+        let p = |ttl| OverlayMsg::Propose { round: 1, origin: 7u32, nonce: 3, ttl };
+        assert!(p(MAX_TTL).validate().is_ok());
+        assert_eq!(p(MAX_TTL + 1).validate(), Err(ControlError::TtlTooLarge(MAX_TTL + 1)));
+        assert!(ControlMsg::Overlay(p(MAX_TTL + 1)).validate().is_err());
+    }
+
+    #[test]
+    fn bincode_roundtrip() {
+        let cfg = bincode::config::standard();
+        let msgs = vec![
+            ControlMsg::Cyclon(CyclonMsg::ShuffleRequest { entries: vec![ViewEntry { id: 5u32, age: 2 }] }),
+            ControlMsg::Overlay(OverlayMsg::Handover { round: 9, nonce: u64::MAX, newcomer: 4 }),
+            ControlMsg::Overlay(OverlayMsg::Drop { round: 3 }),
+        ];
+        for m in msgs {
+            let bytes = bincode::serde::encode_to_vec(&m, cfg).unwrap();
+            let (back, n): (ControlMsg<u32>, usize) = bincode::serde::decode_from_slice(&bytes, cfg).unwrap();
+            assert_eq!(n, bytes.len());
+            assert_eq!(back, m);
+        }
+    }
+}

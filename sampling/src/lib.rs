@@ -1,1 +1,57 @@
-//! Sans-IO Cyclon peer sampling and the per-round overlay. Placeholder: filled in by issue 3.
+//! Sans-IO peer sampling and per-round random regular overlay for Shatter's virtual nodes (VNs).
+//!
+//! The paper (Shatter, PETS 2025) draws each round's random r-regular graph of VNs from a central oracle.
+//! This crate builds it without a coordinator: a Cyclon gossip peer sampler keeps each VN's partial view of
+//! the network, and a per-round matching-style proposal protocol turns the views into a near-r-regular graph
+//! (DESIGN §5). Both are state machines (`handle(now, input, ..) -> outputs`) with injected time and seeded
+//! ChaCha RNGs: the node drives them over libp2p, the simulator here drives them in memory, same code.
+//!
+//! Layout:
+//! - `lib.rs` — this overview, the [`PeerId`] bound, the crate [`Error`], RNG derivation helper.
+//! - `cyclon.rs` — [`cyclon::Cyclon`], the Cyclon shuffle state machine (Voulgaris et al. 2005).
+//! - `overlay.rs` — [`overlay::OverlayBuilder`], the per-round overlay negotiation (protocol, timing,
+//!   half-open edge handling documented there).
+//! - `sim/mod.rs` — [`sim::Network`], a deterministic discrete-event network (virtual clock, latency, loss,
+//!   crashes), generic over the message type so the node can reuse it.
+//! - `sim/driver.rs` — [`sim::OverlaySim`], many VNs running Cyclon + overlay on a `Network` for many rounds.
+//! - `metrics.rs` — degree statistics, the paper's privacy quantities, per-round report aggregation.
+//! - `spectral.rs` — λ₂ and λ_min of W = (I + A)/(r + 1) by deflated Lanczos on the sparse graph.
+//! - `uniform.rs` — reference uniform random r-regular graphs (Steger–Wormald pairing).
+//!
+//! Wire message types live in `protocol::control`; this crate only adds behaviour.
+
+pub mod cyclon;
+pub mod metrics;
+pub mod overlay;
+pub mod sim;
+pub mod spectral;
+pub mod uniform;
+
+use std::fmt::Debug;
+use std::hash::Hash;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha12Rng;
+
+pub use cyclon::{Cyclon, CyclonConfig, CyclonInput, CyclonOutput};
+pub use overlay::{OverlayBuilder, OverlayConfig, OverlayInput, OverlayOutput};
+
+/// What a peer identity must support. Ordered (not just hashed) so iteration order, and with it every
+/// output, is deterministic.
+pub trait PeerId: Clone + Eq + Ord + Hash + Debug {}
+impl<T: Clone + Eq + Ord + Hash + Debug> PeerId for T {}
+
+/// The crate's error type.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+/// A ChaCha RNG for one (run seed, stream) pair: `stream` distinguishes identities and purposes (e.g.
+/// `hash(identity) * 4 + 0` for Cyclon, `+ 1` for the overlay), so siblings never share a stream.
+pub fn derive_rng(seed: u64, stream: u64) -> ChaCha12Rng {
+    let mut rng = ChaCha12Rng::seed_from_u64(seed);
+    rng.set_stream(stream);
+    rng
+}

@@ -1,0 +1,297 @@
+//! Cyclon gossip peer sampling (S. Voulgaris, D. Gavidia, M. van Steen, "CYCLON: Inexpensive Membership
+//! Management for Unstructured P2P Overlays", J. Network and Systems Management 13(2), 2005), sans-IO.
+//!
+//! Each VN keeps a view of at most c entries (peer, age). Every `period` it runs one shuffle (§3.2,
+//! "enhanced shuffling"):
+//! 1. age every entry by one;
+//! 2. pick the oldest entry Q as the target and l−1 other random entries, and remove Q from the view;
+//! 3. send Q the l−1 entries plus a fresh entry of itself (age 0);
+//! 4. Q answers with up to l random entries of its own view and merges what it got;
+//! 5. both ends merge received entries: drop self and entries already in the view, fill empty slots first,
+//!    then replace the entries they sent.
+//!
+//! A shuffle that gets no reply within `shuffle_timeout` (or whose send fails) leaves Q removed: this is how
+//! crashed peers leave the views (the oldest entry is always shuffled next, so a dead entry is probed within
+//! a bounded number of periods once it is the oldest). A VN joins with a list of bootstrap peers; its fresh
+//! self entries then spread through its shuffles.
+
+use std::time::Duration;
+
+use protocol::control::{CyclonMsg, MAX_AGE, MAX_SHUFFLE_ENTRIES, ViewEntry};
+use rand::Rng;
+use rand::seq::{IndexedRandom, SliceRandom};
+use rand_chacha::ChaCha12Rng;
+
+use crate::{Error, PeerId};
+
+/// Cyclon parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CyclonConfig {
+    /// View size c. 20 is the smallest cache Voulgaris et al. evaluate (§5, c = 20, 50, 100) and DESIGN §5's
+    /// choice: with N ≤ a few thousand VNs it keeps the view graph connected and the in-degree spread small.
+    pub view_size: usize,
+    /// Shuffle length l. 8 as in the Cyclon paper's experiments (§5) and DESIGN §5.
+    pub shuffle_len: usize,
+    /// Time between two shuffles of one VN. DESIGN §5 asks for ≥ 4 shuffles per training round.
+    pub period: Duration,
+    /// A shuffle without a reply after this long counts as failed and leaves its target removed.
+    pub shuffle_timeout: Duration,
+}
+
+impl Default for CyclonConfig {
+    fn default() -> Self {
+        Self {
+            view_size: 20,
+            shuffle_len: 8,
+            period: Duration::from_secs(1),
+            shuffle_timeout: Duration::from_millis(500),
+        }
+    }
+}
+
+impl CyclonConfig {
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.view_size == 0 || self.shuffle_len == 0 {
+            return Err(Error::Config("view_size and shuffle_len must be positive".into()));
+        }
+        if self.shuffle_len > self.view_size || self.shuffle_len > MAX_SHUFFLE_ENTRIES {
+            return Err(Error::Config(format!(
+                "shuffle_len {} must be ≤ view_size {} and ≤ MAX_SHUFFLE_ENTRIES {}",
+                self.shuffle_len, self.view_size, MAX_SHUFFLE_ENTRIES
+            )));
+        }
+        if self.period.is_zero() || self.shuffle_timeout.is_zero() {
+            return Err(Error::Config("period and shuffle_timeout must be positive".into()));
+        }
+        Ok(())
+    }
+}
+
+/// What the caller feeds a [`Cyclon`].
+#[derive(Debug, Clone)]
+pub enum CyclonInput<I> {
+    /// A message from `from` (the authenticated sender).
+    Message { from: I, msg: CyclonMsg<I> },
+    /// A send to `to` could not be delivered (dial failure, connection reset, peer refused).
+    SendFailed { to: I },
+    /// Time passed; due timers fire. Any input also fires due timers first.
+    Tick,
+}
+
+/// What a [`Cyclon`] asks its caller to do or tells it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CyclonOutput<I> {
+    Send { to: I, msg: CyclonMsg<I> },
+    /// Call `handle(.., Tick)` at or after `at` (the earliest pending deadline; replaces earlier requests).
+    Timer { at: Duration },
+    /// A shuffle with `peer` failed (timeout or send failure); `peer` was removed from the view.
+    ShuffleTimedOut { peer: I },
+    /// A message was refused by validation (counted, ignored).
+    Invalid { from: I },
+}
+
+#[derive(Debug, Clone)]
+struct Pending<I> {
+    target: I,
+    sent: Vec<I>,
+    deadline: Duration,
+}
+
+/// One VN's Cyclon state.
+#[derive(Debug, Clone)]
+pub struct Cyclon<I> {
+    me: I,
+    cfg: CyclonConfig,
+    view: Vec<ViewEntry<I>>,
+    rng: ChaCha12Rng,
+    next_shuffle: Option<Duration>,
+    pending: Option<Pending<I>>,
+    last_timer: Option<Duration>,
+}
+
+impl<I: PeerId> Cyclon<I> {
+    /// A Cyclon instance for `me`. `rng` must be seeded from (run seed, identity): siblings must not share
+    /// streams. Shuffling starts after [`Cyclon::join`] or [`Cyclon::start`].
+    pub fn new(me: I, cfg: CyclonConfig, rng: ChaCha12Rng) -> Result<Self, Error> {
+        cfg.validate()?;
+        Ok(Self { me, cfg, view: Vec::new(), rng, next_shuffle: None, pending: None, last_timer: None })
+    }
+
+    pub fn id(&self) -> &I {
+        &self.me
+    }
+
+    pub fn config(&self) -> &CyclonConfig {
+        &self.cfg
+    }
+
+    /// The current view entries (order is internal but deterministic).
+    pub fn entries(&self) -> &[ViewEntry<I>] {
+        &self.view
+    }
+
+    /// The peers of the current view.
+    pub fn peers(&self) -> Vec<I> {
+        self.view.iter().map(|e| e.id.clone()).collect()
+    }
+
+    pub fn contains(&self, id: &I) -> bool {
+        self.view.iter().any(|e| &e.id == id)
+    }
+
+    /// Join: put up to c bootstrap peers (age 0) into the view and start shuffling. The first shuffle is
+    /// delayed by a random fraction of the period so VNs that join together (e.g. siblings) do not shuffle in
+    /// lockstep.
+    pub fn join(&mut self, now: Duration, bootstrap: impl IntoIterator<Item = I>, out: &mut Vec<CyclonOutput<I>>) {
+        for id in bootstrap {
+            if self.view.len() >= self.cfg.view_size {
+                break;
+            }
+            if id != self.me && !self.contains(&id) {
+                self.view.push(ViewEntry { id, age: 0 });
+            }
+        }
+        self.start(now, out);
+    }
+
+    /// Start the shuffle timer (no-op if already running).
+    pub fn start(&mut self, now: Duration, out: &mut Vec<CyclonOutput<I>>) {
+        if self.next_shuffle.is_none() {
+            let jitter = self.cfg.period.mul_f64(self.rng.random::<f64>());
+            self.next_shuffle = Some(now + jitter);
+        }
+        self.emit_timer(out);
+    }
+
+    /// The earliest time the caller must call `handle(.., Tick)`.
+    pub fn next_timeout(&self) -> Option<Duration> {
+        match (self.next_shuffle, self.pending.as_ref().map(|p| p.deadline)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn handle(&mut self, now: Duration, input: CyclonInput<I>, out: &mut Vec<CyclonOutput<I>>) {
+        self.fire_timers(now, out);
+        match input {
+            CyclonInput::Tick => {}
+            CyclonInput::SendFailed { to } => {
+                self.view.retain(|e| e.id != to);
+                if self.pending.as_ref().is_some_and(|p| p.target == to) {
+                    self.pending = None;
+                    out.push(CyclonOutput::ShuffleTimedOut { peer: to });
+                }
+            }
+            CyclonInput::Message { from, msg } => {
+                if msg.validate().is_err() || from == self.me {
+                    out.push(CyclonOutput::Invalid { from });
+                } else {
+                    match msg {
+                        CyclonMsg::ShuffleRequest { entries } => self.on_request(from, entries, out),
+                        CyclonMsg::ShuffleReply { entries } => self.on_reply(from, entries),
+                    }
+                }
+            }
+        }
+        self.emit_timer(out);
+    }
+
+    fn emit_timer(&mut self, out: &mut Vec<CyclonOutput<I>>) {
+        let t = self.next_timeout();
+        if t != self.last_timer {
+            self.last_timer = t;
+            if let Some(at) = t {
+                out.push(CyclonOutput::Timer { at });
+            }
+        }
+    }
+
+    fn fire_timers(&mut self, now: Duration, out: &mut Vec<CyclonOutput<I>>) {
+        if let Some(p) = &self.pending
+            && p.deadline <= now
+        {
+            // The target was removed when the shuffle started; leaving it out is the removal.
+            let p = self.pending.take().expect("checked");
+            out.push(CyclonOutput::ShuffleTimedOut { peer: p.target });
+        }
+        if let Some(at) = self.next_shuffle
+            && at <= now
+        {
+            // Catch up without bursting: one shuffle per call, the next one a period from now.
+            self.next_shuffle = Some(now.max(at) + self.cfg.period);
+            self.shuffle(now, out);
+        }
+    }
+
+    fn shuffle(&mut self, now: Duration, out: &mut Vec<CyclonOutput<I>>) {
+        if let Some(p) = self.pending.take() {
+            // Still no answer one period later: treat as failed (the target is already out of the view).
+            out.push(CyclonOutput::ShuffleTimedOut { peer: p.target });
+        }
+        for e in &mut self.view {
+            e.age = (e.age + 1).min(MAX_AGE);
+        }
+        if self.view.is_empty() {
+            return;
+        }
+        // Oldest entry is the target (ties broken by position, which is itself random after merges).
+        let oldest = (0..self.view.len()).max_by_key(|&i| (self.view[i].age, usize::MAX - i)).expect("non-empty");
+        let target = self.view.swap_remove(oldest).id;
+        let mut idx: Vec<usize> = (0..self.view.len()).collect();
+        idx.shuffle(&mut self.rng);
+        idx.truncate(self.cfg.shuffle_len - 1);
+        let mut entries: Vec<ViewEntry<I>> = idx.iter().map(|&i| self.view[i].clone()).collect();
+        let sent: Vec<I> = entries.iter().map(|e| e.id.clone()).collect();
+        entries.push(ViewEntry { id: self.me.clone(), age: 0 });
+        self.pending = Some(Pending { target: target.clone(), sent, deadline: now + self.cfg.shuffle_timeout });
+        out.push(CyclonOutput::Send { to: target, msg: CyclonMsg::ShuffleRequest { entries } });
+    }
+
+    fn on_request(&mut self, from: I, entries: Vec<ViewEntry<I>>, out: &mut Vec<CyclonOutput<I>>) {
+        let mut idx: Vec<usize> = (0..self.view.len()).collect();
+        idx.shuffle(&mut self.rng);
+        idx.truncate(self.cfg.shuffle_len);
+        let reply: Vec<ViewEntry<I>> = idx.iter().map(|&i| self.view[i].clone()).collect();
+        let sent: Vec<I> = reply.iter().map(|e| e.id.clone()).collect();
+        out.push(CyclonOutput::Send { to: from, msg: CyclonMsg::ShuffleReply { entries: reply } });
+        self.merge(entries, &sent);
+    }
+
+    fn on_reply(&mut self, from: I, entries: Vec<ViewEntry<I>>) {
+        // Only the reply to our outstanding shuffle is merged; anything else (late, duplicate, unsolicited)
+        // would let a peer push entries into our view at will.
+        match &self.pending {
+            Some(p) if p.target == from => {
+                let p = self.pending.take().expect("checked");
+                self.merge(entries, &p.sent);
+            }
+            _ => {}
+        }
+    }
+
+    /// Cyclon step 6/7: discard self and known entries, fill empty slots, then replace entries we sent.
+    fn merge(&mut self, entries: Vec<ViewEntry<I>>, sent: &[I]) {
+        let mut replaceable: Vec<I> = sent.to_vec();
+        for e in entries.into_iter().take(MAX_SHUFFLE_ENTRIES) {
+            if e.id == self.me || self.contains(&e.id) {
+                continue;
+            }
+            if self.view.len() < self.cfg.view_size {
+                self.view.push(e);
+                continue;
+            }
+            // Replace one of the entries we sent that is still in the view.
+            while let Some(old) = replaceable.pop() {
+                if let Some(pos) = self.view.iter().position(|v| v.id == old) {
+                    self.view[pos] = e;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// A random peer of the view (for callers that need one outside the protocols here).
+    pub fn random_peer(&mut self) -> Option<I> {
+        self.view.choose(&mut self.rng).map(|e| e.id.clone())
+    }
+}

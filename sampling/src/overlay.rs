@@ -1,0 +1,722 @@
+//! Per-round random r-regular overlay, negotiated without a coordinator (DESIGN §5), sans-IO.
+//!
+//! The paper draws G_t from a central oracle (or a public seed). Here every VN runs an [`OverlayBuilder`] fed
+//! by its Cyclon view, and the VNs build a near-r-regular graph by a matching-style proposal protocol.
+//!
+//! # Protocol (one round t)
+//! * **Sub-steps.** S = 4r sub-steps of length `substep`, timed by each VN's *own* clock from its *local*
+//!   round start (`StartRound`); clocks need not agree. At the start of each sub-step a VN whose degree is
+//!   below r (reserved, committed and established edges all count) becomes proposer or acceptor with
+//!   probability ½ (otherwise idle).
+//! * **Proposal.** A proposer sends one `Propose{origin: self, ttl}` to a random view entry. A receiver
+//!   that is an acceptor *in its own current sub-step*, has not accepted in this sub-step, has degree < r, is
+//!   not the origin and not already linked to it, reserves a slot and sends `Accept` straight to the origin.
+//!   Any other receiver forwards the proposal to a random entry of its view (ttl − 1); at ttl 0 it sends
+//!   `Reject` to the origin. One proposal and one acceptance per VN per sub-step (several make the graph
+//!   nearly bipartite, DESIGN §5).
+//! * **Commit.** The origin, if it still has room and is not linked to the acceptor, answers `Confirm` and
+//!   counts the edge as *committed*; otherwise `Nack`. It retransmits `Confirm` every `retransmit` until it
+//!   gets `ConfirmAck` or the round freezes. The acceptor counts the edge (*established*) on `Confirm` and
+//!   answers `ConfirmAck` (again for every retransmission); a reservation that sees no `Confirm` within
+//!   `reserve_timeout` is released, and a later `Confirm` is still taken if there is room (else `Nack`).
+//!   The proposer counts the edge only on `ConfirmAck`.
+//! * **Splice repair.** After the S sub-steps come `repair_steps` more sub-steps. In each, a VN short by ≥ 2
+//!   sends a `SpliceRequest` walk. A receiver x not linked to the origin v, with an established edge
+//!   (x, y) and no splice in progress, reserves v, locks (x, y) and sends `SpliceOffer{other: y}` to v. If v
+//!   is still short by ≥ 2 and linked to neither x nor y, it commits to both and sends `SpliceAccept` to x
+//!   (retransmitted); x replaces y by v, acknowledges v and sends `Handover{newcomer: v}` to y, which drops
+//!   x, takes v if it has room and acknowledges v (or `Nack`s). v counts each of x and y on its ack.
+//! * **Deadline.** At `start + (S + repair_steps)·substep + grace` the round freezes: the neighbour set is
+//!   the established edges, emitted as [`OverlayOutput::Frozen`]. Unacknowledged commitments are withdrawn
+//!   with `Drop`, reservations are released. After freezing a VN still answers retransmitted `Confirm`s for
+//!   edges it counts and processes `Drop`s (emitting [`OverlayOutput::EdgeDropped`]), but forms no new edge.
+//!   `grace` must cover the spread of round starts plus a round trip, so that a VN that started late still
+//!   finds its peers open.
+//!
+//! # Half-open edges (an edge counted by one end only)
+//! No finite handshake over a lossy network makes both ends agree for sure (two generals), so the
+//! protocol makes disagreement rare and *detectable by both ends*:
+//! * the end that committed (proposer, splice origin) counts only after the other end's `ConfirmAck`, so
+//!   when that ack never comes it knows the edge is doubtful, does not count it, and sends `Drop` at freeze;
+//! * the other end counts on the commitment, so it can only be wrong when every ack was lost *and* the
+//!   `Drop` is lost; it then detects the mismatch at chunk exchange: the node refuses chunks over an edge it
+//!   does not count ([`OverlayBuilder::is_neighbour`]), and the sender feeds that refusal back as
+//!   [`OverlayInput::EdgeRefused`], which removes the edge ([`OverlayOutput::EdgeDropped`]). A late `ConfirmAck`
+//!   for an edge that is no longer counted is answered with `Drop` as well.
+//! * a splice hands (x, y) over with `Handover`; x re-sends a `Drop` to y at freeze in case it was lost.
+//!
+//! # Rounds, early and late messages
+//! Several rounds may be open at once (the node negotiates round t+1 while round t trains). A proposal or
+//! splice request for a round this VN has not started (or has frozen) is simply forwarded (or rejected at
+//! ttl 0): forwarding needs no round state, so no buffering of future-round messages is needed here. Other
+//! messages for a round that is not open are answered as documented above (`Nack`/`Drop`) or ignored.
+//! Messages more than [`MAX_FUTURE_ROUNDS`] ahead of the newest started round, or for rounds older than the
+//! [`MAX_KEPT_ROUNDS`] kept, are dropped.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use protocol::control::{MAX_TTL, OverlayMsg};
+use rand::Rng;
+use rand::seq::IndexedRandom;
+use rand_chacha::ChaCha12Rng;
+
+use crate::{Error, PeerId};
+
+/// Round states kept per VN: the round being negotiated, the one being used for chunk exchange, and slack
+/// for late `Drop`s/refusals. Older rounds are forgotten (messages for them are dropped).
+pub const MAX_KEPT_ROUNDS: usize = 4;
+
+/// How far ahead of its newest started round a VN still forwards proposals. VNs drift by at most a round or
+/// two (one training round); more means a confused or malicious peer.
+pub const MAX_FUTURE_ROUNDS: u64 = 2;
+
+/// Largest degree accepted in a config; the paper uses r ≤ 8 (Table 2, Fig. 6 sweeps r = 2 .. 8), 64 keeps
+/// per-VN state and traffic small while allowing experiments.
+pub const MAX_DEGREE: usize = 64;
+
+/// Overlay parameters. Durations are virtual in the simulator and real in the node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OverlayConfig {
+    /// Target degree r (paper default r = 8, r = 6 in the k sweep; §5 / Table 2).
+    pub degree: usize,
+    /// Proposal sub-steps S (DESIGN §5: S = 4r).
+    pub substeps: u32,
+    /// Length of one sub-step. Should exceed a round trip so an Accept/Confirm finishes within it.
+    pub substep: Duration,
+    /// Hop budget of proposals and splice requests (DESIGN §5: 30).
+    pub ttl: u8,
+    /// Splice-repair sub-steps after the S proposal sub-steps.
+    pub repair_steps: u32,
+    /// How long an acceptor keeps a slot reserved waiting for `Confirm`.
+    pub reserve_timeout: Duration,
+    /// Retransmission interval of unacknowledged `Confirm`/`SpliceAccept`.
+    pub retransmit: Duration,
+    /// Extra time after the last repair sub-step before freezing (covers start skew + a round trip).
+    pub grace: Duration,
+}
+
+impl OverlayConfig {
+    /// DESIGN §5 defaults for degree `r` with sub-steps of `substep`.
+    pub fn new(degree: usize, substep: Duration) -> Self {
+        Self {
+            degree,
+            substeps: 4 * degree as u32,
+            substep,
+            ttl: 30,
+            repair_steps: degree as u32,
+            reserve_timeout: substep * 2,
+            retransmit: substep,
+            grace: substep * 4,
+        }
+    }
+
+    /// Time from the local round start to the freeze.
+    pub fn deadline(&self) -> Duration {
+        self.substep * (self.substeps + self.repair_steps) + self.grace
+    }
+
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.degree == 0 || self.degree > MAX_DEGREE {
+            return Err(Error::Config(format!("degree {} not in 1..={MAX_DEGREE}", self.degree)));
+        }
+        if self.ttl > MAX_TTL {
+            return Err(Error::Config(format!("ttl {} exceeds MAX_TTL {MAX_TTL}", self.ttl)));
+        }
+        if self.substep.is_zero() || self.retransmit.is_zero() || self.reserve_timeout.is_zero() {
+            return Err(Error::Config("substep, retransmit and reserve_timeout must be positive".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Default for OverlayConfig {
+    fn default() -> Self {
+        Self::new(8, Duration::from_millis(100))
+    }
+}
+
+/// What the caller feeds an [`OverlayBuilder`].
+#[derive(Debug, Clone)]
+pub enum OverlayInput<I> {
+    /// Start negotiating round `round` now (local clock). Ignored if already started or too old.
+    StartRound { round: u64 },
+    /// A message from the authenticated sender `from`.
+    Message { from: I, msg: OverlayMsg<I> },
+    /// A send to `to` failed: pending (not yet established) links with it in open rounds are dropped, and so
+    /// are established ones in open rounds (a dead peer must not hold a slot).
+    SendFailed { to: I },
+    /// `peer` refused our chunk for `round` (it does not count the edge): stop counting it.
+    EdgeRefused { round: u64, peer: I },
+    /// Time passed; due timers fire. Any input fires due timers first.
+    Tick,
+}
+
+/// What an [`OverlayBuilder`] asks its caller to do or tells it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OverlayOutput<I> {
+    Send { to: I, msg: OverlayMsg<I> },
+    /// Call `handle(.., Tick)` at or after `at` (earliest pending deadline; replaces earlier requests).
+    Timer { at: Duration },
+    /// Round `round` is frozen; `neighbours` (sorted) is its neighbour set.
+    Frozen { round: u64, neighbours: Vec<I> },
+    /// After the freeze, `peer` was removed from round `round`'s neighbour set (Drop or refusal).
+    EdgeDropped { round: u64, peer: I },
+    /// A message failed validation and was ignored.
+    Invalid { from: I },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Idle,
+    Proposer,
+    Acceptor,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SpliceRole<I> {
+    /// The peer splits its edge to `other` for us.
+    Splitter { other: I },
+    /// The peer is the far end of the split edge.
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Link<I> {
+    /// We offered a slot (Accept / SpliceOffer) and wait for the commitment.
+    Reserved { nonce: u64, until: Duration },
+    /// We committed (Confirm / SpliceAccept) and wait for the ack; not counted yet.
+    Committed { nonce: u64, retx: Option<Duration>, splice: Option<SpliceRole<I>> },
+    /// Counted.
+    Established { nonce: u64 },
+}
+
+impl<I> Link<I> {
+    fn nonce(&self) -> u64 {
+        match self {
+            Link::Reserved { nonce, .. } | Link::Committed { nonce, .. } | Link::Established { nonce } => *nonce,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    Propose,
+    Splice,
+}
+
+#[derive(Debug, Clone)]
+struct SpliceLock<I> {
+    nonce: u64,
+    newcomer: I,
+    other: I,
+    until: Duration,
+}
+
+#[derive(Debug, Clone)]
+struct RoundState<I> {
+    start: Duration,
+    frozen: bool,
+    links: BTreeMap<I, Link<I>>,
+    /// Next sub-step boundary to process (0 .. S + repair_steps).
+    next_substep: u32,
+    role: Role,
+    accepted: bool,
+    walks: BTreeMap<u64, Walk>,
+    lock: Option<SpliceLock<I>>,
+    /// Peers whose edge we handed over in a splice; they get a second `Drop` at freeze.
+    handed_over: Vec<I>,
+}
+
+impl<I: PeerId> RoundState<I> {
+    fn degree(&self) -> usize {
+        self.links.len()
+    }
+
+    fn established(&self) -> Vec<I> {
+        self.links.iter().filter(|(_, l)| matches!(l, Link::Established { .. })).map(|(p, _)| p.clone()).collect()
+    }
+}
+
+/// One VN's overlay negotiation state for all open rounds.
+#[derive(Debug, Clone)]
+pub struct OverlayBuilder<I> {
+    me: I,
+    cfg: OverlayConfig,
+    rng: ChaCha12Rng,
+    rounds: BTreeMap<u64, RoundState<I>>,
+    last_timer: Option<Duration>,
+}
+
+impl<I: PeerId> OverlayBuilder<I> {
+    /// A builder for `me`; `rng` seeded from (run seed, identity), distinct from the Cyclon stream.
+    pub fn new(me: I, cfg: OverlayConfig, rng: ChaCha12Rng) -> Result<Self, Error> {
+        cfg.validate()?;
+        Ok(Self { me, cfg, rng, rounds: BTreeMap::new(), last_timer: None })
+    }
+
+    pub fn id(&self) -> &I {
+        &self.me
+    }
+
+    pub fn config(&self) -> &OverlayConfig {
+        &self.cfg
+    }
+
+    /// Established neighbours of `round` (sorted), whether frozen or not; `None` if the round is unknown.
+    pub fn neighbours(&self, round: u64) -> Option<Vec<I>> {
+        self.rounds.get(&round).map(|s| s.established())
+    }
+
+    /// Whether this VN counts the edge to `peer` in `round`: the node accepts and sends chunks only then.
+    pub fn is_neighbour(&self, round: u64, peer: &I) -> bool {
+        self.rounds
+            .get(&round)
+            .and_then(|s| s.links.get(peer))
+            .is_some_and(|l| matches!(l, Link::Established { .. }))
+    }
+
+    pub fn is_frozen(&self, round: u64) -> Option<bool> {
+        self.rounds.get(&round).map(|s| s.frozen)
+    }
+
+    /// Local time at which `round` freezes (if started).
+    pub fn freeze_time(&self, round: u64) -> Option<Duration> {
+        self.rounds.get(&round).map(|s| s.start + self.cfg.deadline())
+    }
+
+    /// Rounds currently kept (open or frozen).
+    pub fn rounds(&self) -> impl Iterator<Item = u64> + '_ {
+        self.rounds.keys().copied()
+    }
+
+    /// The earliest time the caller must call `handle(.., Tick)`.
+    pub fn next_timeout(&self) -> Option<Duration> {
+        let total = self.cfg.substeps + self.cfg.repair_steps;
+        let mut best: Option<Duration> = None;
+        let mut consider = |t: Duration| best = Some(best.map_or(t, |b: Duration| b.min(t)));
+        for s in self.rounds.values().filter(|s| !s.frozen) {
+            consider(s.start + self.cfg.deadline());
+            if s.next_substep < total {
+                consider(s.start + self.cfg.substep * s.next_substep);
+            }
+            for l in s.links.values() {
+                match l {
+                    Link::Reserved { until, .. } => consider(*until),
+                    Link::Committed { retx: Some(t), .. } => consider(*t),
+                    _ => {}
+                }
+            }
+            if let Some(lock) = &s.lock {
+                consider(lock.until);
+            }
+        }
+        best
+    }
+
+    /// Feed one input. `view` is the current Cyclon view (peers to send proposals and forward walks to).
+    pub fn handle(&mut self, now: Duration, input: OverlayInput<I>, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
+        self.fire_timers(now, view, out);
+        match input {
+            OverlayInput::Tick => {}
+            OverlayInput::StartRound { round } => self.start_round(now, round, view, out),
+            OverlayInput::SendFailed { to } => {
+                for s in self.rounds.values_mut().filter(|s| !s.frozen) {
+                    s.links.remove(&to);
+                    if s.lock.as_ref().is_some_and(|l| l.newcomer == to || l.other == to) {
+                        s.lock = None;
+                    }
+                }
+            }
+            OverlayInput::EdgeRefused { round, peer } => {
+                if let Some(s) = self.rounds.get_mut(&round)
+                    && let Some(l) = s.links.remove(&peer)
+                    && matches!(l, Link::Established { .. })
+                {
+                    out.push(OverlayOutput::EdgeDropped { round, peer });
+                }
+            }
+            OverlayInput::Message { from, msg } => {
+                if msg.validate().is_err() || from == self.me {
+                    out.push(OverlayOutput::Invalid { from });
+                } else {
+                    self.on_message(now, from, msg, view, out);
+                }
+            }
+        }
+        self.emit_timer(out);
+    }
+
+    fn emit_timer(&mut self, out: &mut Vec<OverlayOutput<I>>) {
+        let t = self.next_timeout();
+        if t != self.last_timer {
+            self.last_timer = t;
+            if let Some(at) = t {
+                out.push(OverlayOutput::Timer { at });
+            }
+        }
+    }
+
+    fn newest(&self) -> Option<u64> {
+        self.rounds.keys().next_back().copied()
+    }
+
+    fn start_round(&mut self, now: Duration, round: u64, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
+        if self.rounds.contains_key(&round) {
+            return;
+        }
+        if self.rounds.len() >= MAX_KEPT_ROUNDS && self.rounds.keys().next().is_some_and(|&o| round < o) {
+            return;
+        }
+        self.rounds.insert(
+            round,
+            RoundState {
+                start: now,
+                frozen: false,
+                links: BTreeMap::new(),
+                next_substep: 0,
+                role: Role::Idle,
+                accepted: false,
+                walks: BTreeMap::new(),
+                lock: None,
+                handed_over: Vec::new(),
+            },
+        );
+        while self.rounds.len() > MAX_KEPT_ROUNDS {
+            self.rounds.pop_first();
+        }
+        self.fire_timers(now, view, out);
+    }
+
+    fn fire_timers(&mut self, now: Duration, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
+        let cfg = self.cfg.clone();
+        let total = cfg.substeps + cfg.repair_steps;
+        let keys: Vec<u64> = self.rounds.iter().filter(|(_, s)| !s.frozen).map(|(k, _)| *k).collect();
+        for round in keys {
+            let s = self.rounds.get_mut(&round).expect("listed");
+            let deadline = s.start + cfg.deadline();
+            // Sub-step boundaries, in order (several if the caller was late).
+            while s.next_substep < total && s.start + cfg.substep * s.next_substep <= now.min(deadline) {
+                let i = s.next_substep;
+                s.next_substep += 1;
+                s.accepted = false;
+                s.role = Role::Idle;
+                let deficit = cfg.degree.saturating_sub(s.degree());
+                if i < cfg.substeps {
+                    if deficit > 0 {
+                        s.role = if self.rng.random_bool(0.5) { Role::Proposer } else { Role::Acceptor };
+                    }
+                    if s.role == Role::Proposer
+                        && let Some(to) = view.choose(&mut self.rng)
+                    {
+                        let nonce = self.rng.random::<u64>();
+                        s.walks.insert(nonce, Walk::Propose);
+                        let msg = OverlayMsg::Propose { round, origin: self.me.clone(), nonce, ttl: cfg.ttl };
+                        out.push(OverlayOutput::Send { to: to.clone(), msg });
+                    }
+                } else if deficit >= 2
+                    && let Some(to) = view.choose(&mut self.rng)
+                {
+                    let nonce = self.rng.random::<u64>();
+                    s.walks.insert(nonce, Walk::Splice);
+                    let msg = OverlayMsg::SpliceRequest { round, origin: self.me.clone(), nonce, ttl: cfg.ttl };
+                    out.push(OverlayOutput::Send { to: to.clone(), msg });
+                }
+            }
+            // Expired reservations and splice locks, due retransmissions.
+            let mut expired = Vec::new();
+            for (p, l) in s.links.iter_mut() {
+                match l {
+                    Link::Reserved { until, .. } if *until <= now => expired.push(p.clone()),
+                    Link::Committed { nonce, retx: Some(t), splice } if *t <= now => {
+                        *t = now + cfg.retransmit;
+                        let msg = match splice {
+                            Some(SpliceRole::Splitter { .. }) => OverlayMsg::SpliceAccept { round, nonce: *nonce },
+                            _ => OverlayMsg::Confirm { round, nonce: *nonce },
+                        };
+                        out.push(OverlayOutput::Send { to: p.clone(), msg });
+                    }
+                    _ => {}
+                }
+            }
+            for p in expired {
+                s.links.remove(&p);
+            }
+            if s.lock.as_ref().is_some_and(|l| l.until <= now) {
+                let lock = s.lock.take().expect("checked");
+                if matches!(s.links.get(&lock.newcomer), Some(Link::Reserved { nonce, .. }) if *nonce == lock.nonce) {
+                    s.links.remove(&lock.newcomer);
+                }
+            }
+            if deadline <= now {
+                Self::freeze(round, s, out);
+            }
+        }
+    }
+
+    fn freeze(round: u64, s: &mut RoundState<I>, out: &mut Vec<OverlayOutput<I>>) {
+        s.frozen = true;
+        s.walks.clear();
+        s.lock = None;
+        let mut withdrawn = Vec::new();
+        s.links.retain(|p, l| match l {
+            Link::Established { .. } => true,
+            Link::Committed { .. } => {
+                withdrawn.push(p.clone());
+                false
+            }
+            Link::Reserved { .. } => false,
+        });
+        withdrawn.append(&mut s.handed_over);
+        withdrawn.sort();
+        withdrawn.dedup();
+        for p in withdrawn {
+            if !s.links.contains_key(&p) {
+                out.push(OverlayOutput::Send { to: p, msg: OverlayMsg::Drop { round } });
+            }
+        }
+        out.push(OverlayOutput::Frozen { round, neighbours: s.established() });
+    }
+
+    /// Random view entry other than `a` and `b` (falls back to any entry other than `a`).
+    fn next_hop(&mut self, view: &[I], a: &I, b: &I) -> Option<I> {
+        let good: Vec<&I> = view.iter().filter(|p| *p != a && *p != b && **p != self.me).collect();
+        if let Some(p) = good.choose(&mut self.rng) {
+            return Some((*p).clone());
+        }
+        view.iter().filter(|p| *p != a && **p != self.me).collect::<Vec<_>>().choose(&mut self.rng).map(|p| (*p).clone())
+    }
+
+    fn forward(&mut self, from: &I, msg: OverlayMsg<I>, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
+        let (round, origin, nonce, ttl, splice) = match msg {
+            OverlayMsg::Propose { round, origin, nonce, ttl } => (round, origin, nonce, ttl, false),
+            OverlayMsg::SpliceRequest { round, origin, nonce, ttl } => (round, origin, nonce, ttl, true),
+            _ => return,
+        };
+        let hop = if ttl > 0 { self.next_hop(view, &origin, from) } else { None };
+        match hop {
+            Some(to) => {
+                let ttl = ttl - 1;
+                let msg = if splice {
+                    OverlayMsg::SpliceRequest { round, origin, nonce, ttl }
+                } else {
+                    OverlayMsg::Propose { round, origin, nonce, ttl }
+                };
+                out.push(OverlayOutput::Send { to, msg });
+            }
+            None if origin != self.me => {
+                out.push(OverlayOutput::Send { to: origin, msg: OverlayMsg::Reject { round, nonce } })
+            }
+            None => {}
+        }
+    }
+
+    fn on_message(&mut self, now: Duration, from: I, msg: OverlayMsg<I>, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
+        let round = msg.round();
+        if let Some(newest) = self.newest()
+            && (round > newest + MAX_FUTURE_ROUNDS
+                || (self.rounds.len() >= MAX_KEPT_ROUNDS && round < *self.rounds.keys().next().expect("non-empty")))
+        {
+            return;
+        }
+        let cfg = self.cfg.clone();
+        let me = self.me.clone();
+        let Some(s) = self.rounds.get_mut(&round) else {
+            // Not started (or forgotten): walks are forwarded, commitments refused, the rest ignored.
+            match msg {
+                OverlayMsg::Propose { .. } | OverlayMsg::SpliceRequest { .. } => self.forward(&from, msg, view, out),
+                OverlayMsg::Confirm { nonce, .. }
+                | OverlayMsg::SpliceAccept { nonce, .. }
+                | OverlayMsg::Accept { nonce, .. }
+                | OverlayMsg::SpliceOffer { nonce, .. } => {
+                    out.push(OverlayOutput::Send { to: from, msg: OverlayMsg::Nack { round, nonce } })
+                }
+                OverlayMsg::ConfirmAck { .. } => out.push(OverlayOutput::Send { to: from, msg: OverlayMsg::Drop { round } }),
+                _ => {}
+            }
+            return;
+        };
+        let open = !s.frozen;
+        let send = |out: &mut Vec<OverlayOutput<I>>, to: &I, msg| out.push(OverlayOutput::Send { to: to.clone(), msg });
+        match msg {
+            OverlayMsg::Propose { ref origin, nonce, .. } => {
+                let in_substeps = s.next_substep >= 1 && s.next_substep <= cfg.substeps;
+                if open
+                    && in_substeps
+                    && s.role == Role::Acceptor
+                    && !s.accepted
+                    && s.degree() < cfg.degree
+                    && *origin != me
+                    && !s.links.contains_key(origin)
+                {
+                    s.accepted = true;
+                    s.links.insert(origin.clone(), Link::Reserved { nonce, until: now + cfg.reserve_timeout });
+                    send(out, origin, OverlayMsg::Accept { round, nonce });
+                } else {
+                    self.forward(&from, msg, view, out);
+                }
+            }
+            OverlayMsg::SpliceRequest { ref origin, nonce, .. } => {
+                let candidates: Vec<I> = s.established();
+                if open && s.lock.is_none() && *origin != me && !s.links.contains_key(origin) && !candidates.is_empty() {
+                    let other = candidates.choose(&mut self.rng).expect("non-empty").clone();
+                    let until = now + cfg.reserve_timeout;
+                    s.links.insert(origin.clone(), Link::Reserved { nonce, until });
+                    s.lock = Some(SpliceLock { nonce, newcomer: origin.clone(), other: other.clone(), until });
+                    send(out, origin, OverlayMsg::SpliceOffer { round, nonce, other });
+                } else {
+                    self.forward(&from, msg, view, out);
+                }
+            }
+            OverlayMsg::Accept { nonce, .. } => {
+                let mine = open && s.walks.get(&nonce) == Some(&Walk::Propose);
+                if mine {
+                    s.walks.remove(&nonce);
+                }
+                if mine && s.degree() < cfg.degree && !s.links.contains_key(&from) {
+                    s.links.insert(
+                        from.clone(),
+                        Link::Committed { nonce, retx: Some(now + cfg.retransmit), splice: None },
+                    );
+                    send(out, &from, OverlayMsg::Confirm { round, nonce });
+                } else {
+                    send(out, &from, OverlayMsg::Nack { round, nonce });
+                }
+            }
+            OverlayMsg::Reject { nonce, .. } => {
+                s.walks.remove(&nonce);
+            }
+            OverlayMsg::Confirm { nonce, .. } => match s.links.get(&from) {
+                Some(Link::Reserved { nonce: n, .. }) if *n == nonce && open => {
+                    s.links.insert(from.clone(), Link::Established { nonce });
+                    send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
+                }
+                Some(Link::Established { nonce: n }) if *n == nonce => {
+                    send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
+                }
+                None if open && s.degree() < cfg.degree => {
+                    // Our reservation expired but there is still room: take the edge.
+                    s.links.insert(from.clone(), Link::Established { nonce });
+                    send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
+                }
+                _ => send(out, &from, OverlayMsg::Nack { round, nonce }),
+            },
+            OverlayMsg::ConfirmAck { nonce, .. } => match s.links.get(&from) {
+                Some(Link::Committed { nonce: n, .. }) if *n == nonce && open => {
+                    s.links.insert(from.clone(), Link::Established { nonce });
+                }
+                Some(Link::Established { nonce: n }) if *n == nonce => {}
+                _ => {
+                    // The peer counts an edge we do not: tell it.
+                    send(out, &from, OverlayMsg::Drop { round });
+                }
+            },
+            OverlayMsg::Nack { nonce, .. } => {
+                if s.lock.as_ref().is_some_and(|l| l.nonce == nonce && l.newcomer == from) {
+                    s.lock = None;
+                }
+                let matched = s.links.get(&from).filter(|l| l.nonce() == nonce).cloned();
+                match matched {
+                    Some(Link::Established { .. }) if !open => {
+                        s.links.remove(&from);
+                        out.push(OverlayOutput::EdgeDropped { round, peer: from });
+                    }
+                    Some(Link::Established { .. }) => {
+                        s.links.remove(&from);
+                    }
+                    Some(Link::Committed { splice: Some(SpliceRole::Splitter { other }), .. }) => {
+                        s.links.remove(&from);
+                        if matches!(s.links.get(&other), Some(Link::Committed { nonce: n, .. }) if *n == nonce) {
+                            s.links.remove(&other);
+                        }
+                    }
+                    Some(_) => {
+                        s.links.remove(&from);
+                    }
+                    None => {}
+                }
+            }
+            OverlayMsg::Drop { .. } => {
+                if let Some(l) = s.links.remove(&from)
+                    && matches!(l, Link::Established { .. })
+                    && !open
+                {
+                    out.push(OverlayOutput::EdgeDropped { round, peer: from.clone() });
+                }
+                if s.lock.as_ref().is_some_and(|l| l.other == from || l.newcomer == from) {
+                    s.lock = None;
+                }
+            }
+            OverlayMsg::SpliceOffer { nonce, other, .. } => {
+                let mine = open && s.walks.get(&nonce) == Some(&Walk::Splice);
+                if mine {
+                    s.walks.remove(&nonce);
+                }
+                let ok = mine
+                    && cfg.degree.saturating_sub(s.degree()) >= 2
+                    && other != from
+                    && other != me
+                    && !s.links.contains_key(&from)
+                    && !s.links.contains_key(&other);
+                if ok {
+                    s.links.insert(
+                        from.clone(),
+                        Link::Committed {
+                            nonce,
+                            retx: Some(now + cfg.retransmit),
+                            splice: Some(SpliceRole::Splitter { other: other.clone() }),
+                        },
+                    );
+                    s.links.insert(other, Link::Committed { nonce, retx: None, splice: Some(SpliceRole::Other) });
+                    send(out, &from, OverlayMsg::SpliceAccept { round, nonce });
+                } else {
+                    send(out, &from, OverlayMsg::Nack { round, nonce });
+                }
+            }
+            OverlayMsg::SpliceAccept { nonce, .. } => {
+                let lock_ok = open
+                    && s.lock.as_ref().is_some_and(|l| {
+                        l.nonce == nonce
+                            && l.newcomer == from
+                            && matches!(s.links.get(&l.other), Some(Link::Established { .. }))
+                    })
+                    && matches!(s.links.get(&from), Some(Link::Reserved { nonce: n, .. }) if *n == nonce);
+                if lock_ok {
+                    let lock = s.lock.take().expect("checked");
+                    s.links.remove(&lock.other);
+                    s.links.insert(from.clone(), Link::Established { nonce });
+                    s.handed_over.push(lock.other.clone());
+                    send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
+                    send(out, &lock.other, OverlayMsg::Handover { round, nonce, newcomer: from });
+                } else if matches!(s.links.get(&from), Some(Link::Established { nonce: n }) if *n == nonce) {
+                    send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
+                } else {
+                    if s.lock.as_ref().is_some_and(|l| l.nonce == nonce) {
+                        s.lock = None;
+                        s.links.remove(&from);
+                    }
+                    send(out, &from, OverlayMsg::Nack { round, nonce });
+                }
+            }
+            OverlayMsg::Handover { nonce, newcomer, .. } => {
+                if let Some(l) = s.links.get(&from)
+                    && matches!(l, Link::Established { .. })
+                {
+                    s.links.remove(&from);
+                    if !open {
+                        out.push(OverlayOutput::EdgeDropped { round, peer: from.clone() });
+                    }
+                }
+                if s.lock.as_ref().is_some_and(|l| l.other == from) {
+                    s.lock = None;
+                }
+                if open && newcomer != me && !s.links.contains_key(&newcomer) && s.degree() < cfg.degree {
+                    s.links.insert(newcomer.clone(), Link::Established { nonce });
+                    send(out, &newcomer, OverlayMsg::ConfirmAck { round, nonce });
+                } else if newcomer != me {
+                    send(out, &newcomer, OverlayMsg::Nack { round, nonce });
+                }
+            }
+        }
+    }
+}

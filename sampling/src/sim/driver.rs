@@ -1,0 +1,402 @@
+//! Many VNs running Cyclon + the overlay builder on a simulated [`Network`], round after round.
+
+use std::time::Duration;
+
+use protocol::control::{ControlMsg, CyclonMsg, OverlayMsg};
+use rand::Rng;
+use rand::seq::index::sample;
+use rand_chacha::ChaCha12Rng;
+
+use super::{Event, NetConfig, Network};
+use crate::cyclon::{Cyclon, CyclonConfig, CyclonInput, CyclonOutput};
+use crate::overlay::{OverlayBuilder, OverlayConfig, OverlayInput, OverlayOutput};
+use crate::{Error, derive_rng};
+
+/// Timer tag for "run the state machines' due timers".
+const TAG_TICK: u64 = 0;
+
+/// Bytes of a libp2p PeerId on the wire as a length-prefixed byte string (34-38 byte multihash of an
+/// Ed25519 key + 1 length byte): used to estimate real message sizes from the u32 ids the simulator uses.
+pub const PEER_ID_WIRE_BYTES: u64 = 39;
+
+/// Simulation parameters.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub n_vns: usize,
+    pub cyclon: CyclonConfig,
+    pub overlay: OverlayConfig,
+    pub net: NetConfig,
+    /// Time between two round starts.
+    pub round_period: Duration,
+    /// Each VN starts a round at a uniform random offset in [0, start_jitter] (unsynchronised clocks and
+    /// training times).
+    pub start_jitter: Duration,
+    /// Cyclon-only time before the first round.
+    pub warmup: Duration,
+    /// Bootstrap entries each VN joins with (random other VNs).
+    pub bootstrap: usize,
+    /// Probability that an alive VN crashes at a round start.
+    pub crash_prob: f64,
+    pub seed: u64,
+}
+
+impl SimConfig {
+    /// Defaults: 100 ms sub-steps, 1-50 ms latency, a round every deadline + 1 s, Cyclon every round/5.
+    pub fn new(n_vns: usize, degree: usize, seed: u64) -> Self {
+        let overlay = OverlayConfig::new(degree, Duration::from_millis(100));
+        let start_jitter = Duration::from_millis(200);
+        let round_period = overlay.deadline() + start_jitter + Duration::from_secs(1);
+        let cyclon = CyclonConfig { period: round_period / 5, ..CyclonConfig::default() };
+        Self {
+            n_vns,
+            warmup: cyclon.period * 30,
+            cyclon,
+            overlay,
+            net: NetConfig::default(),
+            round_period,
+            start_jitter,
+            bootstrap: 5,
+            crash_prob: 0.0,
+            seed,
+        }
+    }
+}
+
+/// Message counters (all VNs, whole run).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Traffic {
+    pub cyclon_msgs: u64,
+    pub overlay_msgs: u64,
+    /// bincode 2 (standard config, serde) payload bytes with the simulator's u32 ids.
+    pub cyclon_bytes: u64,
+    pub overlay_bytes: u64,
+    /// The same with every id replaced by a PeerId-sized byte string ([`PEER_ID_WIRE_BYTES`]).
+    pub cyclon_bytes_peerid: u64,
+    pub overlay_bytes_peerid: u64,
+    pub invalid: u64,
+}
+
+/// Result of one round.
+#[derive(Debug, Clone)]
+pub struct RoundGraph {
+    pub round: u64,
+    /// Final adjacency over all VNs (sorted lists): edges counted by both ends. Crashed VNs have none.
+    pub adj: Vec<Vec<u32>>,
+    pub alive: Vec<bool>,
+    /// Edges counted by exactly one end when the round was collected (after `Drop`s), before the chunk-time
+    /// check; each was then removed from the counting end via `EdgeRefused`.
+    pub half_open: usize,
+    /// Edges still counted by one end after the chunk-time check (must be 0).
+    pub one_sided_after_check: usize,
+    /// Self-loops or duplicate entries seen in any neighbour set (must be 0).
+    pub malformed: usize,
+}
+
+struct Vn {
+    cyclon: Cyclon<u32>,
+    overlay: OverlayBuilder<u32>,
+    scheduled: Option<Duration>,
+}
+
+/// VNs 0..n running Cyclon + overlay on a [`Network`].
+pub struct OverlaySim {
+    cfg: SimConfig,
+    net: Network<ControlMsg<u32>>,
+    vns: Vec<Vn>,
+    rng: ChaCha12Rng,
+    pub traffic: Traffic,
+    next_round: u64,
+    round_starts: Vec<(u64, Duration)>,
+    cy_out: Vec<CyclonOutput<u32>>,
+    ov_out: Vec<OverlayOutput<u32>>,
+}
+
+fn varint_len(v: u64) -> u64 {
+    // bincode 2 standard config: < 251 in one byte, then a tag byte + u16/u32/u64.
+    if v < 251 {
+        1
+    } else if v <= u16::MAX as u64 {
+        3
+    } else if v <= u32::MAX as u64 {
+        5
+    } else {
+        9
+    }
+}
+
+/// Wire-size correction from u32 ids to PeerId-sized ids.
+fn id_overhead(msg: &ControlMsg<u32>) -> u64 {
+    let ids: Vec<u32> = match msg {
+        ControlMsg::Cyclon(CyclonMsg::ShuffleRequest { entries } | CyclonMsg::ShuffleReply { entries }) => {
+            entries.iter().map(|e| e.id).collect()
+        }
+        ControlMsg::Overlay(
+            OverlayMsg::Propose { origin: i, .. }
+            | OverlayMsg::SpliceRequest { origin: i, .. }
+            | OverlayMsg::SpliceOffer { other: i, .. }
+            | OverlayMsg::Handover { newcomer: i, .. },
+        ) => vec![*i],
+        ControlMsg::Overlay(_) => vec![],
+    };
+    ids.iter().map(|&i| PEER_ID_WIRE_BYTES - varint_len(i as u64)).sum()
+}
+
+impl OverlaySim {
+    pub fn new(cfg: SimConfig) -> Result<Self, Error> {
+        let mut rng = derive_rng(cfg.seed, u64::MAX);
+        let net = Network::new(cfg.net.clone(), derive_rng(cfg.seed, u64::MAX - 1));
+        let n = cfg.n_vns;
+        let mut vns = Vec::with_capacity(n);
+        for i in 0..n as u32 {
+            vns.push(Self::make_vn(&cfg, i)?);
+        }
+        let mut sim = Self {
+            cfg,
+            net,
+            vns: Vec::new(),
+            rng: derive_rng(0, 0),
+            traffic: Traffic::default(),
+            next_round: 0,
+            round_starts: Vec::new(),
+            cy_out: Vec::new(),
+            ov_out: Vec::new(),
+        };
+        sim.vns = vns;
+        for i in 0..n as u32 {
+            let b = sim.cfg.bootstrap.min(n.saturating_sub(1));
+            let boot: Vec<u32> = sample(&mut rng, n - 1, b).into_iter().map(|j| j as u32 + u32::from(j as u32 >= i)).collect();
+            let mut out = std::mem::take(&mut sim.cy_out);
+            sim.vns[i as usize].cyclon.join(Duration::ZERO, boot, &mut out);
+            sim.cy_out = out;
+            sim.flush(i);
+        }
+        sim.rng = rng;
+        let warm = sim.cfg.warmup;
+        sim.run_until(warm);
+        Ok(sim)
+    }
+
+    fn make_vn(cfg: &SimConfig, i: u32) -> Result<Vn, Error> {
+        // Independent streams per VN and per state machine (siblings never share one).
+        let cyclon = Cyclon::new(i, cfg.cyclon.clone(), derive_rng(cfg.seed, 2 * i as u64))?;
+        let overlay = OverlayBuilder::new(i, cfg.overlay.clone(), derive_rng(cfg.seed, 2 * i as u64 + 1))?;
+        Ok(Vn { cyclon, overlay, scheduled: None })
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.cfg
+    }
+
+    pub fn now(&self) -> Duration {
+        self.net.now()
+    }
+
+    pub fn len(&self) -> usize {
+        self.vns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.vns.is_empty()
+    }
+
+    pub fn is_alive(&self, i: u32) -> bool {
+        self.net.is_up(i)
+    }
+
+    pub fn set_loss(&mut self, loss: f64) {
+        self.net.set_loss(loss);
+    }
+
+    pub fn cyclon(&self, i: u32) -> &Cyclon<u32> {
+        &self.vns[i as usize].cyclon
+    }
+
+    pub fn overlay(&self, i: u32) -> &OverlayBuilder<u32> {
+        &self.vns[i as usize].overlay
+    }
+
+    /// Crash VN `i`: it stops processing, messages to it fail.
+    pub fn crash(&mut self, i: u32) {
+        self.net.set_up(i, false);
+    }
+
+    /// Add a VN that joins via `bootstrap`; returns its index.
+    pub fn add_vn(&mut self, bootstrap: Vec<u32>) -> Result<u32, Error> {
+        let i = self.vns.len() as u32;
+        self.vns.push(Self::make_vn(&self.cfg, i)?);
+        let now = self.now();
+        let mut out = std::mem::take(&mut self.cy_out);
+        self.vns[i as usize].cyclon.join(now, bootstrap, &mut out);
+        self.cy_out = out;
+        self.flush(i);
+        Ok(i)
+    }
+
+    /// In-degree of every VN in the Cyclon view graph (alive VNs' views only).
+    pub fn view_in_degrees(&self) -> Vec<usize> {
+        let mut d = vec![0; self.vns.len()];
+        for (i, v) in self.vns.iter().enumerate() {
+            if self.net.is_up(i as u32) {
+                for e in v.cyclon.entries() {
+                    d[e.id as usize] += 1;
+                }
+            }
+        }
+        d
+    }
+
+    /// Send the pending outputs of VN `i` and schedule its next tick.
+    fn flush(&mut self, i: u32) {
+        let cfg = bincode::config::standard();
+        for o in self.cy_out.drain(..) {
+            if let CyclonOutput::Send { to, msg } = o {
+                let m = ControlMsg::Cyclon(msg);
+                let b = bincode::serde::encode_to_vec(&m, cfg).map(|v| v.len() as u64).unwrap_or(0);
+                self.traffic.cyclon_msgs += 1;
+                self.traffic.cyclon_bytes += b;
+                self.traffic.cyclon_bytes_peerid += b + id_overhead(&m);
+                self.net.send(i, to, m);
+            } else if let CyclonOutput::Invalid { .. } = o {
+                self.traffic.invalid += 1;
+            }
+        }
+        for o in self.ov_out.drain(..) {
+            if let OverlayOutput::Send { to, msg } = o {
+                let m = ControlMsg::Overlay(msg);
+                let b = bincode::serde::encode_to_vec(&m, cfg).map(|v| v.len() as u64).unwrap_or(0);
+                self.traffic.overlay_msgs += 1;
+                self.traffic.overlay_bytes += b;
+                self.traffic.overlay_bytes_peerid += b + id_overhead(&m);
+                self.net.send(i, to, m);
+            } else if let OverlayOutput::Invalid { .. } = o {
+                self.traffic.invalid += 1;
+            }
+        }
+        let vn = &mut self.vns[i as usize];
+        let next = match (vn.cyclon.next_timeout(), vn.overlay.next_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(t) = next {
+            let now = self.net.now();
+            if vn.scheduled.is_none_or(|s| s <= now || t < s) {
+                vn.scheduled = Some(t);
+                self.net.timer(i, t, TAG_TICK);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, now: Duration, ev: Event<ControlMsg<u32>>) {
+        let mut cy = std::mem::take(&mut self.cy_out);
+        let mut ov = std::mem::take(&mut self.ov_out);
+        let i = match ev {
+            Event::Deliver { from, to, msg } => {
+                let vn = &mut self.vns[to as usize];
+                match msg {
+                    ControlMsg::Cyclon(msg) => vn.cyclon.handle(now, CyclonInput::Message { from, msg }, &mut cy),
+                    ControlMsg::Overlay(msg) => {
+                        let view = vn.cyclon.peers();
+                        vn.overlay.handle(now, OverlayInput::Message { from, msg }, &view, &mut ov);
+                    }
+                }
+                to
+            }
+            Event::SendFailed { from, to } => {
+                let vn = &mut self.vns[from as usize];
+                vn.cyclon.handle(now, CyclonInput::SendFailed { to }, &mut cy);
+                let view = vn.cyclon.peers();
+                vn.overlay.handle(now, OverlayInput::SendFailed { to }, &view, &mut ov);
+                from
+            }
+            Event::Timer { node, tag } => {
+                let vn = &mut self.vns[node as usize];
+                if vn.scheduled.is_some_and(|s| s <= now) {
+                    vn.scheduled = None;
+                }
+                vn.cyclon.handle(now, CyclonInput::Tick, &mut cy);
+                let view = vn.cyclon.peers();
+                let input =
+                    if tag == TAG_TICK { OverlayInput::Tick } else { OverlayInput::StartRound { round: tag - 1 } };
+                vn.overlay.handle(now, input, &view, &mut ov);
+                node
+            }
+        };
+        self.cy_out = cy;
+        self.ov_out = ov;
+        self.flush(i);
+    }
+
+    /// Process every event up to virtual time `t`.
+    pub fn run_until(&mut self, t: Duration) {
+        while let Some((now, ev)) = self.net.pop_until(t) {
+            self.dispatch(now, ev);
+        }
+    }
+
+    /// Run one overlay round: every alive VN starts it at its own jittered time, the network runs until all
+    /// have frozen and their `Drop`s have arrived, then the chunk-time check removes half-open edges.
+    pub fn run_round(&mut self) -> RoundGraph {
+        let round = self.next_round;
+        self.next_round += 1;
+        let n = self.vns.len();
+        let start = self.now() + Duration::from_millis(1);
+        for i in 0..n as u32 {
+            if self.net.is_up(i) && self.cfg.crash_prob > 0.0 && self.rng.random_bool(self.cfg.crash_prob) {
+                self.crash(i);
+            }
+        }
+        for i in 0..n as u32 {
+            let at = start + self.cfg.start_jitter.mul_f64(self.rng.random::<f64>());
+            self.net.timer(i, at, round + 1);
+        }
+        self.round_starts.push((round, start));
+        let lat = self.cfg.net.latency_max;
+        let collect = start + self.cfg.start_jitter + self.cfg.overlay.deadline() + lat * 4;
+        self.run_until(collect);
+
+        let alive: Vec<bool> = (0..n as u32).map(|i| self.net.is_up(i)).collect();
+        let sets: Vec<Vec<u32>> = (0..n)
+            .map(|i| if alive[i] { self.vns[i].overlay.neighbours(round).unwrap_or_default() } else { vec![] })
+            .collect();
+        let mut malformed = 0;
+        for (i, s) in sets.iter().enumerate() {
+            malformed += s.iter().filter(|&&j| j as usize == i).count();
+            malformed += s.windows(2).filter(|w| w[0] == w[1]).count();
+        }
+        // Chunk-time check: a VN refuses chunks over an edge it does not count; the sender learns it.
+        let mut half_open = 0;
+        let now = self.now();
+        for i in 0..n {
+            for &j in &sets[i] {
+                let j = j as usize;
+                if !alive[j] || !sets[j].contains(&(i as u32)) {
+                    half_open += 1;
+                    let vn = &mut self.vns[i];
+                    let view = vn.cyclon.peers();
+                    let mut ov = std::mem::take(&mut self.ov_out);
+                    vn.overlay.handle(now, OverlayInput::EdgeRefused { round, peer: j as u32 }, &view, &mut ov);
+                    self.ov_out = ov;
+                    self.flush(i as u32);
+                }
+            }
+        }
+        let after: Vec<Vec<u32>> = (0..n)
+            .map(|i| if alive[i] { self.vns[i].overlay.neighbours(round).unwrap_or_default() } else { vec![] })
+            .collect();
+        let mut one_sided = 0;
+        let mut adj = vec![Vec::new(); n];
+        for i in 0..n {
+            for &j in &after[i] {
+                if after[j as usize].contains(&(i as u32)) {
+                    adj[i].push(j);
+                } else {
+                    one_sided += 1;
+                }
+            }
+        }
+        // Idle until the next round start.
+        let next = start + self.cfg.round_period;
+        self.run_until(next);
+        RoundGraph { round, adj, alive, half_open, one_sided_after_check: one_sided, malformed }
+    }
+}
