@@ -209,7 +209,10 @@ mod tests {
         for &i in p.indices(1) {
             assert_eq!(out[i as usize], 1.0);
         }
-        assert_eq!((agg.received(0), agg.received(1), agg.received(9)), (2, 0, 0));
+        assert_eq!(
+            (agg.received(0), agg.received(1), agg.received(9)),
+            (2, 0, 0)
+        );
     }
 
     #[test]
@@ -233,7 +236,14 @@ mod tests {
             v[2] = bad;
             let err = agg.add(1, &v).unwrap_err();
             assert!(
-                matches!(err, ModelsError::NonFinite { index: 1, position: 2, .. }),
+                matches!(
+                    err,
+                    ModelsError::NonFinite {
+                        index: 1,
+                        position: 2,
+                        ..
+                    }
+                ),
                 "{err}"
             );
         }
@@ -248,13 +258,16 @@ mod tests {
         assert_eq!(agg2.received(0), 0);
 
         assert_eq!((agg.sums.clone(), agg.counts.clone()), before);
-        let out = agg.finish(&vec![0.0; 13]).unwrap();
+        let out = agg.finish(&[0.0; 13]).unwrap();
         for &i in p.indices(1) {
             assert_eq!(out[i as usize], 1.0);
         }
         assert!(matches!(
             agg.finish(&[0.0; 12]),
-            Err(ModelsError::ParamLength { expected: 13, got: 12 })
+            Err(ModelsError::ParamLength {
+                expected: 13,
+                got: 12
+            })
         ));
     }
 

@@ -217,7 +217,10 @@ mod tests {
         for s in 0..k {
             let idx = p.indices(s);
             assert_eq!(idx.len(), p.chunk_len(s));
-            assert!(idx.windows(2).all(|w| w[0] < w[1]), "chunk {s} not ascending");
+            assert!(
+                idx.windows(2).all(|w| w[0] < w[1]),
+                "chunk {s} not ascending"
+            );
             for &i in idx {
                 assert!(!seen[i as usize], "index {i} in two chunks");
                 seen[i as usize] = true;
@@ -227,7 +230,10 @@ mod tests {
         // Sizes floor(d/k) or ceil(d/k).
         for s in 0..k {
             let len = p.chunk_len(s);
-            assert!(len == d / k || len == d.div_ceil(k), "chunk {s}: {len}, d={d} k={k}");
+            assert!(
+                len == d / k || len == d.div_ceil(k),
+                "chunk {s}: {len}, d={d} k={k}"
+            );
         }
         // Every chunk touches every tensor that has at least k elements.
         let mut start = 0;
@@ -276,7 +282,9 @@ mod tests {
         // MovieLens matrix factorisation (paper, Section 6: 20 factors, 206,680 parameters) and a layout with
         // many small tensors (biases, norms) whose remainders must not pile up on chunk 0.
         check_partition(&[610 * 20, 9724 * 20, 610, 9724], 8, 1);
-        let many_small: Vec<usize> = (0..200).map(|i| if i % 2 == 0 { 5 } else { 64 * 9 }).collect();
+        let many_small: Vec<usize> = (0..200)
+            .map(|i| if i % 2 == 0 { 5 } else { 64 * 9 })
+            .collect();
         check_partition(&many_small, 8, 2);
         check_partition(&[7; 100], 8, 3);
         // k = 1 (Epidemic Learning) and k = d.

@@ -28,7 +28,10 @@ pub enum Inputs {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Targets {
     /// Class labels in `0..num_classes`.
-    Classes { labels: Vec<u32>, num_classes: usize },
+    Classes {
+        labels: Vec<u32>,
+        num_classes: usize,
+    },
     /// Real-valued targets (MovieLens ratings).
     Ratings(Vec<f32>),
 }
@@ -163,6 +166,12 @@ impl Dataset {
             Inputs::Dense { sample_shape, .. } => Some(sample_shape),
             Inputs::Pairs { .. } => None,
         }
+    }
+
+    /// Takes the dataset apart (e.g. to transform the inputs without copying them); [`Dataset::new`] puts it
+    /// back together.
+    pub fn into_parts(self) -> (Inputs, Targets, Option<Vec<u32>>) {
+        (self.inputs, self.targets, self.users)
     }
 
     /// The samples at `indices`, in that order (indices may repeat). Panics on an index `>= len()`, which is a
