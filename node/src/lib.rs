@@ -9,16 +9,23 @@
 //!   `counters.rs`.
 //! - `learner.rs`: one real node's model, data and training ([`learner::Learner`]), shared by the drivers.
 //! - `sim.rs`: the in-memory driver (many nodes on a virtual clock), used by tests and `testnet --mode sim`.
-//! - `net/`: the libp2p shell: behaviour, codec, transport.
+//! - `net/`: the libp2p shell: `behaviour.rs`, `codec.rs`, `transport.rs`, and `vn_task.rs` (one task per
+//!   VN driving its engine with its Swarm).
+//! - `runtime.rs`: the embedding API: [`NodeBuilder`], [`NodeHandle`], the RN task.
+//! - `events.rs`: [`NodeEvent`], the event stream.
 
 pub mod engine;
 mod error;
+pub mod events;
 mod id;
 pub mod keys;
 pub mod learner;
 pub mod net;
 pub mod peers;
+mod runtime;
 pub mod sim;
 
 pub use error::{NodeError, Result};
+pub use events::NodeEvent;
+pub use runtime::{NodeBuilder, NodeHandle, NodeStatus, Timing};
 pub use id::VnAddr;

@@ -3,3 +3,4 @@
 pub mod behaviour;
 pub mod codec;
 pub mod transport;
+pub mod vn_task;

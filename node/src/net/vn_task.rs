@@ -1,0 +1,259 @@
+//! One virtual node on the network: a tokio task owning the VN's Swarm and its [`VnEngine`], translating
+//! swarm events into engine inputs and engine outputs into requests, responses and timers.
+//!
+//! Permissioning happens in two places: libp2p's allow-list closes connections with unlisted peers, and,
+//! since that only happens after the handshake, every request from an unlisted peer is dropped here before
+//! the engine sees it (admission is the first successful exchange, not `ConnectionEstablished`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
+use libp2p::swarm::SwarmEvent;
+use libp2p::{Multiaddr, PeerId, Swarm, identify};
+use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::behaviour::{VnBehaviour, VnBehaviourEvent};
+use crate::engine::{RefusalKind, VnEngine, VnInput, VnOutput};
+use crate::events::{EventSink, NodeEvent};
+use crate::peers::PeerList;
+use crate::VnAddr;
+
+/// Commands from the RN task.
+#[derive(Debug)]
+pub enum VnCommand {
+    StartRound(u64),
+    Rn(ToVirtualNode),
+}
+
+/// Pending inbound chunk requests awaiting the engine's verdict. Bounded by the engine's own limits (it
+/// answers or holds at most `MAX_PENDING_CHUNKS` beyond the ones it decides at once).
+type Channels = BTreeMap<u64, ResponseChannel<Vec<u8>>>;
+
+pub struct VnTask {
+    pub index: usize,
+    pub swarm: Swarm<VnBehaviour>,
+    pub engine: VnEngine<VnAddr>,
+    pub bootstrap: Vec<VnAddr>,
+    pub peers: Arc<PeerList>,
+    pub commands: mpsc::Receiver<VnCommand>,
+    pub to_rn: mpsc::Sender<(usize, FromVirtualNode)>,
+    pub events: EventSink,
+    pub epoch: Instant,
+}
+
+impl VnTask {
+    pub async fn run(mut self) {
+        let mut channels: Channels = BTreeMap::new();
+        let mut next_token = 0u64;
+        let mut outbound_chunks: HashMap<OutboundRequestId, (PeerId, u64)> = HashMap::new();
+        let mut addrs: HashMap<PeerId, Multiaddr> =
+            self.bootstrap.iter().map(|a| (a.peer, a.addr.clone())).collect();
+        let mut wake: Option<Instant> = None;
+
+        let now = self.epoch.elapsed();
+        let out = self.engine.join(now, self.bootstrap.clone());
+        if !self.apply(out, &mut channels, &mut outbound_chunks, &addrs, &mut wake).await {
+            return;
+        }
+
+        loop {
+            let sleep = async {
+                match wake {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let input = tokio::select! {
+                cmd = self.commands.recv() => match cmd {
+                    Some(VnCommand::StartRound(r)) => VnInput::StartRound(r),
+                    Some(VnCommand::Rn(ToVirtualNode::Stop)) | None => return,
+                    Some(VnCommand::Rn(msg)) => VnInput::FromRn(msg),
+                },
+                _ = sleep => { wake = None; VnInput::Tick }
+                ev = self.swarm.select_next_some() => {
+                    match self.on_swarm_event(ev, &mut channels, &mut next_token, &mut outbound_chunks, &mut addrs) {
+                        Some(input) => input,
+                        None => continue,
+                    }
+                }
+            };
+            let now = self.epoch.elapsed();
+            let out = self.engine.handle(now, input);
+            if !self.apply(out, &mut channels, &mut outbound_chunks, &addrs, &mut wake).await {
+                return;
+            }
+        }
+    }
+
+    /// The VnAddr of a peer that contacted us: its known listen address if we have one.
+    fn addr_of(peer: PeerId, addrs: &HashMap<PeerId, Multiaddr>) -> VnAddr {
+        VnAddr::new(peer, addrs.get(&peer).cloned().unwrap_or_else(Multiaddr::empty))
+    }
+
+    fn refuse_unlisted(&self, peer: PeerId) -> bool {
+        if self.peers.is_allowed(&peer) {
+            return false;
+        }
+        self.events.send(NodeEvent::PeerRefused { vn: self.index, peer, reason: "not on the peer list".into() });
+        true
+    }
+
+    fn on_swarm_event(
+        &mut self,
+        ev: SwarmEvent<VnBehaviourEvent>,
+        channels: &mut Channels,
+        next_token: &mut u64,
+        outbound_chunks: &mut HashMap<OutboundRequestId, (PeerId, u64)>,
+        addrs: &mut HashMap<PeerId, Multiaddr>,
+    ) -> Option<VnInput<VnAddr>> {
+        use request_response::{Event, Message};
+        match ev {
+            SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(Event::Message { peer, message, .. })) => match message {
+                Message::Request { request, channel, .. } => {
+                    if self.refuse_unlisted(peer) {
+                        return None; // dropping the channel closes the stream: nothing is answered
+                    }
+                    *next_token += 1;
+                    channels.insert(*next_token, channel);
+                    Some(VnInput::Chunk { from: Self::addr_of(peer, addrs), bytes: request, token: *next_token })
+                }
+                Message::Response { request_id, response } => {
+                    let (_, round) = outbound_chunks.remove(&request_id)?;
+                    Some(VnInput::ChunkReply { from: Self::addr_of(peer, addrs), round, bytes: response })
+                }
+            },
+            SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(Event::OutboundFailure { peer, request_id, error, .. })) => {
+                outbound_chunks.remove(&request_id);
+                tracing::debug!(vn = self.index, %peer, %error, "chunk not delivered");
+                Some(VnInput::SendFailed { to: Self::addr_of(peer, addrs) })
+            }
+            SwarmEvent::Behaviour(VnBehaviourEvent::Control(Event::Message { peer, message, .. })) => match message {
+                Message::Request { request, channel, .. } => {
+                    if self.refuse_unlisted(peer) {
+                        return None;
+                    }
+                    // Every control message is its own request; the response is an empty acknowledgement.
+                    let _ = self.swarm.behaviour_mut().control.send_response(channel, Vec::new());
+                    Some(VnInput::Control { from: Self::addr_of(peer, addrs), bytes: request })
+                }
+                Message::Response { .. } => None,
+            },
+            SwarmEvent::Behaviour(VnBehaviourEvent::Control(Event::OutboundFailure { peer, error, .. })) => {
+                tracing::debug!(vn = self.index, %peer, %error, "control message not delivered");
+                Some(VnInput::SendFailed { to: Self::addr_of(peer, addrs) })
+            }
+            SwarmEvent::Behaviour(VnBehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })) => {
+                if self.peers.is_allowed(&peer_id)
+                    && let Some(a) = info.listen_addrs.first()
+                {
+                    addrs.entry(peer_id).or_insert_with(|| a.clone());
+                }
+                None
+            }
+            SwarmEvent::ConnectionEstablished { peer_id, .. } if !self.peers.is_allowed(&peer_id) => {
+                // The allow-list closes it; tell the embedder once.
+                self.events.send(NodeEvent::PeerRefused { vn: self.index, peer: peer_id, reason: "not on the peer list".into() });
+                None
+            }
+            SwarmEvent::IncomingConnectionError { error, send_back_addr, .. } => {
+                // A wrong pre-shared key fails here, before any peer identity is known.
+                tracing::debug!(vn = self.index, %send_back_addr, %error, "incoming connection failed");
+                self.events.send(NodeEvent::ConnectionFailed { vn: self.index, error: error.to_string() });
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Carries out engine outputs. Returns false when the RN is gone (the node is stopping).
+    async fn apply(
+        &mut self,
+        out: Vec<VnOutput<VnAddr>>,
+        channels: &mut Channels,
+        outbound_chunks: &mut HashMap<OutboundRequestId, (PeerId, u64)>,
+        addrs: &HashMap<PeerId, Multiaddr>,
+        wake: &mut Option<Instant>,
+    ) -> bool {
+        for o in out {
+            match o {
+                VnOutput::SendControl { to, bytes } => {
+                    let a = dial_addrs(&to, addrs);
+                    self.swarm.behaviour_mut().control.send_request_with_addresses(&to.peer, bytes, a);
+                }
+                VnOutput::SendChunk { to, round, bytes } => {
+                    let a = dial_addrs(&to, addrs);
+                    let id = self.swarm.behaviour_mut().chunk.send_request_with_addresses(&to.peer, (*bytes).clone(), a);
+                    outbound_chunks.insert(id, (to.peer, round));
+                }
+                VnOutput::Reply { token, bytes } => {
+                    if let Some(ch) = channels.remove(&token) {
+                        // Fails only if the requester gave up (timeout, closed): nothing to do then.
+                        let _ = self.swarm.behaviour_mut().chunk.send_response(ch, bytes);
+                    }
+                }
+                VnOutput::Timer { at } => {
+                    *wake = Some(self.epoch + at);
+                }
+                VnOutput::ToRn(msg) => {
+                    if self.to_rn.send((self.index, msg)).await.is_err() {
+                        return false;
+                    }
+                }
+                VnOutput::Refused { from, what } => {
+                    tracing::debug!(vn = self.index, peer = %from.peer, ?what, "refused");
+                    if !matches!(what, RefusalKind::Chunk(_)) {
+                        self.events.send(NodeEvent::PeerRefused {
+                            vn: self.index,
+                            peer: from.peer,
+                            reason: format!("{what:?}"),
+                        });
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Addresses to dial `to` at if no connection exists: the one it announced, else one learned by identify.
+fn dial_addrs(to: &VnAddr, addrs: &HashMap<PeerId, Multiaddr>) -> Vec<Multiaddr> {
+    let mut v = Vec::with_capacity(2);
+    if !to.addr.is_empty() {
+        v.push(to.addr.clone());
+    }
+    if let Some(a) = addrs.get(&to.peer)
+        && *a != to.addr
+    {
+        v.push(a.clone());
+    }
+    v
+}
+
+/// How long to wait for a Swarm's first listen address.
+pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Starts listening on `addr` and returns the first concrete address the swarm reports.
+pub async fn listen(swarm: &mut Swarm<VnBehaviour>, addr: Multiaddr) -> crate::Result<Multiaddr> {
+    swarm
+        .listen_on(addr.clone())
+        .map_err(|e| crate::NodeError::Network(format!("cannot listen on {addr}: {e}")))?;
+    let wait = async {
+        loop {
+            match swarm.select_next_some().await {
+                SwarmEvent::NewListenAddr { address, .. } => return Ok(address),
+                SwarmEvent::ListenerError { error, .. } | SwarmEvent::ListenerClosed { reason: Err(error), .. } => {
+                    return Err(crate::NodeError::Network(format!("cannot listen on {addr}: {error}")));
+                }
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(LISTEN_TIMEOUT, wait)
+        .await
+        .map_err(|_| crate::NodeError::Network(format!("no listen address for {addr} within {LISTEN_TIMEOUT:?}")))?
+}
