@@ -21,7 +21,8 @@
 //!   `reserve_timeout` is released, and a later `Confirm` is still taken if there is room (else `Nack`).
 //!   The proposer counts the edge only on `ConfirmAck`.
 //! * **Splice repair.** After the S sub-steps come `repair_steps` more sub-steps. In each, a VN short by ≥ 2
-//!   sends a `SpliceRequest` walk. A receiver x not linked to the origin v, with an established edge
+//!   sends a `SpliceRequest` walk (a VN short by exactly 1 keeps running the proposal protocol, since a
+//!   splice adds two edges). A receiver x not linked to the origin v, with an established edge
 //!   (x, y) and no splice in progress, reserves v, locks (x, y) and sends `SpliceOffer{other: y}` to v. If v
 //!   is still short by ≥ 2 and linked to neither x nor y, it commits to both and sends `SpliceAccept` to x
 //!   (retransmitted); x replaces y by v, acknowledges v and sends `Handover{newcomer: v}` to y, which drops
@@ -414,6 +415,18 @@ impl<I: PeerId> OverlayBuilder<I> {
                         let msg = OverlayMsg::Propose { round, origin: self.me.clone(), nonce, ttl: cfg.ttl };
                         out.push(OverlayOutput::Send { to: to.clone(), msg });
                     }
+                } else if deficit == 1 {
+                    // Short by one: splicing cannot help (it adds two edges), so keep matching with other
+                    // VNs short by one, as in the proposal sub-steps.
+                    s.role = if self.rng.random_bool(0.5) { Role::Proposer } else { Role::Acceptor };
+                    if s.role == Role::Proposer
+                        && let Some(to) = view.choose(&mut self.rng)
+                    {
+                        let nonce = self.rng.random::<u64>();
+                        s.walks.insert(nonce, Walk::Propose);
+                        let msg = OverlayMsg::Propose { round, origin: self.me.clone(), nonce, ttl: cfg.ttl };
+                        out.push(OverlayOutput::Send { to: to.clone(), msg });
+                    }
                 } else if deficit >= 2
                     && let Some(to) = view.choose(&mut self.rng)
                 {
@@ -540,9 +553,8 @@ impl<I: PeerId> OverlayBuilder<I> {
         let send = |out: &mut Vec<OverlayOutput<I>>, to: &I, msg| out.push(OverlayOutput::Send { to: to.clone(), msg });
         match msg {
             OverlayMsg::Propose { ref origin, nonce, .. } => {
-                let in_substeps = s.next_substep >= 1 && s.next_substep <= cfg.substeps;
+                // `role` is Acceptor only inside a sub-step of this VN's own clock (reset at each boundary).
                 if open
-                    && in_substeps
                     && s.role == Role::Acceptor
                     && !s.accepted
                     && s.degree() < cfg.degree
