@@ -69,7 +69,10 @@ impl Timing {
         Self {
             cyclon_period_ms: 250,
             shuffle_timeout_ms: 500,
-            substep_ms: 50,
+            // Round starts of different nodes differ by up to a training time (hundreds of ms for small
+            // models); sub-steps of 100 ms keep the overlay window
+            // several times wider than that skew (the window is 5r + 4 sub-steps, `OverlayConfig::deadline`).
+            substep_ms: 100,
             exchange_timeout_ms: 5000,
             warmup_ms: 1500,
         }

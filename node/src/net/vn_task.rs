@@ -160,10 +160,18 @@ impl VnTask {
                 self.events.send(NodeEvent::PeerRefused { vn: self.index, peer: peer_id, reason: "not on the peer list".into() });
                 None
             }
-            SwarmEvent::IncomingConnectionError { error, send_back_addr, .. } => {
-                // A wrong pre-shared key fails here, before any peer identity is known.
+            SwarmEvent::IncomingConnectionError { error, send_back_addr, peer_id, .. } => {
                 tracing::debug!(vn = self.index, %send_back_addr, %error, "incoming connection failed");
-                self.events.send(NodeEvent::ConnectionFailed { vn: self.index, error: error.to_string() });
+                match peer_id {
+                    // The allow-list denies an unlisted peer right after the handshake, when its identity is known.
+                    Some(peer) if !self.peers.is_allowed(&peer) => self.events.send(NodeEvent::PeerRefused {
+                        vn: self.index,
+                        peer,
+                        reason: "not on the peer list".into(),
+                    }),
+                    // A wrong pre-shared key fails before any identity is known.
+                    _ => self.events.send(NodeEvent::ConnectionFailed { vn: self.index, error: error.to_string() }),
+                }
                 None
             }
             _ => None,
