@@ -80,7 +80,12 @@ impl<I> CyclonMsg<I> {
 pub enum OverlayMsg<I> {
     /// Walks the Cyclon view graph (each hop forwards to a random view entry, `ttl` decremented) until an
     /// acceptor takes it; the acceptor answers `origin` directly.
-    Propose { round: u64, origin: I, nonce: u64, ttl: u8 },
+    Propose {
+        round: u64,
+        origin: I,
+        nonce: u64,
+        ttl: u8,
+    },
     /// Acceptor → origin: a degree slot is reserved for you.
     Accept { round: u64, nonce: u64 },
     /// Last hop → origin: the walk ran out of TTL.
@@ -95,7 +100,12 @@ pub enum OverlayMsg<I> {
     /// unacknowledged commitment, or when an acknowledgement arrives too late). The receiver stops counting it.
     Drop { round: u64 },
     /// Splice repair: a VN short by ≥ 2 looks (random walk) for a VN x that will split one of its edges.
-    SpliceRequest { round: u64, origin: I, nonce: u64, ttl: u8 },
+    SpliceRequest {
+        round: u64,
+        origin: I,
+        nonce: u64,
+        ttl: u8,
+    },
     /// x → origin: I will split my edge (x, `other`) into (x, origin), (origin, `other`).
     SpliceOffer { round: u64, nonce: u64, other: I },
     /// origin → x: go ahead.
@@ -123,7 +133,9 @@ impl<I> OverlayMsg<I> {
 
     pub fn validate(&self) -> Result<(), ControlError> {
         match self {
-            OverlayMsg::Propose { ttl, .. } | OverlayMsg::SpliceRequest { ttl, .. } if *ttl > MAX_TTL => {
+            OverlayMsg::Propose { ttl, .. } | OverlayMsg::SpliceRequest { ttl, .. }
+                if *ttl > MAX_TTL =>
+            {
                 Err(ControlError::TtlTooLarge(*ttl))
             }
             _ => Ok(()),
@@ -161,11 +173,24 @@ mod tests {
             e(MAX_SHUFFLE_ENTRIES + 1).validate(),
             Err(ControlError::TooManyEntries(MAX_SHUFFLE_ENTRIES + 1))
         );
-        let old = CyclonMsg::ShuffleReply { entries: vec![ViewEntry { id: 1u32, age: MAX_AGE + 1 }] };
+        let old = CyclonMsg::ShuffleReply {
+            entries: vec![ViewEntry {
+                id: 1u32,
+                age: MAX_AGE + 1,
+            }],
+        };
         assert!(old.validate().is_err());
-        let p = |ttl| OverlayMsg::Propose { round: 1, origin: 7u32, nonce: 3, ttl };
+        let p = |ttl| OverlayMsg::Propose {
+            round: 1,
+            origin: 7u32,
+            nonce: 3,
+            ttl,
+        };
         assert!(p(MAX_TTL).validate().is_ok());
-        assert_eq!(p(MAX_TTL + 1).validate(), Err(ControlError::TtlTooLarge(MAX_TTL + 1)));
+        assert_eq!(
+            p(MAX_TTL + 1).validate(),
+            Err(ControlError::TtlTooLarge(MAX_TTL + 1))
+        );
         assert!(ControlMsg::Overlay(p(MAX_TTL + 1)).validate().is_err());
     }
 
@@ -173,13 +198,20 @@ mod tests {
     fn bincode_roundtrip() {
         let cfg = bincode::config::standard();
         let msgs = vec![
-            ControlMsg::Cyclon(CyclonMsg::ShuffleRequest { entries: vec![ViewEntry { id: 5u32, age: 2 }] }),
-            ControlMsg::Overlay(OverlayMsg::Handover { round: 9, nonce: u64::MAX, newcomer: 4 }),
+            ControlMsg::Cyclon(CyclonMsg::ShuffleRequest {
+                entries: vec![ViewEntry { id: 5u32, age: 2 }],
+            }),
+            ControlMsg::Overlay(OverlayMsg::Handover {
+                round: 9,
+                nonce: u64::MAX,
+                newcomer: 4,
+            }),
             ControlMsg::Overlay(OverlayMsg::Drop { round: 3 }),
         ];
         for m in msgs {
             let bytes = bincode::serde::encode_to_vec(&m, cfg).unwrap();
-            let (back, n): (ControlMsg<u32>, usize) = bincode::serde::decode_from_slice(&bytes, cfg).unwrap();
+            let (back, n): (ControlMsg<u32>, usize) =
+                bincode::serde::decode_from_slice(&bytes, cfg).unwrap();
             assert_eq!(n, bytes.len());
             assert_eq!(back, m);
         }

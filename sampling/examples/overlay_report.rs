@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use sampling::metrics::{Mean, degree_stats, frac_received_exact, frac_received_paper, privacy_sample};
+use sampling::derive_rng;
+use sampling::metrics::{
+    Mean, degree_stats, frac_received_exact, frac_received_paper, privacy_sample,
+};
 use sampling::sim::{OverlaySim, SimConfig, Traffic};
 use sampling::spectral::spectrum;
 use sampling::uniform::random_regular;
-use sampling::derive_rng;
 use serde_json::json;
 
 #[derive(Parser, Debug)]
@@ -60,9 +62,19 @@ fn main() -> anyhow::Result<()> {
     let mut rng = derive_rng(a.seed, u64::MAX - 7);
 
     let r = a.degree;
-    let (mut defi, mut l2, mut l2u, mut lmin, mut lminu) =
-        (Mean::default(), Mean::default(), Mean::default(), Mean::default(), Mean::default());
-    let (mut frac, mut frac_exp, mut all, mut meandeg) = (Mean::default(), Mean::default(), Mean::default(), Mean::default());
+    let (mut defi, mut l2, mut l2u, mut lmin, mut lminu) = (
+        Mean::default(),
+        Mean::default(),
+        Mean::default(),
+        Mean::default(),
+        Mean::default(),
+    );
+    let (mut frac, mut frac_exp, mut all, mut meandeg) = (
+        Mean::default(),
+        Mean::default(),
+        Mean::default(),
+        Mean::default(),
+    );
     let mut defi_max: f64 = 0.0;
     let mut min_degree = usize::MAX;
     let mut hist = vec![0usize; r + 1];
@@ -78,7 +90,10 @@ fn main() -> anyhow::Result<()> {
         for (new, &old) in alive_idx.iter().enumerate() {
             map[old] = new as u32;
         }
-        let adj: Vec<Vec<u32>> = alive_idx.iter().map(|&i| g.adj[i].iter().map(|&j| map[j as usize]).collect()).collect();
+        let adj: Vec<Vec<u32>> = alive_idx
+            .iter()
+            .map(|&i| g.adj[i].iter().map(|&j| map[j as usize]).collect())
+            .collect();
         let ds = degree_stats(&adj, r);
         defi.push(ds.deficient_fraction);
         defi_max = defi_max.max(ds.deficient_fraction);
@@ -93,7 +108,7 @@ fn main() -> anyhow::Result<()> {
         let s = spectrum(&adj, r, &mut rng);
         l2.push(s.lambda2);
         lmin.push(s.lambda_min);
-        if adj.len() * r % 2 == 0 && adj.len() > r {
+        if (adj.len() * r).is_multiple_of(2) && adj.len() > r {
             let u = random_regular(adj.len(), r, &mut rng);
             let su = spectrum(&u, r, &mut rng);
             l2u.push(su.lambda2);
@@ -125,7 +140,9 @@ fn main() -> anyhow::Result<()> {
     let cy = t.cyclon_msgs - before.cyclon_msgs;
     let ov = t.overlay_msgs - before.overlay_msgs;
     let bytes = t.cyclon_bytes + t.overlay_bytes - before.cyclon_bytes - before.overlay_bytes;
-    let bytes_pid = t.cyclon_bytes_peerid + t.overlay_bytes_peerid - before.cyclon_bytes_peerid - before.overlay_bytes_peerid;
+    let bytes_pid = t.cyclon_bytes_peerid + t.overlay_bytes_peerid
+        - before.cyclon_bytes_peerid
+        - before.overlay_bytes_peerid;
     let report = json!({
         "n": a.rns, "k": a.vns, "r": r, "n_vns": big_n, "rounds": a.rounds, "seed": a.seed, "loss": a.loss,
         "crash": a.crash,
@@ -147,5 +164,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn lambda_or_null(m: &Mean) -> serde_json::Value {
-    if m.count() == 0 { serde_json::Value::Null } else { json!(m.mean()) }
+    if m.count() == 0 {
+        serde_json::Value::Null
+    } else {
+        json!(m.mean())
+    }
 }

@@ -52,7 +52,9 @@ impl Default for CyclonConfig {
 impl CyclonConfig {
     pub fn validate(&self) -> Result<(), Error> {
         if self.view_size == 0 || self.shuffle_len == 0 {
-            return Err(Error::Config("view_size and shuffle_len must be positive".into()));
+            return Err(Error::Config(
+                "view_size and shuffle_len must be positive".into(),
+            ));
         }
         if self.shuffle_len > self.view_size || self.shuffle_len > MAX_SHUFFLE_ENTRIES {
             return Err(Error::Config(format!(
@@ -61,7 +63,9 @@ impl CyclonConfig {
             )));
         }
         if self.period.is_zero() || self.shuffle_timeout.is_zero() {
-            return Err(Error::Config("period and shuffle_timeout must be positive".into()));
+            return Err(Error::Config(
+                "period and shuffle_timeout must be positive".into(),
+            ));
         }
         Ok(())
     }
@@ -81,13 +85,22 @@ pub enum CyclonInput<I> {
 /// What a [`Cyclon`] asks its caller to do or tells it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CyclonOutput<I> {
-    Send { to: I, msg: CyclonMsg<I> },
+    Send {
+        to: I,
+        msg: CyclonMsg<I>,
+    },
     /// Call `handle(.., Tick)` at or after `at` (the earliest pending deadline; replaces earlier requests).
-    Timer { at: Duration },
+    Timer {
+        at: Duration,
+    },
     /// A shuffle with `peer` failed (timeout or send failure); `peer` was removed from the view.
-    ShuffleTimedOut { peer: I },
+    ShuffleTimedOut {
+        peer: I,
+    },
     /// A message was refused by validation (counted, ignored).
-    Invalid { from: I },
+    Invalid {
+        from: I,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -114,7 +127,15 @@ impl<I: PeerId> Cyclon<I> {
     /// streams. Shuffling starts after [`Cyclon::join`] or [`Cyclon::start`].
     pub fn new(me: I, cfg: CyclonConfig, rng: ChaCha12Rng) -> Result<Self, Error> {
         cfg.validate()?;
-        Ok(Self { me, cfg, view: Vec::new(), rng, next_shuffle: None, pending: None, last_timer: None })
+        Ok(Self {
+            me,
+            cfg,
+            view: Vec::new(),
+            rng,
+            next_shuffle: None,
+            pending: None,
+            last_timer: None,
+        })
     }
 
     pub fn id(&self) -> &I {
@@ -142,7 +163,12 @@ impl<I: PeerId> Cyclon<I> {
     /// Join: put up to c bootstrap peers (age 0) into the view and start shuffling. The first shuffle is
     /// delayed by a random fraction of the period so VNs that join together (e.g. siblings) do not shuffle in
     /// lockstep.
-    pub fn join(&mut self, now: Duration, bootstrap: impl IntoIterator<Item = I>, out: &mut Vec<CyclonOutput<I>>) {
+    pub fn join(
+        &mut self,
+        now: Duration,
+        bootstrap: impl IntoIterator<Item = I>,
+        out: &mut Vec<CyclonOutput<I>>,
+    ) {
         for id in bootstrap {
             if self.view.len() >= self.cfg.view_size {
                 break;
@@ -187,7 +213,9 @@ impl<I: PeerId> Cyclon<I> {
                     out.push(CyclonOutput::Invalid { from });
                 } else {
                     match msg {
-                        CyclonMsg::ShuffleRequest { entries } => self.on_request(from, entries, out),
+                        CyclonMsg::ShuffleRequest { entries } => {
+                            self.on_request(from, entries, out)
+                        }
                         CyclonMsg::ShuffleReply { entries } => self.on_reply(from, entries),
                     }
                 }
@@ -235,16 +263,28 @@ impl<I: PeerId> Cyclon<I> {
             return;
         }
         // Oldest entry is the target (ties broken by position, which is itself random after merges).
-        let oldest = (0..self.view.len()).max_by_key(|&i| (self.view[i].age, usize::MAX - i)).expect("non-empty");
+        let oldest = (0..self.view.len())
+            .max_by_key(|&i| (self.view[i].age, usize::MAX - i))
+            .expect("non-empty");
         let target = self.view.swap_remove(oldest).id;
         let mut idx: Vec<usize> = (0..self.view.len()).collect();
         idx.shuffle(&mut self.rng);
         idx.truncate(self.cfg.shuffle_len - 1);
         let mut entries: Vec<ViewEntry<I>> = idx.iter().map(|&i| self.view[i].clone()).collect();
         let sent: Vec<I> = entries.iter().map(|e| e.id.clone()).collect();
-        entries.push(ViewEntry { id: self.me.clone(), age: 0 });
-        self.pending = Some(Pending { target: target.clone(), sent, deadline: now + self.cfg.shuffle_timeout });
-        out.push(CyclonOutput::Send { to: target, msg: CyclonMsg::ShuffleRequest { entries } });
+        entries.push(ViewEntry {
+            id: self.me.clone(),
+            age: 0,
+        });
+        self.pending = Some(Pending {
+            target: target.clone(),
+            sent,
+            deadline: now + self.cfg.shuffle_timeout,
+        });
+        out.push(CyclonOutput::Send {
+            to: target,
+            msg: CyclonMsg::ShuffleRequest { entries },
+        });
     }
 
     fn on_request(&mut self, from: I, entries: Vec<ViewEntry<I>>, out: &mut Vec<CyclonOutput<I>>) {
@@ -253,7 +293,10 @@ impl<I: PeerId> Cyclon<I> {
         idx.truncate(self.cfg.shuffle_len);
         let reply: Vec<ViewEntry<I>> = idx.iter().map(|&i| self.view[i].clone()).collect();
         let sent: Vec<I> = reply.iter().map(|e| e.id.clone()).collect();
-        out.push(CyclonOutput::Send { to: from, msg: CyclonMsg::ShuffleReply { entries: reply } });
+        out.push(CyclonOutput::Send {
+            to: from,
+            msg: CyclonMsg::ShuffleReply { entries: reply },
+        });
         self.merge(entries, &sent);
     }
 

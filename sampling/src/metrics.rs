@@ -44,7 +44,15 @@ pub fn avoid_prob(m: usize, k: usize, d: usize) -> f64 {
     if d > m {
         return 0.0;
     }
-    (0..d).map(|i| if m < k + i + 1 { 0.0 } else { (m - k - i) as f64 / (m - i) as f64 }).product()
+    (0..d)
+        .map(|i| {
+            if m < k + i + 1 {
+                0.0
+            } else {
+                (m - k - i) as f64 / (m - i) as f64
+            }
+        })
+        .product()
 }
 
 /// Exact per-chunk reach probability p = 1 − C(N−1−k, r)/C(N−1, r) for a uniform r-regular graph.
@@ -104,8 +112,16 @@ pub fn privacy_sample(adj: &[Vec<u32>], n: usize, k: usize, rng: &mut impl Rng) 
             }
         }
     }
-    let expected = adj.iter().map(|l| 1.0 - avoid_prob(big_n - 1, k, l.len())).sum::<f64>() / big_n as f64;
-    PrivacySample { frac_received: frac / pairs, all_chunks: all / pairs, frac_expected_for_degrees: expected }
+    let expected = adj
+        .iter()
+        .map(|l| 1.0 - avoid_prob(big_n - 1, k, l.len()))
+        .sum::<f64>()
+        / big_n as f64;
+    PrivacySample {
+        frac_received: frac / pairs,
+        all_chunks: all / pairs,
+        frac_expected_for_degrees: expected,
+    }
 }
 
 /// Running mean and standard error.
@@ -128,7 +144,11 @@ impl Mean {
     }
 
     pub fn mean(&self) -> f64 {
-        if self.n == 0 { f64::NAN } else { self.sum / self.n as f64 }
+        if self.n == 0 {
+            f64::NAN
+        } else {
+            self.sum / self.n as f64
+        }
     }
 
     /// Standard error of the mean (sample standard deviation / √n).
@@ -165,6 +185,11 @@ mod tests {
             m.push(privacy_sample(&g, n, k, &mut rng).frac_received);
         }
         let p = frac_received_exact(n, k, r);
-        assert!((m.mean() - p).abs() < 4.0 * m.stderr() + 1e-3, "{} ± {} vs {p}", m.mean(), m.stderr());
+        assert!(
+            (m.mean() - p).abs() < 4.0 * m.stderr() + 1e-3,
+            "{} ± {} vs {p}",
+            m.mean(),
+            m.stderr()
+        );
     }
 }

@@ -119,13 +119,21 @@ impl OverlayConfig {
 
     pub fn validate(&self) -> Result<(), Error> {
         if self.degree == 0 || self.degree > MAX_DEGREE {
-            return Err(Error::Config(format!("degree {} not in 1..={MAX_DEGREE}", self.degree)));
+            return Err(Error::Config(format!(
+                "degree {} not in 1..={MAX_DEGREE}",
+                self.degree
+            )));
         }
         if self.ttl > MAX_TTL {
-            return Err(Error::Config(format!("ttl {} exceeds MAX_TTL {MAX_TTL}", self.ttl)));
+            return Err(Error::Config(format!(
+                "ttl {} exceeds MAX_TTL {MAX_TTL}",
+                self.ttl
+            )));
         }
         if self.substep.is_zero() || self.retransmit.is_zero() || self.reserve_timeout.is_zero() {
-            return Err(Error::Config("substep, retransmit and reserve_timeout must be positive".into()));
+            return Err(Error::Config(
+                "substep, retransmit and reserve_timeout must be positive".into(),
+            ));
         }
         Ok(())
     }
@@ -156,15 +164,28 @@ pub enum OverlayInput<I> {
 /// What an [`OverlayBuilder`] asks its caller to do or tells it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OverlayOutput<I> {
-    Send { to: I, msg: OverlayMsg<I> },
+    Send {
+        to: I,
+        msg: OverlayMsg<I>,
+    },
     /// Call `handle(.., Tick)` at or after `at` (earliest pending deadline; replaces earlier requests).
-    Timer { at: Duration },
+    Timer {
+        at: Duration,
+    },
     /// Round `round` is frozen; `neighbours` (sorted) is its neighbour set.
-    Frozen { round: u64, neighbours: Vec<I> },
+    Frozen {
+        round: u64,
+        neighbours: Vec<I>,
+    },
     /// After the freeze, `peer` was removed from round `round`'s neighbour set (Drop or refusal).
-    EdgeDropped { round: u64, peer: I },
+    EdgeDropped {
+        round: u64,
+        peer: I,
+    },
     /// A message failed validation and was ignored.
-    Invalid { from: I },
+    Invalid {
+        from: I,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,7 +208,11 @@ enum Link<I> {
     /// We offered a slot (Accept / SpliceOffer) and wait for the commitment.
     Reserved { nonce: u64, until: Duration },
     /// We committed (Confirm / SpliceAccept) and wait for the ack; not counted yet.
-    Committed { nonce: u64, retx: Option<Duration>, splice: Option<SpliceRole<I>> },
+    Committed {
+        nonce: u64,
+        retx: Option<Duration>,
+        splice: Option<SpliceRole<I>>,
+    },
     /// Counted.
     Established { nonce: u64 },
 }
@@ -195,7 +220,9 @@ enum Link<I> {
 impl<I> Link<I> {
     fn nonce(&self) -> u64 {
         match self {
-            Link::Reserved { nonce, .. } | Link::Committed { nonce, .. } | Link::Established { nonce } => *nonce,
+            Link::Reserved { nonce, .. }
+            | Link::Committed { nonce, .. }
+            | Link::Established { nonce } => *nonce,
         }
     }
 }
@@ -235,7 +262,11 @@ impl<I: PeerId> RoundState<I> {
     }
 
     fn established(&self) -> Vec<I> {
-        self.links.iter().filter(|(_, l)| matches!(l, Link::Established { .. })).map(|(p, _)| p.clone()).collect()
+        self.links
+            .iter()
+            .filter(|(_, l)| matches!(l, Link::Established { .. }))
+            .map(|(p, _)| p.clone())
+            .collect()
     }
 }
 
@@ -253,7 +284,13 @@ impl<I: PeerId> OverlayBuilder<I> {
     /// A builder for `me`; `rng` seeded from (run seed, identity), distinct from the Cyclon stream.
     pub fn new(me: I, cfg: OverlayConfig, rng: ChaCha12Rng) -> Result<Self, Error> {
         cfg.validate()?;
-        Ok(Self { me, cfg, rng, rounds: BTreeMap::new(), last_timer: None })
+        Ok(Self {
+            me,
+            cfg,
+            rng,
+            rounds: BTreeMap::new(),
+            last_timer: None,
+        })
     }
 
     pub fn id(&self) -> &I {
@@ -283,7 +320,9 @@ impl<I: PeerId> OverlayBuilder<I> {
 
     /// Local time at which `round` freezes (if started).
     pub fn freeze_time(&self, round: u64) -> Option<Duration> {
-        self.rounds.get(&round).map(|s| s.start + self.cfg.deadline())
+        self.rounds
+            .get(&round)
+            .map(|s| s.start + self.cfg.deadline())
     }
 
     /// Rounds currently kept (open or frozen).
@@ -316,7 +355,13 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// Feed one input. `view` is the current Cyclon view (peers to send proposals and forward walks to).
-    pub fn handle(&mut self, now: Duration, input: OverlayInput<I>, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
+    pub fn handle(
+        &mut self,
+        now: Duration,
+        input: OverlayInput<I>,
+        view: &[I],
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
         self.fire_timers(now, view, out);
         match input {
             OverlayInput::Tick => {}
@@ -324,7 +369,10 @@ impl<I: PeerId> OverlayBuilder<I> {
             OverlayInput::SendFailed { to } => {
                 for s in self.rounds.values_mut().filter(|s| !s.frozen) {
                     s.links.remove(&to);
-                    if s.lock.as_ref().is_some_and(|l| l.newcomer == to || l.other == to) {
+                    if s.lock
+                        .as_ref()
+                        .is_some_and(|l| l.newcomer == to || l.other == to)
+                    {
                         s.lock = None;
                     }
                 }
@@ -362,11 +410,19 @@ impl<I: PeerId> OverlayBuilder<I> {
         self.rounds.keys().next_back().copied()
     }
 
-    fn start_round(&mut self, now: Duration, round: u64, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
+    fn start_round(
+        &mut self,
+        now: Duration,
+        round: u64,
+        view: &[I],
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
         if self.rounds.contains_key(&round) {
             return;
         }
-        if self.rounds.len() >= MAX_KEPT_ROUNDS && self.rounds.keys().next().is_some_and(|&o| round < o) {
+        if self.rounds.len() >= MAX_KEPT_ROUNDS
+            && self.rounds.keys().next().is_some_and(|&o| round < o)
+        {
             return;
         }
         self.rounds.insert(
@@ -392,12 +448,19 @@ impl<I: PeerId> OverlayBuilder<I> {
     fn fire_timers(&mut self, now: Duration, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
         let cfg = self.cfg.clone();
         let total = cfg.substeps + cfg.repair_steps;
-        let keys: Vec<u64> = self.rounds.iter().filter(|(_, s)| !s.frozen).map(|(k, _)| *k).collect();
+        let keys: Vec<u64> = self
+            .rounds
+            .iter()
+            .filter(|(_, s)| !s.frozen)
+            .map(|(k, _)| *k)
+            .collect();
         for round in keys {
             let s = self.rounds.get_mut(&round).expect("listed");
             let deadline = s.start + cfg.deadline();
             // Sub-step boundaries, in order (several if the caller was late).
-            while s.next_substep < total && s.start + cfg.substep * s.next_substep <= now.min(deadline) {
+            while s.next_substep < total
+                && s.start + cfg.substep * s.next_substep <= now.min(deadline)
+            {
                 let i = s.next_substep;
                 s.next_substep += 1;
                 s.accepted = false;
@@ -405,35 +468,67 @@ impl<I: PeerId> OverlayBuilder<I> {
                 let deficit = cfg.degree.saturating_sub(s.degree());
                 if i < cfg.substeps {
                     if deficit > 0 {
-                        s.role = if self.rng.random_bool(0.5) { Role::Proposer } else { Role::Acceptor };
+                        s.role = if self.rng.random_bool(0.5) {
+                            Role::Proposer
+                        } else {
+                            Role::Acceptor
+                        };
                     }
                     if s.role == Role::Proposer
                         && let Some(to) = view.choose(&mut self.rng)
                     {
                         let nonce = self.rng.random::<u64>();
                         s.walks.insert(nonce, Walk::Propose);
-                        let msg = OverlayMsg::Propose { round, origin: self.me.clone(), nonce, ttl: cfg.ttl };
-                        out.push(OverlayOutput::Send { to: to.clone(), msg });
+                        let msg = OverlayMsg::Propose {
+                            round,
+                            origin: self.me.clone(),
+                            nonce,
+                            ttl: cfg.ttl,
+                        };
+                        out.push(OverlayOutput::Send {
+                            to: to.clone(),
+                            msg,
+                        });
                     }
                 } else if deficit == 1 {
                     // Short by one: splicing cannot help (it adds two edges), so keep matching with other
                     // VNs short by one, as in the proposal sub-steps.
-                    s.role = if self.rng.random_bool(0.5) { Role::Proposer } else { Role::Acceptor };
+                    s.role = if self.rng.random_bool(0.5) {
+                        Role::Proposer
+                    } else {
+                        Role::Acceptor
+                    };
                     if s.role == Role::Proposer
                         && let Some(to) = view.choose(&mut self.rng)
                     {
                         let nonce = self.rng.random::<u64>();
                         s.walks.insert(nonce, Walk::Propose);
-                        let msg = OverlayMsg::Propose { round, origin: self.me.clone(), nonce, ttl: cfg.ttl };
-                        out.push(OverlayOutput::Send { to: to.clone(), msg });
+                        let msg = OverlayMsg::Propose {
+                            round,
+                            origin: self.me.clone(),
+                            nonce,
+                            ttl: cfg.ttl,
+                        };
+                        out.push(OverlayOutput::Send {
+                            to: to.clone(),
+                            msg,
+                        });
                     }
                 } else if deficit >= 2
                     && let Some(to) = view.choose(&mut self.rng)
                 {
                     let nonce = self.rng.random::<u64>();
                     s.walks.insert(nonce, Walk::Splice);
-                    let msg = OverlayMsg::SpliceRequest { round, origin: self.me.clone(), nonce, ttl: cfg.ttl };
-                    out.push(OverlayOutput::Send { to: to.clone(), msg });
+                    let msg = OverlayMsg::SpliceRequest {
+                        round,
+                        origin: self.me.clone(),
+                        nonce,
+                        ttl: cfg.ttl,
+                    };
+                    out.push(OverlayOutput::Send {
+                        to: to.clone(),
+                        msg,
+                    });
                 }
             }
             // Expired reservations and splice locks, due retransmissions.
@@ -441,11 +536,21 @@ impl<I: PeerId> OverlayBuilder<I> {
             for (p, l) in s.links.iter_mut() {
                 match l {
                     Link::Reserved { until, .. } if *until <= now => expired.push(p.clone()),
-                    Link::Committed { nonce, retx: Some(t), splice } if *t <= now => {
+                    Link::Committed {
+                        nonce,
+                        retx: Some(t),
+                        splice,
+                    } if *t <= now => {
                         *t = now + cfg.retransmit;
                         let msg = match splice {
-                            Some(SpliceRole::Splitter { .. }) => OverlayMsg::SpliceAccept { round, nonce: *nonce },
-                            _ => OverlayMsg::Confirm { round, nonce: *nonce },
+                            Some(SpliceRole::Splitter { .. }) => OverlayMsg::SpliceAccept {
+                                round,
+                                nonce: *nonce,
+                            },
+                            _ => OverlayMsg::Confirm {
+                                round,
+                                nonce: *nonce,
+                            },
                         };
                         out.push(OverlayOutput::Send { to: p.clone(), msg });
                     }
@@ -457,7 +562,8 @@ impl<I: PeerId> OverlayBuilder<I> {
             }
             if s.lock.as_ref().is_some_and(|l| l.until <= now) {
                 let lock = s.lock.take().expect("checked");
-                if matches!(s.links.get(&lock.newcomer), Some(Link::Reserved { nonce, .. }) if *nonce == lock.nonce) {
+                if matches!(s.links.get(&lock.newcomer), Some(Link::Reserved { nonce, .. }) if *nonce == lock.nonce)
+                {
                     s.links.remove(&lock.newcomer);
                 }
             }
@@ -485,50 +591,102 @@ impl<I: PeerId> OverlayBuilder<I> {
         withdrawn.dedup();
         for p in withdrawn {
             if !s.links.contains_key(&p) {
-                out.push(OverlayOutput::Send { to: p, msg: OverlayMsg::Drop { round } });
+                out.push(OverlayOutput::Send {
+                    to: p,
+                    msg: OverlayMsg::Drop { round },
+                });
             }
         }
-        out.push(OverlayOutput::Frozen { round, neighbours: s.established() });
+        out.push(OverlayOutput::Frozen {
+            round,
+            neighbours: s.established(),
+        });
     }
 
     /// Random view entry other than `a` and `b` (falls back to any entry other than `a`).
     fn next_hop(&mut self, view: &[I], a: &I, b: &I) -> Option<I> {
-        let good: Vec<&I> = view.iter().filter(|p| *p != a && *p != b && **p != self.me).collect();
+        let good: Vec<&I> = view
+            .iter()
+            .filter(|p| *p != a && *p != b && **p != self.me)
+            .collect();
         if let Some(p) = good.choose(&mut self.rng) {
             return Some((*p).clone());
         }
-        view.iter().filter(|p| *p != a && **p != self.me).collect::<Vec<_>>().choose(&mut self.rng).map(|p| (*p).clone())
+        view.iter()
+            .filter(|p| *p != a && **p != self.me)
+            .collect::<Vec<_>>()
+            .choose(&mut self.rng)
+            .map(|p| (*p).clone())
     }
 
-    fn forward(&mut self, from: &I, msg: OverlayMsg<I>, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
+    fn forward(
+        &mut self,
+        from: &I,
+        msg: OverlayMsg<I>,
+        view: &[I],
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
         let (round, origin, nonce, ttl, splice) = match msg {
-            OverlayMsg::Propose { round, origin, nonce, ttl } => (round, origin, nonce, ttl, false),
-            OverlayMsg::SpliceRequest { round, origin, nonce, ttl } => (round, origin, nonce, ttl, true),
+            OverlayMsg::Propose {
+                round,
+                origin,
+                nonce,
+                ttl,
+            } => (round, origin, nonce, ttl, false),
+            OverlayMsg::SpliceRequest {
+                round,
+                origin,
+                nonce,
+                ttl,
+            } => (round, origin, nonce, ttl, true),
             _ => return,
         };
-        let hop = if ttl > 0 { self.next_hop(view, &origin, from) } else { None };
+        let hop = if ttl > 0 {
+            self.next_hop(view, &origin, from)
+        } else {
+            None
+        };
         match hop {
             Some(to) => {
                 let ttl = ttl - 1;
                 let msg = if splice {
-                    OverlayMsg::SpliceRequest { round, origin, nonce, ttl }
+                    OverlayMsg::SpliceRequest {
+                        round,
+                        origin,
+                        nonce,
+                        ttl,
+                    }
                 } else {
-                    OverlayMsg::Propose { round, origin, nonce, ttl }
+                    OverlayMsg::Propose {
+                        round,
+                        origin,
+                        nonce,
+                        ttl,
+                    }
                 };
                 out.push(OverlayOutput::Send { to, msg });
             }
-            None if origin != self.me => {
-                out.push(OverlayOutput::Send { to: origin, msg: OverlayMsg::Reject { round, nonce } })
-            }
+            None if origin != self.me => out.push(OverlayOutput::Send {
+                to: origin,
+                msg: OverlayMsg::Reject { round, nonce },
+            }),
             None => {}
         }
     }
 
-    fn on_message(&mut self, now: Duration, from: I, msg: OverlayMsg<I>, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
+    fn on_message(
+        &mut self,
+        now: Duration,
+        from: I,
+        msg: OverlayMsg<I>,
+        view: &[I],
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
         let round = msg.round();
         if let Some(newest) = self.newest()
             && (round > newest + MAX_FUTURE_ROUNDS
-                || (self.rounds.len() >= MAX_KEPT_ROUNDS && round < *self.rounds.keys().next().expect("non-empty")))
+                || (self.rounds.len() >= MAX_KEPT_ROUNDS
+                    && round < *self.rounds.keys().next().expect("non-empty")))
         {
             return;
         }
@@ -537,22 +695,35 @@ impl<I: PeerId> OverlayBuilder<I> {
         let Some(s) = self.rounds.get_mut(&round) else {
             // Not started (or forgotten): walks are forwarded, commitments refused, the rest ignored.
             match msg {
-                OverlayMsg::Propose { .. } | OverlayMsg::SpliceRequest { .. } => self.forward(&from, msg, view, out),
+                OverlayMsg::Propose { .. } | OverlayMsg::SpliceRequest { .. } => {
+                    self.forward(&from, msg, view, out)
+                }
                 OverlayMsg::Confirm { nonce, .. }
                 | OverlayMsg::SpliceAccept { nonce, .. }
                 | OverlayMsg::Accept { nonce, .. }
-                | OverlayMsg::SpliceOffer { nonce, .. } => {
-                    out.push(OverlayOutput::Send { to: from, msg: OverlayMsg::Nack { round, nonce } })
-                }
-                OverlayMsg::ConfirmAck { .. } => out.push(OverlayOutput::Send { to: from, msg: OverlayMsg::Drop { round } }),
+                | OverlayMsg::SpliceOffer { nonce, .. } => out.push(OverlayOutput::Send {
+                    to: from,
+                    msg: OverlayMsg::Nack { round, nonce },
+                }),
+                OverlayMsg::ConfirmAck { .. } => out.push(OverlayOutput::Send {
+                    to: from,
+                    msg: OverlayMsg::Drop { round },
+                }),
                 _ => {}
             }
             return;
         };
         let open = !s.frozen;
-        let send = |out: &mut Vec<OverlayOutput<I>>, to: &I, msg| out.push(OverlayOutput::Send { to: to.clone(), msg });
+        let send = |out: &mut Vec<OverlayOutput<I>>, to: &I, msg| {
+            out.push(OverlayOutput::Send {
+                to: to.clone(),
+                msg,
+            })
+        };
         match msg {
-            OverlayMsg::Propose { ref origin, nonce, .. } => {
+            OverlayMsg::Propose {
+                ref origin, nonce, ..
+            } => {
                 // `role` is Acceptor only inside a sub-step of this VN's own clock (reset at each boundary).
                 if open
                     && s.role == Role::Acceptor
@@ -562,20 +733,47 @@ impl<I: PeerId> OverlayBuilder<I> {
                     && !s.links.contains_key(origin)
                 {
                     s.accepted = true;
-                    s.links.insert(origin.clone(), Link::Reserved { nonce, until: now + cfg.reserve_timeout });
+                    s.links.insert(
+                        origin.clone(),
+                        Link::Reserved {
+                            nonce,
+                            until: now + cfg.reserve_timeout,
+                        },
+                    );
                     send(out, origin, OverlayMsg::Accept { round, nonce });
                 } else {
                     self.forward(&from, msg, view, out);
                 }
             }
-            OverlayMsg::SpliceRequest { ref origin, nonce, .. } => {
+            OverlayMsg::SpliceRequest {
+                ref origin, nonce, ..
+            } => {
                 let candidates: Vec<I> = s.established();
-                if open && s.lock.is_none() && *origin != me && !s.links.contains_key(origin) && !candidates.is_empty() {
+                if open
+                    && s.lock.is_none()
+                    && *origin != me
+                    && !s.links.contains_key(origin)
+                    && !candidates.is_empty()
+                {
                     let other = candidates.choose(&mut self.rng).expect("non-empty").clone();
                     let until = now + cfg.reserve_timeout;
-                    s.links.insert(origin.clone(), Link::Reserved { nonce, until });
-                    s.lock = Some(SpliceLock { nonce, newcomer: origin.clone(), other: other.clone(), until });
-                    send(out, origin, OverlayMsg::SpliceOffer { round, nonce, other });
+                    s.links
+                        .insert(origin.clone(), Link::Reserved { nonce, until });
+                    s.lock = Some(SpliceLock {
+                        nonce,
+                        newcomer: origin.clone(),
+                        other: other.clone(),
+                        until,
+                    });
+                    send(
+                        out,
+                        origin,
+                        OverlayMsg::SpliceOffer {
+                            round,
+                            nonce,
+                            other,
+                        },
+                    );
                 } else {
                     self.forward(&from, msg, view, out);
                 }
@@ -588,7 +786,11 @@ impl<I: PeerId> OverlayBuilder<I> {
                 if mine && s.degree() < cfg.degree && !s.links.contains_key(&from) {
                     s.links.insert(
                         from.clone(),
-                        Link::Committed { nonce, retx: Some(now + cfg.retransmit), splice: None },
+                        Link::Committed {
+                            nonce,
+                            retx: Some(now + cfg.retransmit),
+                            splice: None,
+                        },
                     );
                     send(out, &from, OverlayMsg::Confirm { round, nonce });
                 } else {
@@ -624,7 +826,10 @@ impl<I: PeerId> OverlayBuilder<I> {
                 }
             },
             OverlayMsg::Nack { nonce, .. } => {
-                if s.lock.as_ref().is_some_and(|l| l.nonce == nonce && l.newcomer == from) {
+                if s.lock
+                    .as_ref()
+                    .is_some_and(|l| l.nonce == nonce && l.newcomer == from)
+                {
                     s.lock = None;
                 }
                 let matched = s.links.get(&from).filter(|l| l.nonce() == nonce).cloned();
@@ -636,9 +841,13 @@ impl<I: PeerId> OverlayBuilder<I> {
                     Some(Link::Established { .. }) => {
                         s.links.remove(&from);
                     }
-                    Some(Link::Committed { splice: Some(SpliceRole::Splitter { other }), .. }) => {
+                    Some(Link::Committed {
+                        splice: Some(SpliceRole::Splitter { other }),
+                        ..
+                    }) => {
                         s.links.remove(&from);
-                        if matches!(s.links.get(&other), Some(Link::Committed { nonce: n, .. }) if *n == nonce) {
+                        if matches!(s.links.get(&other), Some(Link::Committed { nonce: n, .. }) if *n == nonce)
+                        {
                             s.links.remove(&other);
                         }
                     }
@@ -653,9 +862,15 @@ impl<I: PeerId> OverlayBuilder<I> {
                     && matches!(l, Link::Established { .. })
                     && !open
                 {
-                    out.push(OverlayOutput::EdgeDropped { round, peer: from.clone() });
+                    out.push(OverlayOutput::EdgeDropped {
+                        round,
+                        peer: from.clone(),
+                    });
                 }
-                if s.lock.as_ref().is_some_and(|l| l.other == from || l.newcomer == from) {
+                if s.lock
+                    .as_ref()
+                    .is_some_and(|l| l.other == from || l.newcomer == from)
+                {
                     s.lock = None;
                 }
             }
@@ -676,10 +891,19 @@ impl<I: PeerId> OverlayBuilder<I> {
                         Link::Committed {
                             nonce,
                             retx: Some(now + cfg.retransmit),
-                            splice: Some(SpliceRole::Splitter { other: other.clone() }),
+                            splice: Some(SpliceRole::Splitter {
+                                other: other.clone(),
+                            }),
                         },
                     );
-                    s.links.insert(other, Link::Committed { nonce, retx: None, splice: Some(SpliceRole::Other) });
+                    s.links.insert(
+                        other,
+                        Link::Committed {
+                            nonce,
+                            retx: None,
+                            splice: Some(SpliceRole::Other),
+                        },
+                    );
                     send(out, &from, OverlayMsg::SpliceAccept { round, nonce });
                 } else {
                     send(out, &from, OverlayMsg::Nack { round, nonce });
@@ -699,8 +923,17 @@ impl<I: PeerId> OverlayBuilder<I> {
                     s.links.insert(from.clone(), Link::Established { nonce });
                     s.handed_over.push(lock.other.clone());
                     send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
-                    send(out, &lock.other, OverlayMsg::Handover { round, nonce, newcomer: from });
-                } else if matches!(s.links.get(&from), Some(Link::Established { nonce: n }) if *n == nonce) {
+                    send(
+                        out,
+                        &lock.other,
+                        OverlayMsg::Handover {
+                            round,
+                            nonce,
+                            newcomer: from,
+                        },
+                    );
+                } else if matches!(s.links.get(&from), Some(Link::Established { nonce: n }) if *n == nonce)
+                {
                     send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
                 } else {
                     if s.lock.as_ref().is_some_and(|l| l.nonce == nonce) {
@@ -710,20 +943,30 @@ impl<I: PeerId> OverlayBuilder<I> {
                     send(out, &from, OverlayMsg::Nack { round, nonce });
                 }
             }
-            OverlayMsg::Handover { nonce, newcomer, .. } => {
+            OverlayMsg::Handover {
+                nonce, newcomer, ..
+            } => {
                 if let Some(l) = s.links.get(&from)
                     && matches!(l, Link::Established { .. })
                 {
                     s.links.remove(&from);
                     if !open {
-                        out.push(OverlayOutput::EdgeDropped { round, peer: from.clone() });
+                        out.push(OverlayOutput::EdgeDropped {
+                            round,
+                            peer: from.clone(),
+                        });
                     }
                 }
                 if s.lock.as_ref().is_some_and(|l| l.other == from) {
                     s.lock = None;
                 }
-                if open && newcomer != me && !s.links.contains_key(&newcomer) && s.degree() < cfg.degree {
-                    s.links.insert(newcomer.clone(), Link::Established { nonce });
+                if open
+                    && newcomer != me
+                    && !s.links.contains_key(&newcomer)
+                    && s.degree() < cfg.degree
+                {
+                    s.links
+                        .insert(newcomer.clone(), Link::Established { nonce });
                     send(out, &newcomer, OverlayMsg::ConfirmAck { round, nonce });
                 } else if newcomer != me {
                     send(out, &newcomer, OverlayMsg::Nack { round, nonce });

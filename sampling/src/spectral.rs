@@ -56,7 +56,11 @@ fn sturm_count(alpha: &[f64], beta: &[f64], x: f64) -> usize {
     let mut count = 0;
     let mut d = 1.0;
     for i in 0..alpha.len() {
-        let b2 = if i == 0 { 0.0 } else { beta[i - 1] * beta[i - 1] };
+        let b2 = if i == 0 {
+            0.0
+        } else {
+            beta[i - 1] * beta[i - 1]
+        };
         d = alpha[i] - x - if i == 0 { 0.0 } else { b2 / d };
         if d == 0.0 {
             d = -1e-300;
@@ -73,7 +77,8 @@ fn tridiag_eig(alpha: &[f64], beta: &[f64], k: usize) -> f64 {
     let mut lo = f64::INFINITY;
     let mut hi = f64::NEG_INFINITY;
     for i in 0..alpha.len() {
-        let r = if i > 0 { beta[i - 1].abs() } else { 0.0 } + if i < beta.len() { beta[i].abs() } else { 0.0 };
+        let r = if i > 0 { beta[i - 1].abs() } else { 0.0 }
+            + if i < beta.len() { beta[i].abs() } else { 0.0 };
         lo = lo.min(alpha[i] - r);
         hi = hi.max(alpha[i] + r);
     }
@@ -96,7 +101,11 @@ pub fn spectrum(adj: &[Vec<u32>], r: usize, rng: &mut impl Rng) -> Spectrum {
     let n = adj.len();
     let scale = 1.0 / (r as f64 + 1.0);
     if n < 2 {
-        return Spectrum { lambda1: scale, lambda2: scale, lambda_min: scale };
+        return Spectrum {
+            lambda1: scale,
+            lambda2: scale,
+            lambda_min: scale,
+        };
     }
     // (1) v₁ by power iteration on (W + I)/2, starting near the all-ones vector.
     let mut v: Vec<f64> = (0..n).map(|_| 1.0 + 0.01 * rng.random::<f64>()).collect();
@@ -108,7 +117,11 @@ pub fn spectrum(adj: &[Vec<u32>], r: usize, rng: &mut impl Rng) -> Spectrum {
         lambda1 = dot(&v, &w);
         w.iter_mut().zip(&v).for_each(|(a, b)| *a = 0.5 * (*a + b));
         normalize(&mut w);
-        let diff: f64 = w.iter().zip(&v).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        let diff: f64 = w
+            .iter()
+            .zip(&v)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
         std::mem::swap(&mut v, &mut w);
         if diff < 1e-12 {
             break;
@@ -153,7 +166,11 @@ pub fn spectrum(adj: &[Vec<u32>], r: usize, rng: &mut impl Rng) -> Spectrum {
     let k = alpha.len();
     let lambda2 = tridiag_eig(&alpha, &beta[..k - 1], k - 1);
     let lambda_min = tridiag_eig(&alpha, &beta[..k - 1], 0);
-    Spectrum { lambda1, lambda2, lambda_min }
+    Spectrum {
+        lambda1,
+        lambda2,
+        lambda_min,
+    }
 }
 
 #[cfg(test)]
@@ -161,6 +178,7 @@ mod tests {
     use super::*;
     use crate::derive_rng;
 
+    #[allow(clippy::needless_range_loop)] // index-heavy Jacobi rotations read clearer with indices
     fn dense_eigs(adj: &[Vec<u32>], r: usize) -> Vec<f64> {
         // Jacobi eigenvalue algorithm on a tiny dense matrix, for cross-checking.
         let n = adj.len();
@@ -211,7 +229,11 @@ mod tests {
         irregular[j as usize].retain(|&x| x != 0);
         let mut two = crate::uniform::random_regular(20, 4, &mut rng);
         let other = crate::uniform::random_regular(20, 4, &mut rng);
-        two.extend(other.into_iter().map(|l| l.into_iter().map(|x| x + 20).collect()));
+        two.extend(
+            other
+                .into_iter()
+                .map(|l| l.into_iter().map(|x| x + 20).collect()),
+        );
         for (adj, r) in [(g, 4), (irregular, 4), (two, 4)] {
             let e = dense_eigs(&adj, r);
             let s = spectrum(&adj, r, &mut rng);

@@ -12,10 +12,15 @@ const TRIES_BEFORE_SCAN: usize = 64;
 
 /// A random r-regular simple graph on n vertices (sorted adjacency lists). Panics if n·r is odd or r ≥ n.
 pub fn random_regular(n: usize, r: usize, rng: &mut impl Rng) -> Vec<Vec<u32>> {
-    assert!(n * r % 2 == 0 && r < n, "no simple {r}-regular graph on {n} vertices");
+    assert!(
+        (n * r).is_multiple_of(2) && r < n,
+        "no simple {r}-regular graph on {n} vertices"
+    );
     'restart: loop {
         let mut adj: Vec<Vec<u32>> = vec![Vec::with_capacity(r); n];
-        let mut points: Vec<u32> = (0..n as u32).flat_map(|v| std::iter::repeat_n(v, r)).collect();
+        let mut points: Vec<u32> = (0..n as u32)
+            .flat_map(|v| std::iter::repeat_n(v, r))
+            .collect();
         while !points.is_empty() {
             let len = points.len();
             let mut chosen = None;

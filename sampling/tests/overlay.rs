@@ -6,7 +6,14 @@ use protocol::control::OverlayMsg;
 use sampling::sim::{OverlaySim, SimConfig};
 use sampling::{OverlayBuilder, OverlayConfig, OverlayInput, OverlayOutput, derive_rng};
 
-fn run(n: usize, r: usize, loss: f64, crash: f64, rounds: usize, seed: u64) -> (OverlaySim, Vec<sampling::sim::RoundGraph>) {
+fn run(
+    n: usize,
+    r: usize,
+    loss: f64,
+    crash: f64,
+    rounds: usize,
+    seed: u64,
+) -> (OverlaySim, Vec<sampling::sim::RoundGraph>) {
     let mut cfg = SimConfig::new(n, r, seed);
     cfg.net.loss = loss;
     cfg.crash_prob = crash;
@@ -16,8 +23,16 @@ fn run(n: usize, r: usize, loss: f64, crash: f64, rounds: usize, seed: u64) -> (
 }
 
 fn check(g: &sampling::sim::RoundGraph, r: usize) -> usize {
-    assert_eq!(g.malformed, 0, "self-loop or duplicate in round {}", g.round);
-    assert_eq!(g.one_sided_after_check, 0, "edge counted by one end in round {}", g.round);
+    assert_eq!(
+        g.malformed, 0,
+        "self-loop or duplicate in round {}",
+        g.round
+    );
+    assert_eq!(
+        g.one_sided_after_check, 0,
+        "edge counted by one end in round {}",
+        g.round
+    );
     let mut deficient = 0;
     for (i, l) in g.adj.iter().enumerate() {
         assert!(l.len() <= r);
@@ -41,7 +56,10 @@ fn lossless_rounds_are_near_regular_and_consistent() {
         deficient += check(g, r);
         assert_eq!(g.half_open, 0);
     }
-    assert!(deficient as f64 / (n * graphs.len()) as f64 <= 0.03, "{deficient}");
+    assert!(
+        deficient as f64 / (n * graphs.len()) as f64 <= 0.03,
+        "{deficient}"
+    );
 }
 
 #[test]
@@ -52,7 +70,10 @@ fn lossy_rounds_never_count_an_edge_at_one_end() {
     for g in &graphs {
         deficient += check(g, r);
     }
-    assert!(deficient as f64 / (n * graphs.len()) as f64 <= 0.1, "{deficient}");
+    assert!(
+        deficient as f64 / (n * graphs.len()) as f64 <= 0.1,
+        "{deficient}"
+    );
 }
 
 #[test]
@@ -76,7 +97,12 @@ fn deterministic_for_a_seed() {
 }
 
 fn builder(me: u32) -> OverlayBuilder<u32> {
-    OverlayBuilder::new(me, OverlayConfig::new(4, Duration::from_millis(100)), derive_rng(7, me as u64)).unwrap()
+    OverlayBuilder::new(
+        me,
+        OverlayConfig::new(4, Duration::from_millis(100)),
+        derive_rng(7, me as u64),
+    )
+    .unwrap()
 }
 
 fn sends(out: &[OverlayOutput<u32>]) -> Vec<(u32, OverlayMsg<u32>)> {
@@ -93,14 +119,34 @@ fn future_round_proposals_are_forwarded_or_rejected() {
     let mut b = builder(1);
     let view = [2u32, 3, 4];
     let mut out = Vec::new();
-    let p = |ttl| OverlayMsg::Propose { round: 0, origin: 9, nonce: 5, ttl };
-    b.handle(Duration::ZERO, OverlayInput::Message { from: 2, msg: p(3) }, &view, &mut out);
+    let p = |ttl| OverlayMsg::Propose {
+        round: 0,
+        origin: 9,
+        nonce: 5,
+        ttl,
+    };
+    b.handle(
+        Duration::ZERO,
+        OverlayInput::Message { from: 2, msg: p(3) },
+        &view,
+        &mut out,
+    );
     let s = sends(&out);
     assert_eq!(s.len(), 1);
-    assert!(matches!(s[0], (to, OverlayMsg::Propose { ttl: 2, origin: 9, .. }) if to != 2 && to != 9));
+    assert!(
+        matches!(s[0], (to, OverlayMsg::Propose { ttl: 2, origin: 9, .. }) if to != 2 && to != 9)
+    );
     out.clear();
-    b.handle(Duration::ZERO, OverlayInput::Message { from: 2, msg: p(0) }, &view, &mut out);
-    assert_eq!(sends(&out), vec![(9, OverlayMsg::Reject { round: 0, nonce: 5 })]);
+    b.handle(
+        Duration::ZERO,
+        OverlayInput::Message { from: 2, msg: p(0) },
+        &view,
+        &mut out,
+    );
+    assert_eq!(
+        sends(&out),
+        vec![(9, OverlayMsg::Reject { round: 0, nonce: 5 })]
+    );
 }
 
 #[test]
@@ -110,42 +156,131 @@ fn half_open_edge_is_detected_by_both_ends() {
     let mut a = builder(1);
     let view = [2u32, 3];
     let mut out = Vec::new();
-    a.handle(Duration::ZERO, OverlayInput::StartRound { round: 3 }, &view, &mut out);
+    a.handle(
+        Duration::ZERO,
+        OverlayInput::StartRound { round: 3 },
+        &view,
+        &mut out,
+    );
     out.clear();
-    a.handle(Duration::from_millis(10), OverlayInput::Message { from: 2, msg: OverlayMsg::Confirm { round: 3, nonce: 77 } }, &view, &mut out);
-    assert_eq!(sends(&out), vec![(2, OverlayMsg::ConfirmAck { round: 3, nonce: 77 })]);
+    a.handle(
+        Duration::from_millis(10),
+        OverlayInput::Message {
+            from: 2,
+            msg: OverlayMsg::Confirm {
+                round: 3,
+                nonce: 77,
+            },
+        },
+        &view,
+        &mut out,
+    );
+    assert_eq!(
+        sends(&out),
+        vec![(
+            2,
+            OverlayMsg::ConfirmAck {
+                round: 3,
+                nonce: 77
+            }
+        )]
+    );
     assert!(a.is_neighbour(3, &2));
     let freeze = a.freeze_time(3).unwrap();
     out.clear();
     a.handle(freeze, OverlayInput::Tick, &view, &mut out);
-    assert!(out.iter().any(|o| matches!(o, OverlayOutput::Frozen { round: 3, neighbours } if neighbours.contains(&2))));
+    assert!(out.iter().any(
+        |o| matches!(o, OverlayOutput::Frozen { round: 3, neighbours } if neighbours.contains(&2))
+    ));
     out.clear();
-    a.handle(freeze, OverlayInput::Message { from: 2, msg: OverlayMsg::Drop { round: 3 } }, &view, &mut out);
+    a.handle(
+        freeze,
+        OverlayInput::Message {
+            from: 2,
+            msg: OverlayMsg::Drop { round: 3 },
+        },
+        &view,
+        &mut out,
+    );
     assert!(out.contains(&OverlayOutput::EdgeDropped { round: 3, peer: 2 }));
     assert!(!a.is_neighbour(3, &2));
     // If the Drop is lost too, the chunk refusal does the same.
     let mut a2 = builder(1);
-    a2.handle(Duration::ZERO, OverlayInput::StartRound { round: 3 }, &view, &mut out);
-    a2.handle(Duration::ZERO, OverlayInput::Message { from: 2, msg: OverlayMsg::Confirm { round: 3, nonce: 1 } }, &view, &mut out);
+    a2.handle(
+        Duration::ZERO,
+        OverlayInput::StartRound { round: 3 },
+        &view,
+        &mut out,
+    );
+    a2.handle(
+        Duration::ZERO,
+        OverlayInput::Message {
+            from: 2,
+            msg: OverlayMsg::Confirm { round: 3, nonce: 1 },
+        },
+        &view,
+        &mut out,
+    );
     out.clear();
-    a2.handle(freeze, OverlayInput::EdgeRefused { round: 3, peer: 2 }, &view, &mut out);
-    assert!(out.contains(&OverlayOutput::EdgeDropped { round: 3, peer: 2 }) && !a2.is_neighbour(3, &2));
+    a2.handle(
+        freeze,
+        OverlayInput::EdgeRefused { round: 3, peer: 2 },
+        &view,
+        &mut out,
+    );
+    assert!(
+        out.contains(&OverlayOutput::EdgeDropped { round: 3, peer: 2 }) && !a2.is_neighbour(3, &2)
+    );
     // Proposer side: an ack for an edge it does not count (late, or after freeze) is answered with Drop.
     out.clear();
-    a2.handle(freeze, OverlayInput::Message { from: 4, msg: OverlayMsg::ConfirmAck { round: 3, nonce: 9 } }, &view, &mut out);
+    a2.handle(
+        freeze,
+        OverlayInput::Message {
+            from: 4,
+            msg: OverlayMsg::ConfirmAck { round: 3, nonce: 9 },
+        },
+        &view,
+        &mut out,
+    );
     assert_eq!(sends(&out), vec![(4, OverlayMsg::Drop { round: 3 })]);
     // A Confirm after the freeze for an edge not counted is refused.
     out.clear();
-    a2.handle(freeze, OverlayInput::Message { from: 5, msg: OverlayMsg::Confirm { round: 3, nonce: 2 } }, &view, &mut out);
-    assert_eq!(sends(&out), vec![(5, OverlayMsg::Nack { round: 3, nonce: 2 })]);
+    a2.handle(
+        freeze,
+        OverlayInput::Message {
+            from: 5,
+            msg: OverlayMsg::Confirm { round: 3, nonce: 2 },
+        },
+        &view,
+        &mut out,
+    );
+    assert_eq!(
+        sends(&out),
+        vec![(5, OverlayMsg::Nack { round: 3, nonce: 2 })]
+    );
 }
 
 #[test]
 fn invalid_messages_are_refused() {
     let mut a = builder(1);
     let mut out = Vec::new();
-    let bad = OverlayMsg::Propose { round: 0, origin: 2, nonce: 0, ttl: protocol::control::MAX_TTL + 1 };
-    a.handle(Duration::ZERO, OverlayInput::Message { from: 2, msg: bad }, &[2, 3], &mut out);
-    assert_eq!(out.iter().filter(|o| matches!(o, OverlayOutput::Send { .. })).count(), 0);
+    let bad = OverlayMsg::Propose {
+        round: 0,
+        origin: 2,
+        nonce: 0,
+        ttl: protocol::control::MAX_TTL + 1,
+    };
+    a.handle(
+        Duration::ZERO,
+        OverlayInput::Message { from: 2, msg: bad },
+        &[2, 3],
+        &mut out,
+    );
+    assert_eq!(
+        out.iter()
+            .filter(|o| matches!(o, OverlayOutput::Send { .. }))
+            .count(),
+        0
+    );
     assert!(out.contains(&OverlayOutput::Invalid { from: 2 }));
 }

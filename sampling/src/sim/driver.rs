@@ -46,7 +46,10 @@ impl SimConfig {
         let overlay = OverlayConfig::new(degree, Duration::from_millis(100));
         let start_jitter = Duration::from_millis(200);
         let round_period = overlay.deadline() + start_jitter + Duration::from_secs(1);
-        let cyclon = CyclonConfig { period: round_period / 5, ..CyclonConfig::default() };
+        let cyclon = CyclonConfig {
+            period: round_period / 5,
+            ..CyclonConfig::default()
+        };
         Self {
             n_vns,
             warmup: cyclon.period * 30,
@@ -127,9 +130,9 @@ fn varint_len(v: u64) -> u64 {
 /// Wire-size correction from u32 ids to PeerId-sized ids.
 fn id_overhead(msg: &ControlMsg<u32>) -> u64 {
     let ids: Vec<u32> = match msg {
-        ControlMsg::Cyclon(CyclonMsg::ShuffleRequest { entries } | CyclonMsg::ShuffleReply { entries }) => {
-            entries.iter().map(|e| e.id).collect()
-        }
+        ControlMsg::Cyclon(
+            CyclonMsg::ShuffleRequest { entries } | CyclonMsg::ShuffleReply { entries },
+        ) => entries.iter().map(|e| e.id).collect(),
         ControlMsg::Overlay(
             OverlayMsg::Propose { origin: i, .. }
             | OverlayMsg::SpliceRequest { origin: i, .. }
@@ -138,7 +141,9 @@ fn id_overhead(msg: &ControlMsg<u32>) -> u64 {
         ) => vec![*i],
         ControlMsg::Overlay(_) => vec![],
     };
-    ids.iter().map(|&i| PEER_ID_WIRE_BYTES - varint_len(i as u64)).sum()
+    ids.iter()
+        .map(|&i| PEER_ID_WIRE_BYTES - varint_len(i as u64))
+        .sum()
 }
 
 impl OverlaySim {
@@ -164,9 +169,14 @@ impl OverlaySim {
         sim.vns = vns;
         for i in 0..n as u32 {
             let b = sim.cfg.bootstrap.min(n.saturating_sub(1));
-            let boot: Vec<u32> = sample(&mut rng, n - 1, b).into_iter().map(|j| j as u32 + u32::from(j as u32 >= i)).collect();
+            let boot: Vec<u32> = sample(&mut rng, n - 1, b)
+                .into_iter()
+                .map(|j| j as u32 + u32::from(j as u32 >= i))
+                .collect();
             let mut out = std::mem::take(&mut sim.cy_out);
-            sim.vns[i as usize].cyclon.join(Duration::ZERO, boot, &mut out);
+            sim.vns[i as usize]
+                .cyclon
+                .join(Duration::ZERO, boot, &mut out);
             sim.cy_out = out;
             sim.flush(i);
         }
@@ -179,8 +189,16 @@ impl OverlaySim {
     fn make_vn(cfg: &SimConfig, i: u32) -> Result<Vn, Error> {
         // Independent streams per VN and per state machine (siblings never share one).
         let cyclon = Cyclon::new(i, cfg.cyclon.clone(), derive_rng(cfg.seed, 2 * i as u64))?;
-        let overlay = OverlayBuilder::new(i, cfg.overlay.clone(), derive_rng(cfg.seed, 2 * i as u64 + 1))?;
-        Ok(Vn { cyclon, overlay, scheduled: None })
+        let overlay = OverlayBuilder::new(
+            i,
+            cfg.overlay.clone(),
+            derive_rng(cfg.seed, 2 * i as u64 + 1),
+        )?;
+        Ok(Vn {
+            cyclon,
+            overlay,
+            scheduled: None,
+        })
     }
 
     pub fn config(&self) -> &SimConfig {
@@ -251,7 +269,9 @@ impl OverlaySim {
         for o in self.cy_out.drain(..) {
             if let CyclonOutput::Send { to, msg } = o {
                 let m = ControlMsg::Cyclon(msg);
-                let b = bincode::serde::encode_to_vec(&m, cfg).map(|v| v.len() as u64).unwrap_or(0);
+                let b = bincode::serde::encode_to_vec(&m, cfg)
+                    .map(|v| v.len() as u64)
+                    .unwrap_or(0);
                 self.traffic.cyclon_msgs += 1;
                 self.traffic.cyclon_bytes += b;
                 self.traffic.cyclon_bytes_peerid += b + id_overhead(&m);
@@ -263,7 +283,9 @@ impl OverlaySim {
         for o in self.ov_out.drain(..) {
             if let OverlayOutput::Send { to, msg } = o {
                 let m = ControlMsg::Overlay(msg);
-                let b = bincode::serde::encode_to_vec(&m, cfg).map(|v| v.len() as u64).unwrap_or(0);
+                let b = bincode::serde::encode_to_vec(&m, cfg)
+                    .map(|v| v.len() as u64)
+                    .unwrap_or(0);
                 self.traffic.overlay_msgs += 1;
                 self.traffic.overlay_bytes += b;
                 self.traffic.overlay_bytes_peerid += b + id_overhead(&m);
@@ -293,19 +315,25 @@ impl OverlaySim {
             Event::Deliver { from, to, msg } => {
                 let vn = &mut self.vns[to as usize];
                 match msg {
-                    ControlMsg::Cyclon(msg) => vn.cyclon.handle(now, CyclonInput::Message { from, msg }, &mut cy),
+                    ControlMsg::Cyclon(msg) => {
+                        vn.cyclon
+                            .handle(now, CyclonInput::Message { from, msg }, &mut cy)
+                    }
                     ControlMsg::Overlay(msg) => {
                         let view = vn.cyclon.peers();
-                        vn.overlay.handle(now, OverlayInput::Message { from, msg }, &view, &mut ov);
+                        vn.overlay
+                            .handle(now, OverlayInput::Message { from, msg }, &view, &mut ov);
                     }
                 }
                 to
             }
             Event::SendFailed { from, to } => {
                 let vn = &mut self.vns[from as usize];
-                vn.cyclon.handle(now, CyclonInput::SendFailed { to }, &mut cy);
+                vn.cyclon
+                    .handle(now, CyclonInput::SendFailed { to }, &mut cy);
                 let view = vn.cyclon.peers();
-                vn.overlay.handle(now, OverlayInput::SendFailed { to }, &view, &mut ov);
+                vn.overlay
+                    .handle(now, OverlayInput::SendFailed { to }, &view, &mut ov);
                 from
             }
             Event::Timer { node, tag } => {
@@ -315,8 +343,11 @@ impl OverlaySim {
                 }
                 vn.cyclon.handle(now, CyclonInput::Tick, &mut cy);
                 let view = vn.cyclon.peers();
-                let input =
-                    if tag == TAG_TICK { OverlayInput::Tick } else { OverlayInput::StartRound { round: tag - 1 } };
+                let input = if tag == TAG_TICK {
+                    OverlayInput::Tick
+                } else {
+                    OverlayInput::StartRound { round: tag - 1 }
+                };
                 vn.overlay.handle(now, input, &view, &mut ov);
                 node
             }
@@ -341,7 +372,10 @@ impl OverlaySim {
         let n = self.vns.len();
         let start = self.now() + Duration::from_millis(1);
         for i in 0..n as u32 {
-            if self.net.is_up(i) && self.cfg.crash_prob > 0.0 && self.rng.random_bool(self.cfg.crash_prob) {
+            if self.net.is_up(i)
+                && self.cfg.crash_prob > 0.0
+                && self.rng.random_bool(self.cfg.crash_prob)
+            {
                 self.crash(i);
             }
         }
@@ -356,7 +390,13 @@ impl OverlaySim {
 
         let alive: Vec<bool> = (0..n as u32).map(|i| self.net.is_up(i)).collect();
         let sets: Vec<Vec<u32>> = (0..n)
-            .map(|i| if alive[i] { self.vns[i].overlay.neighbours(round).unwrap_or_default() } else { vec![] })
+            .map(|i| {
+                if alive[i] {
+                    self.vns[i].overlay.neighbours(round).unwrap_or_default()
+                } else {
+                    vec![]
+                }
+            })
             .collect();
         let mut malformed = 0;
         for (i, s) in sets.iter().enumerate() {
@@ -374,14 +414,28 @@ impl OverlaySim {
                     let vn = &mut self.vns[i];
                     let view = vn.cyclon.peers();
                     let mut ov = std::mem::take(&mut self.ov_out);
-                    vn.overlay.handle(now, OverlayInput::EdgeRefused { round, peer: j as u32 }, &view, &mut ov);
+                    vn.overlay.handle(
+                        now,
+                        OverlayInput::EdgeRefused {
+                            round,
+                            peer: j as u32,
+                        },
+                        &view,
+                        &mut ov,
+                    );
                     self.ov_out = ov;
                     self.flush(i as u32);
                 }
             }
         }
         let after: Vec<Vec<u32>> = (0..n)
-            .map(|i| if alive[i] { self.vns[i].overlay.neighbours(round).unwrap_or_default() } else { vec![] })
+            .map(|i| {
+                if alive[i] {
+                    self.vns[i].overlay.neighbours(round).unwrap_or_default()
+                } else {
+                    vec![]
+                }
+            })
             .collect();
         let mut one_sided = 0;
         let mut adj = vec![Vec::new(); n];
@@ -397,6 +451,13 @@ impl OverlaySim {
         // Idle until the next round start.
         let next = start + self.cfg.round_period;
         self.run_until(next);
-        RoundGraph { round, adj, alive, half_open, one_sided_after_check: one_sided, malformed }
+        RoundGraph {
+            round,
+            adj,
+            alive,
+            half_open,
+            one_sided_after_check: one_sided,
+            malformed,
+        }
     }
 }

@@ -31,7 +31,11 @@ pub struct NetConfig {
 
 impl Default for NetConfig {
     fn default() -> Self {
-        Self { latency_min: Duration::from_millis(1), latency_max: Duration::from_millis(50), loss: 0.0 }
+        Self {
+            latency_min: Duration::from_millis(1),
+            latency_max: Duration::from_millis(50),
+            loss: 0.0,
+        }
     }
 }
 
@@ -86,7 +90,16 @@ pub struct Network<M> {
 
 impl<M> Network<M> {
     pub fn new(cfg: NetConfig, rng: ChaCha12Rng) -> Self {
-        Self { cfg, rng, now: Duration::ZERO, seq: 0, queue: BinaryHeap::new(), up: Vec::new(), sent: 0, lost: 0 }
+        Self {
+            cfg,
+            rng,
+            now: Duration::ZERO,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            up: Vec::new(),
+            sent: 0,
+            lost: 0,
+        }
     }
 
     pub fn now(&self) -> Duration {
@@ -115,12 +128,20 @@ impl<M> Network<M> {
 
     fn push(&mut self, at: Duration, ev: Event<M>) {
         self.seq += 1;
-        self.queue.push(Queued { at, seq: self.seq, ev });
+        self.queue.push(Queued {
+            at,
+            seq: self.seq,
+            ev,
+        });
     }
 
     fn latency(&mut self) -> Duration {
         let (a, b) = (self.cfg.latency_min, self.cfg.latency_max);
-        if b <= a { a } else { a + (b - a).mul_f64(self.rng.random::<f64>()) }
+        if b <= a {
+            a
+        } else {
+            a + (b - a).mul_f64(self.rng.random::<f64>())
+        }
     }
 
     /// Send `msg`; it arrives after a random latency unless lost.
