@@ -548,3 +548,104 @@ fn overlay_claim<I>(m: &OverlayMsg<I>) -> Option<&I> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use sampling::derive_rng;
+
+    const LENS: [usize; 2] = [3, 2];
+
+    fn engine(allowed: fn(&u32) -> bool) -> VnEngine<u32> {
+        let cfg = VnConfig {
+            cyclon: CyclonConfig::default(),
+            overlay: OverlayConfig::new(2, Duration::from_millis(10)),
+            exchange_timeout: Duration::from_secs(1),
+            chunk_lens: Arc::new(LENS.to_vec()),
+        };
+        VnEngine::new(0, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(allowed)).unwrap()
+    }
+
+    fn chunk(round: u64, index: u32, values: &[f32]) -> Vec<u8> {
+        ChunkFrame { round, chunk: index, values: values.to_vec() }.encode()
+    }
+
+    /// The refusal reason sent back for a chunk, if any.
+    fn reply_of(out: &[VnOutput<u32>]) -> Option<ChunkReply> {
+        out.iter().find_map(|o| match o {
+            VnOutput::Reply { bytes, .. } => Some(protocol::codec::decode_control(bytes).unwrap()),
+            _ => None,
+        })
+    }
+
+    fn send_chunk(e: &mut VnEngine<u32>, now: Duration, from: u32, bytes: Vec<u8>) -> Vec<VnOutput<u32>> {
+        e.handle(now, VnInput::Chunk { from, bytes, token: 1 })
+    }
+
+    #[test]
+    fn bad_frames_are_refused_with_their_reason() {
+        let mut e = engine(|_| true);
+        let t = Duration::ZERO;
+        e.handle(t, VnInput::StartRound(0));
+        let refused = |out: &[VnOutput<u32>]| reply_of(out).map(|r| match r {
+            ChunkReply::Refused(reason) => reason,
+            ChunkReply::Accepted => panic!("accepted"),
+        });
+        assert_eq!(refused(&send_chunk(&mut e, t, 1, vec![1, 2, 3])), Some(RefuseReason::BadChunk), "malformed");
+        assert_eq!(refused(&send_chunk(&mut e, t, 1, chunk(0, 7, &[1.0]))), Some(RefuseReason::BadChunk), "unknown index");
+        assert_eq!(refused(&send_chunk(&mut e, t, 1, chunk(0, 1, &[1.0; 3]))), Some(RefuseReason::BadChunk), "wrong length");
+        assert_eq!(refused(&send_chunk(&mut e, t, 1, chunk(0, 1, &[1.0, f32::NAN]))), Some(RefuseReason::NonFinite));
+        assert_eq!(refused(&send_chunk(&mut e, t, 1, chunk(0, 1, &[f32::INFINITY, 0.0]))), Some(RefuseReason::NonFinite));
+        assert_eq!(refused(&send_chunk(&mut e, t, 1, chunk(99, 1, &[1.0, 2.0]))), Some(RefuseReason::WrongRound), "far future");
+        // A good chunk before the freeze waits (no reply yet); a second from the same sender is a duplicate.
+        assert_eq!(reply_of(&send_chunk(&mut e, t, 2, chunk(0, 1, &[1.0, 2.0]))), None);
+        assert_eq!(refused(&send_chunk(&mut e, t, 2, chunk(0, 0, &[1.0, 2.0, 3.0]))), Some(RefuseReason::Duplicate));
+        // At the freeze (no view, so no neighbours) the held chunk is refused: its sender is not a neighbour.
+        let deadline = OverlayConfig::new(2, Duration::from_millis(10)).deadline();
+        let out = e.handle(deadline + Duration::from_millis(1), VnInput::Tick);
+        assert_eq!(refused(&out), Some(RefuseReason::NotNeighbour));
+        assert!(!out.iter().any(|o| matches!(o, VnOutput::ToRn(FromVirtualNode::Received(_)))), "nothing reached the RN");
+        assert_eq!(e.counters.refused, 8);
+    }
+
+    #[test]
+    fn stale_rounds_and_unlisted_senders_are_refused() {
+        let mut e = engine(|p| *p != 66);
+        let t = Duration::ZERO;
+        for r in 0..6 {
+            e.handle(t, VnInput::StartRound(r));
+        }
+        let out = send_chunk(&mut e, t, 1, chunk(0, 1, &[1.0, 2.0]));
+        assert_eq!(reply_of(&out), Some(ChunkReply::Refused(RefuseReason::WrongRound)), "stale round");
+        let out = send_chunk(&mut e, t, 66, chunk(5, 1, &[1.0, 2.0]));
+        assert_eq!(reply_of(&out), Some(ChunkReply::Refused(RefuseReason::NotNeighbour)), "unlisted sender");
+        let out = e.handle(t, VnInput::Control { from: 66, bytes: vec![0] });
+        assert!(out.iter().any(|o| matches!(o, VnOutput::Refused { what: RefusalKind::NotAllowed, .. })));
+        // Gossip naming an unlisted peer never enters the view.
+        let gossip = ControlMsg::Cyclon(CyclonMsg::ShuffleRequest {
+            entries: vec![protocol::control::ViewEntry { id: 66u32, age: 0 }, protocol::control::ViewEntry { id: 5, age: 0 }],
+        });
+        e.handle(t, VnInput::Control { from: 5, bytes: protocol::codec::encode_control(&gossip).unwrap() });
+        assert!(!e.view().contains(&66), "{:?}", e.view());
+    }
+
+    #[test]
+    fn malformed_control_is_counted() {
+        let mut e = engine(|_| true);
+        let out = e.handle(Duration::ZERO, VnInput::Control { from: 3, bytes: vec![0xFF; 40] });
+        assert!(out.iter().any(|o| matches!(o, VnOutput::Refused { what: RefusalKind::Malformed(_), .. })));
+        assert_eq!(e.counters.refused, 1);
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), round in 0u64..4) {
+            let mut e = engine(|_| true);
+            e.handle(Duration::ZERO, VnInput::StartRound(round));
+            e.handle(Duration::ZERO, VnInput::Chunk { from: 1, bytes: bytes.clone(), token: 1 });
+            e.handle(Duration::ZERO, VnInput::Control { from: 1, bytes: bytes.clone() });
+            e.handle(Duration::ZERO, VnInput::ChunkReply { from: 1, round, bytes });
+        }
+    }
+}
