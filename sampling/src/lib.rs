@@ -17,6 +17,9 @@
 //! - `metrics.rs` — degree statistics, the paper's privacy quantities, per-round report aggregation.
 //! - `spectral.rs` — λ₂ and λ_min of W = (I + A)/(r + 1) by deflated Lanczos on the sparse graph.
 //! - `uniform.rs` — reference uniform random r-regular graphs (Steger–Wormald pairing).
+//! - `examples/overlay_report.rs` — Cyclon + overlay in the simulator vs theory; one JSON line.
+//! - `examples/cyclon_stats.rs` — Cyclon in-degree spread over time.
+//! - `tests/cyclon.rs`, `tests/overlay.rs` — seeded protocol tests (small N, fast in debug).
 //!
 //! Wire message types live in `protocol::control`; this crate only adds behaviour.
 
