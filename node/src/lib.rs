@@ -1,6 +1,7 @@
 //! The Shatter node: a permissioned libp2p host running one real node (RN) and its k virtual nodes (VNs).
 //!
 //! # Layout
+//! - `config.rs`: the `node run --config FILE.toml` configuration.
 //! - `error.rs`: [`NodeError`].
 //! - `id.rs`: [`VnAddr`], how VNs name each other on the wire.
 //! - `keys.rs`: VN key generation and loading.
@@ -13,7 +14,9 @@
 //!   VN driving its engine with its Swarm).
 //! - `runtime.rs`: the embedding API: [`NodeBuilder`], [`NodeHandle`], the RN task.
 //! - `events.rs`: [`NodeEvent`], the event stream.
+//! - `main.rs`: the `node` binary (`keygen`, `run`, `psk`).
 
+pub mod config;
 pub mod engine;
 mod error;
 pub mod events;

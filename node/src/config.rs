@@ -1,0 +1,283 @@
+//! The `node run --config FILE.toml` configuration. Relative paths are resolved against the config file's
+//! directory. Every error names the file, the field and what is wrong.
+//!
+//! ```toml
+//! key_dir = "keys"                      # from `node keygen --dir keys --vns 4`
+//! vns = 4                               # k: virtual nodes (keys vn-0.key .. vn-3.key)
+//! listen = ["/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/tcp/4002", "/ip4/0.0.0.0/tcp/4003", "/ip4/0.0.0.0/tcp/4004"]
+//! announce = ["/ip4/192.0.2.7/tcp/4001", "/ip4/192.0.2.7/tcp/4002", "/ip4/192.0.2.7/tcp/4003", "/ip4/192.0.2.7/tcp/4004"]
+//! peer_list = "peers.toml"
+//! psk_file = "swarm.key"                # optional: closes the network to holders of the key
+//! degree = 8                            # r (paper: 8)
+//! rounds = 100
+//! metrics = "metrics.jsonl"             # optional: one JSON line per round
+//!
+//! [learning]
+//! dataset = "movielens"                 # synthetic | synthetic-images | movielens | sent140 | cifar10 | mnist
+//! data_dir = "../shared/data/movielens/ml-latest-small"
+//! model = "mf"                          # optional: mlp[:w,..] | lenet | resnet8 | resnet18 | mf[:factors]
+//! partition = "user"                    # iid | dirichlet[:alpha[,min]] | user
+//! nodes = 100                           # real nodes the data is split across
+//! index = 0                             # this node's share
+//! lr = 0.075
+//! batch = 32
+//! local_epochs = 1                      # or local_steps = N
+//! seed = 1                              # the same on every node: initial model and chunk partition
+//!
+//! [timing]                              # optional, see `Timing`
+//! substep_ms = 200
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use libp2p::Multiaddr;
+use models::data::DatasetSpec;
+use models::data::partition::Partition;
+use models::nn::ModelSpec;
+use models::train::{LocalWork, TrainConfig};
+use serde::Deserialize;
+
+use crate::learner::LearningConfig;
+use crate::peers::PeerList;
+use crate::{NodeBuilder, NodeError, Result, Timing, keys};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    key_dir: PathBuf,
+    vns: usize,
+    listen: Vec<String>,
+    #[serde(default)]
+    announce: Vec<String>,
+    peer_list: PathBuf,
+    psk_file: Option<PathBuf>,
+    degree: usize,
+    rounds: u64,
+    metrics: Option<PathBuf>,
+    learning: RawLearning,
+    #[serde(default)]
+    timing: Timing,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLearning {
+    dataset: String,
+    data_dir: Option<PathBuf>,
+    model: Option<String>,
+    #[serde(default = "default_partition")]
+    partition: String,
+    nodes: usize,
+    index: usize,
+    lr: f64,
+    #[serde(default = "default_batch")]
+    batch: usize,
+    local_epochs: Option<usize>,
+    local_steps: Option<usize>,
+    seed: u64,
+    max_test_samples: Option<usize>,
+}
+
+fn default_partition() -> String {
+    "iid".into()
+}
+
+/// Paper: batch 32 for every task.
+fn default_batch() -> usize {
+    32
+}
+
+/// A checked node configuration.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub key_dir: PathBuf,
+    pub vns: usize,
+    pub listen: Vec<Multiaddr>,
+    pub announce: Vec<Multiaddr>,
+    pub peer_list: PathBuf,
+    pub psk_file: Option<PathBuf>,
+    pub degree: usize,
+    pub rounds: u64,
+    pub metrics: Option<PathBuf>,
+    pub learning: LearningConfig,
+    pub index: usize,
+    pub timing: Timing,
+}
+
+impl NodeConfig {
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| NodeError::io(path, e))?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses config text; `path` names the file in errors and anchors relative paths.
+    pub fn parse(path: &Path, text: &str) -> Result<Self> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let field = e.span().map(|s| locate(text, s.start)).unwrap_or_else(|| "toml".into());
+            NodeError::file(path, field, e.message())
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let rel = |p: &Path| if p.is_absolute() { p.to_path_buf() } else { base.join(p) };
+        let err = |field: &str, msg: String| NodeError::file(path, field, msg);
+        if raw.vns == 0 {
+            return Err(err("vns", "must be at least 1".into()));
+        }
+        if raw.degree == 0 {
+            return Err(err("degree", "must be at least 1".into()));
+        }
+        if raw.rounds == 0 {
+            return Err(err("rounds", "must be at least 1".into()));
+        }
+        let addrs = |field: &str, v: &[String]| -> Result<Vec<Multiaddr>> {
+            v.iter()
+                .enumerate()
+                .map(|(i, a)| a.parse().map_err(|e| err(&format!("{field}[{i}]"), format!("'{a}' is not a multiaddr: {e}"))))
+                .collect()
+        };
+        let listen = addrs("listen", &raw.listen)?;
+        if !(listen.len() == 1 || listen.len() == raw.vns) {
+            return Err(err("listen", format!("{} addresses for {} virtual nodes: give 1 or {}", listen.len(), raw.vns, raw.vns)));
+        }
+        let announce = addrs("announce", &raw.announce)?;
+        if !(announce.is_empty() || announce.len() == raw.vns) {
+            return Err(err("announce", format!("{} addresses for {} virtual nodes", announce.len(), raw.vns)));
+        }
+        let l = raw.learning;
+        let dataset: DatasetSpec = match &l.data_dir {
+            Some(d) => format!("{}:{}", l.dataset, rel(d).display()).parse(),
+            None => l.dataset.parse(),
+        }
+        .map_err(|e: models::ModelsError| err("learning.dataset", e.to_string()))?;
+        let model = l
+            .model
+            .as_deref()
+            .map(str::parse::<ModelSpec>)
+            .transpose()
+            .map_err(|e| err("learning.model", e.to_string()))?;
+        let partition: Partition = l.partition.parse().map_err(|e: models::ModelsError| err("learning.partition", e.to_string()))?;
+        if l.nodes == 0 || l.index >= l.nodes {
+            return Err(err("learning.index", format!("index {} must be below nodes = {}", l.index, l.nodes)));
+        }
+        if !(l.lr.is_finite() && l.lr > 0.0) {
+            return Err(err("learning.lr", format!("{} is not a positive learning rate", l.lr)));
+        }
+        if l.batch == 0 {
+            return Err(err("learning.batch", "must be at least 1".into()));
+        }
+        let work = match (l.local_epochs, l.local_steps) {
+            (Some(_), Some(_)) => return Err(err("learning.local_steps", "give local_epochs or local_steps, not both".into())),
+            (Some(0), _) | (_, Some(0)) => return Err(err("learning.local_epochs", "must be at least 1".into())),
+            (Some(e), None) => LocalWork::Epochs(e),
+            (None, Some(s)) => LocalWork::Steps(s),
+            // Paper: one local epoch per round.
+            (None, None) => LocalWork::Epochs(1),
+        };
+        Ok(NodeConfig {
+            key_dir: rel(&raw.key_dir),
+            vns: raw.vns,
+            listen,
+            announce,
+            peer_list: rel(&raw.peer_list),
+            psk_file: raw.psk_file.as_deref().map(rel),
+            degree: raw.degree,
+            rounds: raw.rounds,
+            metrics: raw.metrics.as_deref().map(rel),
+            learning: LearningConfig {
+                dataset,
+                model,
+                partition,
+                nodes: l.nodes,
+                train: TrainConfig { lr: l.lr, batch_size: l.batch, work },
+                seed: l.seed,
+                max_test_samples: l.max_test_samples,
+            },
+            index: l.index,
+            timing: raw.timing,
+        })
+    }
+
+    /// Loads keys, peer list and pre-shared key, and returns a builder ready to spawn.
+    pub fn builder(&self) -> Result<NodeBuilder> {
+        let keys = keys::load(&self.key_dir, self.vns)?;
+        let peers = PeerList::load(&self.peer_list)?;
+        for (s, k) in keys.iter().enumerate() {
+            let id = k.public().to_peer_id();
+            if !peers.is_allowed(&id) {
+                return Err(NodeError::file(
+                    &self.peer_list,
+                    "peer",
+                    format!("this node's VN {s} ({id}) is not on the peer list: add it, or peers will refuse it"),
+                ));
+            }
+        }
+        let psk = self.psk_file.as_deref().map(crate::net::transport::load_psk).transpose()?;
+        Ok(NodeBuilder::new(keys, self.learning.clone(), self.index)
+            .listen(self.listen.clone())
+            .announce(self.announce.clone())
+            .peers(peers)
+            .psk(psk)
+            .degree(self.degree)
+            .rounds(self.rounds)
+            .timing(self.timing.clone())
+            .metrics_file(self.metrics.clone()))
+    }
+}
+
+/// "line L, column C" of a byte offset, for TOML errors.
+fn locate(text: &str, offset: usize) -> String {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("line {line}, column {col}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+key_dir = "keys"
+vns = 2
+listen = ["/ip4/127.0.0.1/tcp/0"]
+peer_list = "peers.toml"
+degree = 2
+rounds = 3
+[learning]
+dataset = "synthetic"
+nodes = 4
+index = 1
+lr = 0.05
+local_steps = 10
+seed = 9
+"#;
+
+    #[test]
+    fn parses_and_resolves_relative_paths() {
+        let c = NodeConfig::parse(Path::new("/etc/shatter/node.toml"), GOOD).unwrap();
+        assert_eq!(c.key_dir, Path::new("/etc/shatter/keys"));
+        assert_eq!(c.peer_list, Path::new("/etc/shatter/peers.toml"));
+        assert_eq!(c.learning.train.work, LocalWork::Steps(10));
+        assert_eq!(c.learning.train.batch_size, 32);
+        assert_eq!(c.index, 1);
+        assert_eq!(c.timing, Timing::default());
+    }
+
+    #[test]
+    fn errors_name_the_file_the_field_and_the_problem() {
+        let p = Path::new("node.toml");
+        let cases = [
+            (GOOD.replace("index = 1", "index = 4"), "learning.index"),
+            (GOOD.replace("lr = 0.05", "lr = -1.0"), "learning.lr"),
+            (GOOD.replace("\"synthetic\"", "\"imagenet\""), "learning.dataset"),
+            (GOOD.replace("vns = 2", "vns = 3\nbogus = 1"), "bogus"),
+            (GOOD.replace("listen = [\"/ip4/127.0.0.1/tcp/0\"]", "listen = [\"tcp:0\"]"), "listen[0]"),
+            (GOOD.replace("listen = [\"/ip4/127.0.0.1/tcp/0\"]", "listen = [\"/ip4/127.0.0.1/tcp/0\", \"/ip4/127.0.0.1/tcp/0\", \"/ip4/127.0.0.1/tcp/0\"]"), "listen"),
+            (GOOD.replace("local_steps = 10", "local_steps = 10\nlocal_epochs = 1"), "learning.local_steps"),
+            (GOOD.replace("degree = 2", "degree = \"two\""), "line 6"),
+        ];
+        for (text, field) in cases {
+            let e = NodeConfig::parse(p, &text).unwrap_err().to_string();
+            assert!(e.starts_with("node.toml: ") && e.contains(field), "{field}: {e}");
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The `node` binary: `node keygen` makes a node's virtual-node identities, `node run` runs a node from its
+//! config file, `node psk` makes a pre-shared key for a closed network.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use node::NodeEvent;
+use node::config::NodeConfig;
+
+#[derive(Parser)]
+#[command(name = "node", version, about = "A Shatter node: privacy-preserving decentralized learning over libp2p")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Generate the keys of K virtual nodes into DIR and print their PeerIds, one per line, for the peer list.
+    Keygen {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 8)]
+        vns: usize,
+    },
+    /// Run a node (a real node and its virtual nodes) from a TOML config.
+    Run {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Write a new pre-shared key (swarm.key format) for a private network to FILE.
+    Psk {
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,libp2p=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.cmd {
+        Cmd::Keygen { dir, vns } => {
+            for k in node::keys::generate(&dir, vns)? {
+                println!("{}", k.public().to_peer_id());
+            }
+            eprintln!("wrote {vns} keys to {}; add the PeerIds above to the network's peer list", dir.display());
+            Ok(())
+        }
+        Cmd::Psk { out } => {
+            if out.exists() {
+                anyhow::bail!("{} already exists; refusing to overwrite a network key", out.display());
+            }
+            let key: [u8; 32] = rand::random();
+            let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+            std::fs::write(&out, format!("/key/swarm/psk/1.0.0/\n/base16/\n{hex}\n"))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+            eprintln!("wrote a pre-shared key to {}; give it to every node of the network (psk_file)", out.display());
+            Ok(())
+        }
+        Cmd::Run { config } => {
+            let cfg = NodeConfig::load(&config)?;
+            let builder = cfg.builder()?;
+            let rt = tokio::runtime::Runtime::new()?;
+            rt.block_on(async move {
+                let (handle, mut events) = builder.spawn().await?;
+                for a in handle.addresses() {
+                    tracing::info!(peer = %a.peer, addr = %a.addr, "virtual node listening");
+                }
+                let stopper = handle.clone();
+                tokio::spawn(async move {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        tracing::warn!("interrupted: stopping");
+                        stopper.stop();
+                    }
+                });
+                while let Some(ev) = events.recv().await {
+                    match ev {
+                        NodeEvent::RoundFinished(m) => println!("{}", serde_json::to_string(&m)?),
+                        NodeEvent::PeerRefused { vn, peer, reason } => tracing::warn!(vn, %peer, %reason, "peer refused"),
+                        NodeEvent::ConnectionFailed { vn, error } => tracing::debug!(vn, %error, "connection failed"),
+                        NodeEvent::Error(e) => tracing::error!(%e, "node error"),
+                        NodeEvent::Finished => break,
+                    }
+                }
+                let status = handle.wait().await;
+                match status.error {
+                    Some(e) => anyhow::bail!(e),
+                    None => Ok(()),
+                }
+            })
+        }
+    }
+}
