@@ -16,12 +16,15 @@
 //!   - `tests.rs`: seeding, shapes, parameter counts, spec/task fit.
 //! - `params.rs`: the flat parameter vector (name-sorted order) of a model.
 //! - `train.rs` (+ `train/tests.rs`): local SGD (steps or epochs), evaluation, per-sample losses.
-//! - `data/`: [`data::Dataset`] and its loaders.
+//! - `data/`: [`data::Dataset`], its loaders, and [`data::DatasetSpec`] (`mod.rs`), the config / CLI form.
 //!   - `dataset.rs`: the in-memory dataset type shared by every loader and model.
-//!   - `synthetic.rs`, `movielens.rs`, `sent140.rs`, `cifar10.rs`, `mnist.rs`: loaders and generators.
+//!   - `synthetic.rs`: seeded Gaussian-mixture and image-pattern tasks (the default, no download).
+//!   - `movielens.rs`, `sent140.rs`, `cifar10.rs`, `mnist.rs`: loaders of the standard files, with errors
+//!     that name the file and the line or byte offset.
 //!   - `partition.rs`: IID, Dirichlet(α) non-IID and by-user assignment of samples to nodes.
-//! - `chunking.rs`: the static seeded partition of `[0, d)` into k chunks.
-//! - `aggregate.rs`: per-parameter averaging of received chunks.
+//! - `chunking.rs`: [`chunking::ChunkPartition`], the static seeded partition of `[0, d)` into k chunks.
+//! - `aggregate.rs`: [`aggregate::Aggregator`], per-parameter averaging of received chunks.
+//! - `benches/chunking.rs`: extraction + aggregation of one round against memcpy.
 
 pub mod aggregate;
 pub mod chunking;

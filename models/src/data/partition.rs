@@ -40,7 +40,8 @@ pub enum Partition {
     Dirichlet { alpha: f64, min_samples: usize },
     /// Whole users per node (MovieLens, Sent140): users are shuffled and dealt so that node sizes in
     /// **users** differ by at most one (sample counts then vary, as real per-user data does). Needs at least
-    /// as many distinct users as nodes.
+    /// as many distinct users as nodes. Serde name `by_user` (alias `user`, the text form).
+    #[serde(alias = "user")]
     ByUser,
 }
 
@@ -461,6 +462,10 @@ mod tests {
         assert_eq!(serde_json::from_str::<Partition>(&json).unwrap(), p);
         assert_eq!(
             serde_json::from_str::<Partition>("\"by_user\"").unwrap(),
+            Partition::ByUser
+        );
+        assert_eq!(
+            serde_json::from_str::<Partition>("\"user\"").unwrap(),
             Partition::ByUser
         );
     }
