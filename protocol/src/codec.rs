@@ -7,7 +7,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::{DecodeError, EncodeError};
 
 /// Largest encoded control message. A Cyclon shuffle carries at most `control::MAX_SHUFFLE_ENTRIES` peer
-/// entries of at most `control::MAX_PEER_ID_BYTES` each plus ages, a few KiB; 64 KiB leaves room for
+/// entries (peer id + address, a few hundred bytes at most, see the node's `VnAddr`) plus ages, a few KiB; 64 KiB leaves room for
 /// growth while keeping what one peer can make us buffer per message small.
 pub const MAX_CONTROL_BYTES: usize = 64 * 1024;
 

@@ -13,6 +13,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::DecodeError;
+
 /// Most entries one shuffle message may carry. Cyclon's shuffle length l defaults to 8 (Voulgaris et al.,
 /// "CYCLON", J. Netw. Syst. Manage. 2005, §5 uses l = 8 with c = 20 .. 50); 64 leaves room for configs with a
 /// larger view (l ≤ c) while keeping a message to a few kilobytes.
@@ -26,17 +28,6 @@ pub const MAX_TTL: u8 = 64;
 /// long dead (Cyclon removes entries after a failed shuffle, and the oldest entry is shuffled first), so a
 /// larger value is either a bug or an attempt to bias target selection.
 pub const MAX_AGE: u32 = 1 << 16;
-
-/// Why a control message was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ControlError {
-    #[error("shuffle carries {0} entries, more than MAX_SHUFFLE_ENTRIES = {MAX_SHUFFLE_ENTRIES}")]
-    TooManyEntries(usize),
-    #[error("view entry age {0} exceeds MAX_AGE = {MAX_AGE}")]
-    AgeTooLarge(u32),
-    #[error("ttl {0} exceeds MAX_TTL = {MAX_TTL}")]
-    TtlTooLarge(u8),
-}
 
 /// One entry of a Cyclon view: a peer and how many shuffle periods ago the entry was created by that peer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -61,13 +52,13 @@ impl<I> CyclonMsg<I> {
         }
     }
 
-    pub fn validate(&self) -> Result<(), ControlError> {
+    pub fn validate(&self) -> Result<(), DecodeError> {
         let entries = self.entries();
         if entries.len() > MAX_SHUFFLE_ENTRIES {
-            return Err(ControlError::TooManyEntries(entries.len()));
+            return Err(too_large("shuffle entry count", entries.len() as u64, MAX_SHUFFLE_ENTRIES as u64));
         }
         if let Some(e) = entries.iter().find(|e| e.age > MAX_AGE) {
-            return Err(ControlError::AgeTooLarge(e.age));
+            return Err(too_large("view entry age", e.age as u64, MAX_AGE as u64));
         }
         Ok(())
     }
@@ -131,16 +122,20 @@ impl<I> OverlayMsg<I> {
         }
     }
 
-    pub fn validate(&self) -> Result<(), ControlError> {
+    pub fn validate(&self) -> Result<(), DecodeError> {
         match self {
             OverlayMsg::Propose { ttl, .. } | OverlayMsg::SpliceRequest { ttl, .. }
                 if *ttl > MAX_TTL =>
             {
-                Err(ControlError::TtlTooLarge(*ttl))
+                Err(too_large("ttl", *ttl as u64, MAX_TTL as u64))
             }
             _ => Ok(()),
         }
     }
+}
+
+fn too_large(what: &'static str, got: u64, max: u64) -> DecodeError {
+    DecodeError::TooLarge { what, got, max }
 }
 
 /// Everything that travels on the control protocol.
@@ -151,7 +146,7 @@ pub enum ControlMsg<I> {
 }
 
 impl<I> ControlMsg<I> {
-    pub fn validate(&self) -> Result<(), ControlError> {
+    pub fn validate(&self) -> Result<(), DecodeError> {
         match self {
             ControlMsg::Cyclon(m) => m.validate(),
             ControlMsg::Overlay(m) => m.validate(),
@@ -171,7 +166,7 @@ mod tests {
         assert!(e(MAX_SHUFFLE_ENTRIES).validate().is_ok());
         assert_eq!(
             e(MAX_SHUFFLE_ENTRIES + 1).validate(),
-            Err(ControlError::TooManyEntries(MAX_SHUFFLE_ENTRIES + 1))
+            Err(too_large("shuffle entry count", MAX_SHUFFLE_ENTRIES as u64 + 1, MAX_SHUFFLE_ENTRIES as u64))
         );
         let old = CyclonMsg::ShuffleReply {
             entries: vec![ViewEntry {
@@ -189,7 +184,7 @@ mod tests {
         assert!(p(MAX_TTL).validate().is_ok());
         assert_eq!(
             p(MAX_TTL + 1).validate(),
-            Err(ControlError::TtlTooLarge(MAX_TTL + 1))
+            Err(too_large("ttl", MAX_TTL as u64 + 1, MAX_TTL as u64))
         );
         assert!(ControlMsg::Overlay(p(MAX_TTL + 1)).validate().is_err());
     }

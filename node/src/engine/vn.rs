@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use protocol::control::{ControlMsg, CyclonMsg, OverlayMsg};
 use protocol::rnvn::{FromVirtualNode, RoundSummary, ToVirtualNode};
-use protocol::{ChunkFrame, ChunkReply, DecodeError, RefuseReason};
+use protocol::{ChunkFrame, ChunkReply, RefuseReason};
 use sampling::{Cyclon, CyclonConfig, CyclonInput, CyclonOutput, OverlayBuilder, OverlayConfig, OverlayInput, OverlayOutput};
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -282,7 +282,7 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         let msg: ControlMsg<I> = match protocol::codec::decode_control(&bytes)
-            .and_then(|m: ControlMsg<I>| m.validate().map(|_| m).map_err(|e| DecodeError::Invalid(e.to_string())))
+            .and_then(|m: ControlMsg<I>| m.validate().map(|_| m))
         {
             Ok(m) => m,
             Err(e) => {
