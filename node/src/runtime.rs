@@ -47,6 +47,9 @@ pub struct Timing {
     pub substep_ms: u64,
     /// How long a VN waits for its neighbours' chunks after sending its own.
     pub exchange_timeout_ms: u64,
+    /// Upper bound of each VN's random delay before sending its chunk, so sibling VNs do not all send at the
+    /// instant their node finishes training (DESIGN §5).
+    pub send_jitter_ms: u64,
     /// Gossip before round 0, so views are mixed (and peers are up) when the first overlay is built.
     pub warmup_ms: u64,
 }
@@ -58,6 +61,7 @@ impl Default for Timing {
             shuffle_timeout_ms: 2000,
             substep_ms: 200,
             exchange_timeout_ms: 30_000,
+            send_jitter_ms: 1000,
             warmup_ms: 5000,
         }
     }
@@ -74,6 +78,7 @@ impl Timing {
             // several times wider than that skew (the window is 5r + 4 sub-steps, `OverlayConfig::deadline`).
             substep_ms: 100,
             exchange_timeout_ms: 5000,
+            send_jitter_ms: 200,
             warmup_ms: 1500,
         }
     }
@@ -87,6 +92,7 @@ impl Timing {
             },
             overlay: OverlayConfig::new(degree, Duration::from_millis(self.substep_ms)),
             exchange_timeout: Duration::from_millis(self.exchange_timeout_ms),
+            send_jitter: Duration::from_millis(self.send_jitter_ms),
             chunk_lens,
         }
     }

@@ -35,6 +35,8 @@ pub struct SimConfig {
     pub cyclon: CyclonConfig,
     pub overlay: OverlayConfig,
     pub exchange_timeout: Duration,
+    /// Upper bound of each VN's random delay before sending its chunk.
+    pub send_jitter: Duration,
     /// Virtual duration of one local training: uniform in [train_time·(1−jitter), train_time·(1+jitter)].
     pub train_time: Duration,
     pub train_jitter: f64,
@@ -55,6 +57,7 @@ impl SimConfig {
             cyclon: CyclonConfig::default(),
             overlay: OverlayConfig::new(degree, Duration::from_millis(100)),
             exchange_timeout: Duration::from_secs(10),
+            send_jitter: Duration::from_secs(1),
             train_time: Duration::from_secs(10),
             train_jitter: 0.2,
             warmup: Duration::from_secs(20),
@@ -112,6 +115,7 @@ pub fn run(
         cyclon: cfg.cyclon.clone(),
         overlay: cfg.overlay.clone(),
         exchange_timeout: cfg.exchange_timeout,
+        send_jitter: cfg.send_jitter,
         chunk_lens,
     };
     let mut net: Network<Wire> = Network::new(cfg.net.clone(), derive_rng(cfg.seed, u64::MAX));

@@ -46,7 +46,7 @@ fn write_config(dir: &Path, i: usize, ports: &[u16]) {
         "key_dir = \"keys{i}\"\nvns = 2\nlisten = [{}]\npeer_list = \"peers.toml\"\ndegree = 2\nrounds = 2\n\
          metrics = \"metrics{i}.jsonl\"\n[learning]\ndataset = \"synthetic\"\nmodel = \"mlp:16\"\nnodes = 2\nindex = {i}\n\
          lr = 0.05\nlocal_epochs = 1\nseed = 5\nmax_test_samples = 200\n\
-         [timing]\ncyclon_period_ms = 250\nshuffle_timeout_ms = 500\nsubstep_ms = 100\nexchange_timeout_ms = 5000\nwarmup_ms = 1500\n",
+         [timing]\ncyclon_period_ms = 250\nshuffle_timeout_ms = 500\nsubstep_ms = 100\nexchange_timeout_ms = 5000\nsend_jitter_ms = 200\nwarmup_ms = 1500\n",
         listen.join(", ")
     );
     std::fs::write(dir.join(format!("node{i}.toml")), text).unwrap();

@@ -7,9 +7,11 @@
 //! Round t at one VN:
 //! 1. `StartRound(t)` (sent by the RN when it starts training round t): the overlay for t is negotiated
 //!    while the RN trains (DESIGN §5: timing must not link siblings).
-//! 2. `Exchange(frame)`: the RN's chunk for t. Once the overlay of t is frozen, the VN sends it to every
-//!    confirmed neighbour, and the exchange deadline starts: `exchange_timeout` later the VN reports `Done`
-//!    whatever is missing, so a crashed or slow neighbour costs at most its chunk, never the round.
+//! 2. `Exchange(frame)`: the RN's chunk for t. Once the overlay of t is frozen, the VN waits a random delay
+//!    in `[0, send_jitter]` drawn from its own RNG — so that sibling VNs, which get their chunks at the same
+//!    instant, do not all send at once and link themselves by timing (DESIGN §5) — then sends the chunk to
+//!    every confirmed neighbour, and the exchange deadline starts: `exchange_timeout` later the VN reports
+//!    `Done` whatever is missing, so a crashed or slow neighbour costs at most its chunk, never the round.
 //! 3. Chunks from peers: accepted only from confirmed neighbours of that round, once per neighbour, with a
 //!    known chunk index, the right length and finite values; each accepted copy goes to the RN at once.
 //!    Chunks that arrive before the round is frozen wait (bounded) until the freeze decides.
@@ -50,6 +52,8 @@ pub struct VnConfig {
     pub overlay: OverlayConfig,
     /// How long after sending its chunk a VN waits for its neighbours' chunks before reporting the round done.
     pub exchange_timeout: Duration,
+    /// Upper bound of the random delay before a VN sends its chunk (unlinkability of siblings by timing).
+    pub send_jitter: Duration,
     /// Length of each chunk index of the static partition (`chunk_lens.len()` = k). Chunks of another length
     /// for their index are refused.
     pub chunk_lens: Arc<Vec<usize>>,
@@ -109,6 +113,8 @@ struct ExchangeRound<I> {
     started: bool,
     own: Option<Arc<Vec<u8>>>,
     neighbours: Option<BTreeSet<I>>,
+    /// When our chunk goes out (chunk and neighbour set known, jitter drawn); `deadline` is set once sent.
+    send_at: Option<Duration>,
     /// Neighbours our chunk was sent to, and those whose reply is still outstanding.
     awaiting_reply: BTreeSet<I>,
     received_from: BTreeSet<I>,
@@ -125,6 +131,7 @@ impl<I> Default for ExchangeRound<I> {
             started: false,
             own: None,
             neighbours: None,
+            send_at: None,
             awaiting_reply: BTreeSet::new(),
             received_from: BTreeSet::new(),
             pending: Vec::new(),
@@ -141,6 +148,7 @@ pub struct VnEngine<I> {
     cfg: VnConfig,
     cyclon: Cyclon<I>,
     overlay: OverlayBuilder<I>,
+    jitter_rng: rand_chacha::ChaCha12Rng,
     rounds: BTreeMap<u64, ExchangeRound<I>>,
     newest: Option<u64>,
     pending_total: usize,
@@ -156,9 +164,11 @@ impl<I: VnIdentity> VnEngine<I> {
         me: I,
         cfg: VnConfig,
         cyclon_rng: rand_chacha::ChaCha12Rng,
-        overlay_rng: rand_chacha::ChaCha12Rng,
+        mut overlay_rng: rand_chacha::ChaCha12Rng,
         allowed: Box<dyn Fn(&I) -> bool + Send>,
     ) -> Result<Self, sampling::Error> {
+        use rand::SeedableRng;
+        let jitter_rng = rand_chacha::ChaCha12Rng::from_rng(&mut overlay_rng);
         let cyclon = Cyclon::new(me.clone(), cfg.cyclon.clone(), cyclon_rng)?;
         let overlay = OverlayBuilder::new(me.clone(), cfg.overlay.clone(), overlay_rng)?;
         Ok(Self {
@@ -166,6 +176,7 @@ impl<I: VnIdentity> VnEngine<I> {
             cfg,
             cyclon,
             overlay,
+            jitter_rng,
             rounds: BTreeMap::new(),
             newest: None,
             pending_total: 0,
@@ -257,21 +268,33 @@ impl<I: VnIdentity> VnEngine<I> {
         self.send_own_chunk(now, round, out);
     }
 
-    /// Sends our chunk of `round` once both the chunk and the frozen neighbour set are there.
+    /// Schedules our chunk of `round` once both the chunk and the frozen neighbour set are there.
     fn send_own_chunk(&mut self, now: Duration, round: u64, out: &mut Vec<VnOutput<I>>) {
         let Some(r) = self.rounds.get_mut(&round) else { return };
-        let (Some(own), Some(neighbours)) = (&r.own, &r.neighbours) else { return };
-        if r.deadline.is_some() {
+        if r.own.is_none() || r.neighbours.is_none() || r.send_at.is_some() {
             return;
         }
-        r.deadline = Some(now + self.cfg.exchange_timeout);
-        for n in neighbours {
-            if !(self.allowed)(n) {
+        let jitter = self.cfg.send_jitter.mul_f64(rand::Rng::random::<f64>(&mut self.jitter_rng));
+        r.send_at = Some(now + jitter);
+        self.send_due(now, out);
+    }
+
+    /// Sends the chunks whose send time has come.
+    fn send_due(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
+        for (&round, r) in self.rounds.iter_mut() {
+            if r.deadline.is_some() || !r.send_at.is_some_and(|t| t <= now) {
                 continue;
             }
-            r.awaiting_reply.insert(n.clone());
-            self.counters.sent_chunk(own.len());
-            out.push(VnOutput::SendChunk { to: n.clone(), round, bytes: own.clone() });
+            let (Some(own), Some(neighbours)) = (&r.own, &r.neighbours) else { continue };
+            r.deadline = Some(now + self.cfg.exchange_timeout);
+            for n in neighbours {
+                if !(self.allowed)(n) {
+                    continue;
+                }
+                r.awaiting_reply.insert(n.clone());
+                self.counters.sent_chunk(own.len());
+                out.push(VnOutput::SendChunk { to: n.clone(), round, bytes: own.clone() });
+            }
         }
     }
 
@@ -501,6 +524,7 @@ impl<I: VnIdentity> VnEngine<I> {
 
     /// Reports finished rounds, then asks for the next wake-up.
     fn finish(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
+        self.send_due(now, out);
         for r in self.rounds.values_mut() {
             let Some(deadline) = r.deadline else { continue };
             if r.done {
@@ -517,7 +541,7 @@ impl<I: VnIdentity> VnEngine<I> {
         let next = [self.cyclon.next_timeout(), self.overlay.next_timeout()]
             .into_iter()
             .flatten()
-            .chain(self.rounds.values().filter(|r| !r.done).filter_map(|r| r.deadline))
+            .chain(self.rounds.values().filter(|r| !r.done).filter_map(|r| r.deadline.or(r.send_at)))
             .min();
         if let Some(at) = next {
             out.push(VnOutput::Timer { at });
@@ -562,6 +586,7 @@ mod tests {
             cyclon: CyclonConfig::default(),
             overlay: OverlayConfig::new(2, Duration::from_millis(10)),
             exchange_timeout: Duration::from_secs(1),
+            send_jitter: Duration::from_millis(100),
             chunk_lens: Arc::new(LENS.to_vec()),
         };
         VnEngine::new(0, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(allowed)).unwrap()
