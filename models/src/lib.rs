@@ -24,6 +24,9 @@
 //!   - `partition.rs`: IID, Dirichlet(α) non-IID and by-user assignment of samples to nodes.
 //! - `chunking.rs`: [`chunking::ChunkPartition`], the static seeded partition of `[0, d)` into k chunks.
 //! - `aggregate.rs`: [`aggregate::Aggregator`], per-parameter averaging of received chunks.
+//! - `privacy/`: attacks that audit a run (§2.1, §6): chunk completion, exact ROC-AUC, loss-based membership
+//!   inference, linkability, gradient inversion of a leading FC layer, PSNR/SSIM and PNG grids, and the
+//!   per-chunk [`privacy::Auditor`] the testnet `--audit` harness calls (see `privacy/mod.rs`).
 //! - `benches/chunking.rs`: extraction + aggregation of one round against memcpy.
 
 pub mod aggregate;
@@ -33,6 +36,7 @@ pub mod device;
 pub mod error;
 pub mod nn;
 pub mod params;
+pub mod privacy;
 pub mod train;
 
 pub use error::ModelsError;

@@ -1,0 +1,41 @@
+//! Privacy attacks against decentralized learning, as Shatter (PETS 2025, §2.1 and §6) and its reference
+//! implementation define them, to audit a run: what an honest-but-curious node learns from the chunks its
+//! virtual nodes receive.
+//!
+//! - `completion.rs`: [`complete`] a received chunk into a full model (the attacker's own previous model, or
+//!   zeros, outside the chunk; §2.1).
+//! - `auc.rs`: exact ROC-AUC by the rank statistic (Mann-Whitney U, midranks for ties): [`roc_auc`].
+//! - `mia.rs`: loss-based membership inference on balanced, seeded, capped member / non-member sets
+//!   ([`loss_mia`]); the choice of non-members ([`nonmembers_for`]).
+//! - `linkability.rs`: the linkability attack ([`link`]): which node's data the completed model fits best.
+//! - `gia.rs`: gradient inversion of a leading fully connected layer from the pseudo-gradient restricted to
+//!   the coordinates a chunk holds ([`invert_fc`]).
+//! - `image.rs`: PSNR, SSIM and PNG image grids for GIA reconstructions.
+//! - `audit.rs`: [`Auditor::audit_chunk`], the per-chunk audit the testnet `--audit` harness runs, and
+//!   [`summarize`] for per-round metrics.
+//!
+//! Optimisation-based gradient matching (DLG, Zhu et al. 2019) is not here: it needs the gradient of a
+//! gradient. Candle 0.11's `Tensor::backward` detaches every intermediate gradient (`grad.detach()` in
+//! `backprop.rs`, "second order derivatives ... are out of scope at the moment") unless the process is started
+//! with the environment variable `CANDLE_GRAD_DO_NOT_DETACH` set, which is read once per thread; see the
+//! `gia` example for what that mode gives.
+
+pub mod auc;
+pub mod audit;
+pub mod completion;
+pub mod gia;
+pub mod image;
+pub mod linkability;
+pub mod mia;
+
+pub use auc::roc_auc;
+pub use audit::{
+    AuditConfig, AuditSummary, AuditTarget, Auditor, ChunkAudit, la_truth_index, median, summarize,
+};
+pub use completion::{Fill, complete, complete_into};
+pub use gia::{
+    FcLayer, HeldGradient, Reconstruction, fc_row_candidates, invert_fc, pseudo_gradient,
+};
+pub use image::{normalize_unit, psnr, ssim, to_unit_range, write_png_grid};
+pub use linkability::{LinkResult, link, success_rate};
+pub use mia::{MiaConfig, MiaResult, loss_mia, mia_from_losses, nonmembers_for};
