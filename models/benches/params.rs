@@ -1,6 +1,8 @@
 //! Flat parameter get/set at the paper's largest model, ResNet-18 (d ≈ 11.2M): what every round pays to cut
 //! the model into chunks and to write the aggregate back. Throughput is parameters per second.
 //!
+//! `get` allocates a fresh vector each time; `write_into_buffer` reuses one (what a node does every round).
+//!
 //! `cargo bench -p models --bench params`.
 
 use std::hint::black_box;
@@ -26,6 +28,10 @@ fn bench_params(c: &mut Criterion) {
     group.throughput(Throughput::Elements(d as u64));
     group.bench_function("get", |b| {
         b.iter(|| black_box(model.flat_params().expect("get")))
+    });
+    let mut buf = vec![0.0f32; d];
+    group.bench_function("write_into_buffer", |b| {
+        b.iter(|| model.write_flat_params(black_box(&mut buf)).expect("write"))
     });
     group.bench_function("set", |b| {
         b.iter(|| model.set_flat_params(black_box(&flat)).expect("set"))
