@@ -1,5 +1,5 @@
 //! One round's chunk work on a real node, against memcpy: extract k = 8 chunks from the local model, add
-//! k × r = 8 × 8 received chunks (the paper's defaults, Section 6), and scatter the per-parameter means back.
+//! k × r = 8 × 8 received chunks (the paper's defaults), and scatter the per-parameter means back.
 //! Throughput counts the bytes of received values (r · d · 4); the `memcpy` case copies the same number of
 //! bytes with `copy_from_slice`, so `round / memcpy` is the ratio to plain copying (target ≥ 0.3).
 //!

@@ -1,4 +1,4 @@
-//! Per-parameter averaging of received chunks (Shatter, PETS 2025, Section 4, step "aggregation").
+//! Per-parameter averaging of received chunks (Shatter, PETS 2025, protocol description: aggregation).
 //!
 //! At the end of a round a real node holds its own trained parameters and every chunk its virtual nodes
 //! received. Each parameter becomes the mean of the local value and every received copy of that index, with
@@ -121,13 +121,23 @@ impl Aggregator {
     }
 }
 
-/// Position of the first NaN or infinity in `values`. The common all-finite case scans blocks without an
-/// early exit so the compiler can vectorise it; only a block with a bad value is searched element by element.
+/// Position of the first NaN or infinity in `values`. The common all-finite case is a branch-free scan:
+/// `v - v` is 0 for a finite `v` and NaN for NaN or ±inf, and eight independent lane accumulators let the
+/// compiler keep the sums in SIMD registers (float adds cannot be reassociated, so one accumulator would stay
+/// scalar). Only a block whose accumulators turned NaN is searched element by element.
 fn first_non_finite(values: &[f32]) -> Option<usize> {
+    const LANES: usize = 8;
     const BLOCK: usize = 256;
     for (b, block) in values.chunks(BLOCK).enumerate() {
-        let bad = block.iter().fold(false, |acc, v| acc | !v.is_finite());
-        if bad {
+        let mut acc = [0.0f32; LANES];
+        let mut lanes = block.chunks_exact(LANES);
+        for c in lanes.by_ref() {
+            for (a, &v) in acc.iter_mut().zip(c) {
+                *a += v - v;
+            }
+        }
+        let tail_bad = lanes.remainder().iter().any(|v| !v.is_finite());
+        if tail_bad || acc.iter().any(|a| a.is_nan()) {
             return block
                 .iter()
                 .position(|v| !v.is_finite())

@@ -1,5 +1,5 @@
 //! The static random partition of the flat parameter vector `[0, d)` into k chunks (Shatter, PETS 2025,
-//! Section 4: every real node cuts its model into k chunks, one per virtual node).
+//! protocol description: every real node cuts its model into k chunks, one per virtual node).
 //!
 //! Every node builds the same [`ChunkPartition`] from the same shared seed, so chunk `s` always names the same
 //! index set `P_s` on every node and in every round; that is what lets a receiver average a chunk value into
@@ -32,7 +32,7 @@ use crate::{ModelsError, Result};
 
 /// Most chunks a partition may have. Chunk ids are stored as `u16` per parameter (2 bytes instead of 4 for
 /// the whole-vector passes); a real node runs one virtual node, with its own network identity, per chunk, and
-/// the paper's sweeps stop at k = 16 (Section 6), so 65,536 is far beyond any deployment.
+/// the paper's default is k = 8 (evaluation), so 65,536 is far beyond any deployment.
 pub const MAX_CHUNKS: usize = 1 << 16;
 
 /// A static partition of `[0, d)` into `k` disjoint chunks whose union is `[0, d)`.
@@ -349,7 +349,7 @@ mod tests {
 
     #[test]
     fn realistic_layouts() {
-        // MovieLens matrix factorisation (paper, Section 6: 20 factors, 206,680 parameters) and a layout with
+        // MovieLens matrix factorisation (paper's evaluation: 20 factors, 206,680 parameters) and a layout with
         // many small tensors (biases, norms) whose remainders must not pile up on chunk 0.
         check_partition(&[610 * 20, 9724 * 20, 610, 9724], 8, 1);
         let many_small: Vec<usize> = (0..200)

@@ -1,5 +1,5 @@
 //! CIFAR-10 in its binary distribution (`cifar-10-binary.tar.gz` from https://www.cs.toronto.edu/~kriz/cifar.html),
-//! the paper's image task (Shatter, PETS 2025, Section 6, ResNet-18).
+//! the paper's image task (Shatter, PETS 2025, evaluation: ResNet-18).
 //!
 //! Files: `data_batch_1.bin` .. `data_batch_5.bin` (train) and `test_batch.bin` (test), each a sequence of
 //! 3,073-byte records: one label byte (0-9) then 3,072 pixel bytes, channel-major (1,024 red, 1,024 green,

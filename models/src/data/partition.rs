@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::Dataset;
 use crate::{ModelsError, Result};
 
-/// Dirichlet concentration of the paper's non-IID experiments (Shatter, PETS 2025, Section 6: α = 0.1).
+/// Dirichlet concentration of the paper's non-IID experiments (Shatter, PETS 2025, evaluation: α = 0.1).
 pub const DEFAULT_DIRICHLET_ALPHA: f64 = 0.1;
 /// Fewest samples a node may get under Dirichlet partitioning when the text form does not say: below a
 /// batch of the paper's size 32 a node cannot even take one full SGD step.

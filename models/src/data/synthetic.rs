@@ -61,7 +61,7 @@ pub const CLUTTER_PATTERNS: usize = 32;
 
 impl Default for SyntheticConfig {
     /// 10 classes of 32 features, 4,000 train and 1,000 test samples: the size of a small federated benchmark,
-    /// a few hundred samples per node at the paper's scales of 16-64 nodes (Section 6).
+    /// a few hundred samples per node for 10-20 nodes: small enough that local models overfit.
     fn default() -> Self {
         Self {
             num_classes: 10,
