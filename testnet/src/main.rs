@@ -1,5 +1,49 @@
-//! `cargo run -p testnet`. Placeholder: filled in by issue 5.
+//! `cargo run -p testnet -- [OPTIONS]`: runs a local Shatter network and writes a report. See `lib.rs`.
 
-fn main() -> anyhow::Result<()> {
-    anyhow::bail!("the testnet runner is not built yet (issue 5)")
+use std::process::ExitCode;
+
+use clap::Parser;
+use testnet::cli::Options;
+use testnet::scenario::Settings;
+
+fn main() -> ExitCode {
+    // Warnings only: the progress display is the output; RUST_LOG=info shows the nodes' logs.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,libp2p=error".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Options::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(opts: Options) -> anyhow::Result<ExitCode> {
+    let settings = Settings::from_options(opts)?;
+    eprintln!("{}", testnet::describe(&settings));
+    let report = testnet::run(&settings)?;
+    println!();
+    print!("{}", report.tables);
+    println!();
+    let shown = report.out.display();
+    println!("Report written to {shown}/");
+    println!("  summary.json    settings and results ({} setting{})", report.summaries.len(), if report.summaries.len() == 1 { "" } else { "s" });
+    println!("  metrics.jsonl   one line per node per round");
+    for p in &report.plots {
+        println!("  {:<15} {}", p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), match p.file_name().and_then(|f| f.to_str()) {
+            Some("metric.svg") => "test metric vs round",
+            Some("bytes.svg") => "bytes sent per node per round vs the 4·d·r cost model",
+            _ => "round time",
+        });
+    }
+    if report.failed {
+        eprintln!("some nodes stopped on an error: see `errors` in summary.json");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }

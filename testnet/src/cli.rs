@@ -1,0 +1,299 @@
+//! The options, shared by the command line and `--scenario FILE.toml`: one struct parsed by clap and by serde,
+//! every field optional so that "not given" is visible. Precedence: command line > scenario file > defaults
+//! (the defaults live in `scenario.rs`, where options become [`crate::scenario::Settings`]).
+
+use std::fmt;
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// How the network runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Every RN and VN in this process, real libp2p over 127.0.0.1.
+    Inproc,
+    /// Keys, peer list and configs on disk, one `node run` process per RN (the deployment path).
+    Procs,
+    /// The same round engine over the in-memory simulator (virtual clock; 1,000+ VNs).
+    Sim,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Inproc => "inproc",
+            Mode::Procs => "procs",
+            Mode::Sim => "sim",
+        })
+    }
+}
+
+/// Shatter (k VNs per RN) or Epidemic Learning (k = 1, the same code path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algo {
+    Shatter,
+    El,
+}
+
+impl fmt::Display for Algo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Algo::Shatter => "shatter",
+            Algo::El => "el",
+        })
+    }
+}
+
+/// Protocol timing for the libp2p modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimingChoice {
+    /// `loopback` for up to 64 VNs, `lan` above (hundreds of swarms on a few cores need the slack).
+    Auto,
+    /// `node::Timing::loopback()`: 100 ms overlay sub-steps, 5 s exchange timeout.
+    Loopback,
+    /// `node::Timing::default()`: 200 ms sub-steps, 30 s exchange timeout, 5 s warm-up.
+    Lan,
+}
+
+/// `cargo run -p testnet -- [OPTIONS]`: run a local Shatter network and write a report.
+///
+/// Every option can also be given in a `--scenario FILE.toml` under the same name (snake_case, e.g.
+/// `data_dir = "..."`, `vns = [1, 4, 8]`); the command line wins over the file.
+#[derive(Parser, Debug, Clone, Default, Serialize, Deserialize)]
+#[command(name = "testnet", version, about = "Run a local Shatter network (in-process, multi-process or simulated) with live progress, a report and plots", long_about = None)]
+#[serde(default, deny_unknown_fields)]
+pub struct Options {
+    /// TOML file with any of these options (command-line values override it).
+    #[arg(long, value_name = "FILE.toml")]
+    #[serde(skip)]
+    pub scenario: Option<PathBuf>,
+
+    /// inproc: one process, real libp2p on 127.0.0.1; procs: one `node` process per RN; sim: in-memory
+    /// simulator. [default: inproc]
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+
+    /// Real nodes (RNs). [default: 8]
+    #[arg(long, short = 'n')]
+    pub nodes: Option<usize>,
+
+    /// Virtual nodes per RN (k); a list sweeps k: `--vns 1,2,4,8`. [default: 4; `--algo el`: 1]
+    #[arg(long, short = 'k', value_delimiter = ',', num_args = 1..)]
+    #[serde(deserialize_with = "one_or_many")]
+    pub vns: Option<Vec<usize>>,
+
+    /// Overlay degree r: neighbours per VN per round. [default: 4]
+    #[arg(long, short = 'r')]
+    pub degree: Option<usize>,
+
+    /// Rounds. [default: 20]
+    #[arg(long)]
+    pub rounds: Option<u64>,
+
+    /// shatter, or el (Epidemic Learning = one VN per RN). [default: shatter]
+    #[arg(long, value_enum)]
+    pub algo: Option<Algo>,
+
+    /// synthetic | synthetic-images | movielens | sent140 | cifar10 | mnist. [default: synthetic]
+    #[arg(long)]
+    pub dataset: Option<String>,
+
+    /// Directory of a real dataset. [default: ../shared/data/<dataset>, e.g.
+    /// ../shared/data/movielens/ml-latest-small]
+    #[arg(long, value_name = "DIR")]
+    #[serde(alias = "data-dir")]
+    pub data_dir: Option<PathBuf>,
+
+    /// mlp[:w1,w2,..] | lenet | resnet8 | resnet18 | mf[:factors]. [default: mf for ratings, mlp otherwise]
+    #[arg(long)]
+    pub model: Option<String>,
+
+    /// SGD learning rate. [default: 0.075 movielens, 0.005 sent140, 0.05 otherwise (paper §6)]
+    #[arg(long)]
+    pub lr: Option<f64>,
+
+    /// Mini-batch size. [default: 32 (paper)]
+    #[arg(long)]
+    pub batch: Option<usize>,
+
+    /// Local epochs per round. [default: 1 (paper)]
+    #[arg(long, conflicts_with = "local_steps")]
+    #[serde(alias = "local-epochs")]
+    pub local_epochs: Option<usize>,
+
+    /// Local SGD steps per round (instead of epochs).
+    #[arg(long)]
+    #[serde(alias = "local-steps")]
+    pub local_steps: Option<usize>,
+
+    /// iid | dirichlet[:alpha[,min]] | user. [default: user for movielens and sent140, iid otherwise]
+    #[arg(long)]
+    pub partition: Option<String>,
+
+    /// Dirichlet concentration α (implies --partition dirichlet). [default: 0.1 (paper)]
+    #[arg(long)]
+    pub alpha: Option<f64>,
+
+    /// Seed of the data, the initial model, the chunk partition and the simulator. [default: 1]
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Output directory. [default: target/testnet/<date>-<time>-<mode>-<dataset>]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Target test metric: the summary reports the first round whose mean over RNs reaches it (RMSE: at or
+    /// below; accuracy: at or above). [default: 1.10 for movielens (the paper's EL figure), none otherwise]
+    #[arg(long)]
+    pub target: Option<f64>,
+
+    /// Evaluate each round on at most this many test samples (a seeded subset). [default: all]
+    #[arg(long)]
+    #[serde(alias = "test-samples")]
+    pub test_samples: Option<usize>,
+
+    /// Protocol timing for inproc and procs. [default: auto]
+    #[arg(long, value_enum)]
+    pub timing: Option<TimingChoice>,
+
+    /// The `node` binary for --mode procs. [default: next to this binary; built with cargo if absent]
+    #[arg(long, value_name = "PATH")]
+    #[serde(alias = "node-bin")]
+    pub node_bin: Option<PathBuf>,
+
+    /// Print one line per round instead of a progress bar, even on a terminal.
+    #[arg(long)]
+    #[serde(skip)]
+    pub plain: bool,
+}
+
+/// `vns = 4` or `vns = [1, 4, 8]` in a scenario file.
+fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<usize>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(usize),
+        Many(Vec<usize>),
+    }
+    Ok(Some(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(k) => vec![k],
+        OneOrMany::Many(v) => v,
+    }))
+}
+
+impl Options {
+    /// Fills every option not given here from `file`.
+    pub fn or(self, file: Options) -> Options {
+        Options {
+            scenario: self.scenario.or(file.scenario),
+            mode: self.mode.or(file.mode),
+            nodes: self.nodes.or(file.nodes),
+            vns: self.vns.or(file.vns),
+            degree: self.degree.or(file.degree),
+            rounds: self.rounds.or(file.rounds),
+            algo: self.algo.or(file.algo),
+            dataset: self.dataset.or(file.dataset),
+            data_dir: self.data_dir.or(file.data_dir),
+            model: self.model.or(file.model),
+            lr: self.lr.or(file.lr),
+            batch: self.batch.or(file.batch),
+            // Epochs and steps are one choice: a command-line value of either replaces the file's.
+            local_epochs: if self.local_steps.is_some() { self.local_epochs } else { self.local_epochs.or(file.local_epochs) },
+            local_steps: if self.local_epochs.is_some() { self.local_steps } else { self.local_steps.or(file.local_steps) },
+            partition: self.partition.or(file.partition),
+            alpha: self.alpha.or(file.alpha),
+            seed: self.seed.or(file.seed),
+            out: self.out.or(file.out),
+            target: self.target.or(file.target),
+            test_samples: self.test_samples.or(file.test_samples),
+            timing: self.timing.or(file.timing),
+            node_bin: self.node_bin.or(file.node_bin),
+            plain: self.plain || file.plain,
+        }
+    }
+
+    /// Reads a scenario file. Errors name the file and, for TOML errors, the line and column.
+    pub fn from_file(path: &std::path::Path) -> anyhow::Result<Options> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("scenario file {}: {e}", path.display()))?;
+        Self::from_toml(path, &text)
+    }
+
+    /// Parses scenario text; `path` names the file in errors and anchors its relative paths (`data_dir`,
+    /// `out`, `node_bin` are relative to the file, like the node's config).
+    pub fn from_toml(path: &std::path::Path, text: &str) -> anyhow::Result<Options> {
+        let mut o: Options = toml::from_str(text).map_err(|e| {
+            let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
+            anyhow::anyhow!(
+                "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, node_bin",
+                path.display(),
+                e.message().trim_end()
+            )
+        })?;
+        let base = path.parent().unwrap_or(std::path::Path::new(""));
+        let rel = |p: PathBuf| if p.is_absolute() || base.as_os_str().is_empty() { p } else { base.join(p) };
+        o.data_dir = o.data_dir.map(rel);
+        o.out = o.out.map(rel);
+        o.node_bin = o.node_bin.map(rel);
+        Ok(o)
+    }
+}
+
+/// ", line L, column C" of a byte offset.
+fn locate(text: &str, offset: usize) -> String {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!(", line {line}, column {col}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn scenario_keys_match_the_flags() {
+        let o = Options::from_toml(
+            Path::new("/s/x.toml"),
+            "mode = \"sim\"\nnodes = 5\nvns = [1, 2]\ndata_dir = \"d\"\nlocal_steps = 3\nalgo = \"el\"\ntiming = \"lan\"\n",
+        )
+        .unwrap();
+        assert_eq!(o.mode, Some(Mode::Sim));
+        assert_eq!(o.vns, Some(vec![1, 2]));
+        assert_eq!(o.data_dir.as_deref(), Some(Path::new("/s/d")));
+        assert_eq!(o.algo, Some(Algo::El));
+        let o = Options::from_toml(Path::new("x.toml"), "vns = 3").unwrap();
+        assert_eq!(o.vns, Some(vec![3]));
+    }
+
+    #[test]
+    fn scenario_errors_name_the_file_line_and_key() {
+        let e = Options::from_toml(Path::new("bad.toml"), "nodes = 4\nnodez = 3\n").unwrap_err().to_string();
+        assert!(e.contains("bad.toml") && e.contains("line 2") && e.contains("nodez"), "{e}");
+        let e = Options::from_toml(Path::new("bad.toml"), "nodes = \"four\"\n").unwrap_err().to_string();
+        assert!(e.contains("line 1"), "{e}");
+        let e = Options::from_toml(Path::new("bad.toml"), "mode = \"cloud\"\n").unwrap_err().to_string();
+        assert!(e.contains("cloud"), "{e}");
+    }
+
+    #[test]
+    fn command_line_wins_and_epochs_replace_steps() {
+        let cli = Options { nodes: Some(3), local_epochs: Some(2), ..Default::default() };
+        let file = Options { nodes: Some(9), rounds: Some(7), local_steps: Some(5), ..Default::default() };
+        let o = cli.or(file);
+        assert_eq!((o.nodes, o.rounds, o.local_epochs, o.local_steps), (Some(3), Some(7), Some(2), None));
+    }
+
+    #[test]
+    fn vns_list_parses() {
+        let o = Options::try_parse_from(["testnet", "--vns", "1,2,4", "--mode", "sim"]).unwrap();
+        assert_eq!(o.vns, Some(vec![1, 2, 4]));
+        assert!(Options::try_parse_from(["testnet", "--local-epochs", "1", "--local-steps", "2"]).is_err());
+    }
+}

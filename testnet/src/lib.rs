@@ -1,0 +1,152 @@
+//! `cargo run -p testnet`: local Shatter networks for first runs and paper reproductions. Runs n real nodes ×
+//! k virtual nodes in one process over real libp2p on 127.0.0.1 (`inproc`), as one `node` process per real
+//! node from generated keys, peer list and configs (`procs`, the deployment path), or over the in-memory
+//! simulator (`sim`, 1,000+ VNs); shows live progress; writes `metrics.jsonl`, `summary.json` and SVG plots
+//! into an output directory; prints tables comparing settings (a `--vns 1,4,8` sweep puts EL, k = 1, next to
+//! Shatter). The dataset is loaded once per invocation and every setting's learners are built from it.
+//!
+//! # Layout
+//! - `main.rs`: the thin binary: parse options, run, print the tables and where the report is.
+//! - `cli.rs`: [`cli::Options`], the command-line flags and the `--scenario FILE.toml` keys (one struct).
+//! - `scenario.rs`: defaults and checks, from options to [`scenario::Settings`]; data loading with hints.
+//! - `run_inproc.rs`: `--mode inproc`, one `NodeBuilder` per RN in one tokio runtime.
+//! - `run_procs.rs`: `--mode procs`, generated deployment files and `node run` child processes.
+//! - `run_sim.rs`: `--mode sim`, `node::sim::run` on a virtual clock.
+//! - `progress.rs`: `indicatif` bar on a terminal, one line per round otherwise.
+//! - `report.rs`: [`report::Summary`], `metrics.jsonl`, `summary.json`, the printed tables.
+//! - `plots.rs`: `metric.svg`, `bytes.svg`, `round_time.svg` (plotters, SVG only).
+//! - `rss.rs`: peak resident memory from `/proc`.
+//! - `tests/smoke.rs`: tiny inproc and sim runs through the library, checking every output file.
+
+pub mod cli;
+pub mod plots;
+pub mod progress;
+pub mod report;
+pub mod rss;
+pub mod run_inproc;
+pub mod run_procs;
+pub mod run_sim;
+pub mod scenario;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use node::engine::RoundMetrics;
+
+use cli::Mode;
+use progress::Progress;
+use report::Summary;
+use scenario::Settings;
+
+/// What one mode's run of one setting returns.
+#[derive(Debug, Default)]
+pub struct RunOutput {
+    /// `metrics[rn]`: RN `rn`'s rounds, in order.
+    pub metrics: Vec<Vec<RoundMetrics>>,
+    pub wall_secs: f64,
+    pub peak_rss_bytes: Option<u64>,
+    /// Mode-specific figures for the summary.
+    pub extra: BTreeMap<String, serde_json::Value>,
+    /// Nodes that stopped on an error.
+    pub errors: Vec<String>,
+    /// Stopped by Ctrl-C: the report covers the rounds completed.
+    pub interrupted: bool,
+}
+
+/// A finished invocation.
+#[derive(Debug)]
+pub struct Report {
+    pub out: PathBuf,
+    pub summaries: Vec<Summary>,
+    pub plots: Vec<PathBuf>,
+    /// The settings side by side, then per-RN results.
+    pub tables: String,
+    /// Some node stopped on an error (the report still covers what ran).
+    pub failed: bool,
+}
+
+/// One line describing the run, printed before it starts.
+pub fn describe(s: &Settings) -> String {
+    let ks: Vec<String> = s.settings.iter().map(|x| x.vns.to_string()).collect();
+    let l = &s.learning;
+    format!(
+        "Shatter testnet: mode {}, {} nodes × k = {} VNs, r = {}, {} rounds; {} data ({} partition), model {}, lr {}, batch {}, local {:?}, seed {}; timing {}",
+        s.mode,
+        s.nodes,
+        ks.join(","),
+        s.degree,
+        s.rounds,
+        l.dataset,
+        l.partition,
+        l.model.as_ref().map_or_else(|| "default".into(), |m| m.to_string()),
+        l.train.lr,
+        l.train.batch_size,
+        l.train.work,
+        l.seed,
+        if s.mode == Mode::Sim { "virtual" } else { s.timing_name },
+    )
+}
+
+/// Runs every setting and writes the report into `s.out`.
+pub fn run(s: &Settings) -> anyhow::Result<Report> {
+    std::fs::create_dir_all(&s.out).with_context(|| format!("creating the output directory {}", s.out.display()))?;
+    let metrics_path = s.out.join("metrics.jsonl");
+    let summary_path = s.out.join("summary.json");
+    // A re-run into the same --out replaces the report rather than mixing two runs in one file.
+    for p in [&metrics_path, &summary_path] {
+        if p.exists() {
+            std::fs::remove_file(p).with_context(|| format!("replacing {}", p.display()))?;
+        }
+    }
+
+    let bar = progress::use_bar(s.plain);
+    eprintln!("loading {} data…", s.learning.dataset.name());
+    let (split, parts) = s.load_data()?;
+    // The shared initial model (same seed on every node): its size and its test metric before training.
+    let probe = s.learning.learners(&split, &parts, [0])?.remove(0);
+    let d = probe.model.flat_params()?.len();
+    let init = models::train::evaluate(&probe.model, &probe.test)?;
+    let initial = (init.metric_name().to_string(), init.metric());
+    drop(probe);
+    eprintln!("d = {d} parameters; initial test {} {:.4}", initial.0, initial.1);
+
+    let mut summaries = Vec::new();
+    let mut runs: Vec<Vec<Vec<RoundMetrics>>> = Vec::new();
+    let mut failed = false;
+    for (i, &setting) in s.settings.iter().enumerate() {
+        let reset = rss::reset_peak();
+        let mut progress = Progress::new(setting.label(), s.nodes, s.rounds, bar);
+        let out = match s.mode {
+            Mode::Sim => {
+                let learners = s.learning.learners(&split, &parts, 0..s.nodes)?;
+                let partition = Arc::new(s.learning.chunk_partition(&learners[0].model, setting.vns)?);
+                run_sim::run(s, setting, learners, partition, &mut progress)?
+            }
+            Mode::Inproc => {
+                let learners = s.learning.learners(&split, &parts, 0..s.nodes)?;
+                run_inproc::run(s, setting, learners, &mut progress)?
+            }
+            Mode::Procs => run_procs::run(s, setting, &s.out, &mut progress)?,
+        };
+        progress.finish();
+        report::append_metrics(&metrics_path, setting, &out.metrics)?;
+        let mut summary = Summary::new(s, setting, d, initial.clone(), &out);
+        if !reset && i > 0 && s.mode != Mode::Procs {
+            summary.extra.insert("peak_rss_includes_earlier_settings".into(), serde_json::json!(true));
+        }
+        failed |= !out.errors.is_empty();
+        summaries.push(summary);
+        runs.push(out.metrics);
+        // Written after every setting, so a long sweep stopped midway keeps what it finished.
+        report::write_summary(&summary_path, &summaries)?;
+        if out.interrupted {
+            break;
+        }
+    }
+    let refs: Vec<&[Vec<RoundMetrics>]> = runs.iter().map(|r| r.as_slice()).collect();
+    let plots = plots::write_all(&s.out, &summaries, &refs)?;
+    let tables = format!("{}\n{}", report::settings_table(&summaries), report::per_rn_table(&summaries, &refs));
+    Ok(Report { out: s.out.clone(), summaries, plots, tables, failed })
+}

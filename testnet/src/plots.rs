@@ -1,0 +1,166 @@
+//! SVG plots with `plotters` (SVG backend only, no font libraries): test metric vs round, wire bytes per round
+//! against the 4·d·r cost model, and round time. One line per setting, so a `--vns` sweep is one comparison.
+
+use std::path::{Path, PathBuf};
+
+use node::engine::RoundMetrics;
+use plotters::prelude::*;
+
+use crate::report::{Summary, mean_series};
+
+/// One line of a plot.
+pub struct Line {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+    /// Thin and pale (per-RN detail behind the means), without a legend entry.
+    pub faint: bool,
+    pub dashed_gray: bool,
+}
+
+/// Draws lines into an SVG file.
+pub fn line_plot(path: &Path, title: &str, x_desc: &str, y_desc: &str, lines: &[Line]) -> anyhow::Result<()> {
+    let pts = lines.iter().flat_map(|l| l.points.iter()).filter(|p| p.0.is_finite() && p.1.is_finite());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in pts {
+        (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+    }
+    if x0 > x1 {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    if x1 - x0 < 1e-9 {
+        x1 = x0 + 1.0;
+    }
+    let pad = ((y1 - y0) * 0.08).max(y1.abs() * 1e-3).max(1e-9);
+    let (y0, y1) = (y0 - pad, y1 + pad);
+    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(16)
+            .x_label_area_size(44)
+            .y_label_area_size(80)
+            .build_cartesian_2d(x0..x1, y0..y1)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .y_label_formatter(&|v| short(*v))
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .draw()?;
+        let mut colour = 0;
+        for l in lines {
+            let pts: Vec<(f64, f64)> = l.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
+            if l.faint {
+                chart.draw_series(LineSeries::new(pts, RGBColor(170, 170, 200).mix(0.5).stroke_width(1)))?;
+                continue;
+            }
+            let style = if l.dashed_gray { RGBColor(120, 120, 120).stroke_width(1) } else { Palette99::pick(colour).stroke_width(2) };
+            if !l.dashed_gray {
+                colour += 1;
+            }
+            let legend_style = style;
+            if l.dashed_gray {
+                chart.draw_series(DashedLineSeries::new(pts, 6, 4, style))?
+            } else {
+                chart.draw_series(LineSeries::new(pts, style))?
+            }
+            .label(l.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], legend_style));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| anyhow::anyhow!("plotting {}: {e}", path.display()))
+}
+
+/// Compact tick labels: 0.8125, 12.5k, 3.2M.
+fn short(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.1}G", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1}k", v / 1e3)
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// Writes `metric.svg`, `bytes.svg` and `round_time.svg`; returns their paths.
+pub fn write_all(dir: &Path, summaries: &[Summary], runs: &[&[Vec<RoundMetrics>]]) -> anyhow::Result<Vec<PathBuf>> {
+    let metric = summaries.first().map_or("metric".into(), |s| s.metric_name.clone());
+    let mut lines = Vec::new();
+    // Per-RN lines behind the mean when one setting is shown and they are few enough to read.
+    if runs.len() == 1 && runs[0].len() <= 32 {
+        for ms in runs[0] {
+            let pts = std::iter::once((0.0, summaries[0].initial_metric))
+                .chain(ms.iter().map(|m| (m.round as f64 + 1.0, m.test_metric)))
+                .collect();
+            lines.push(Line { label: String::new(), points: pts, faint: true, dashed_gray: false });
+        }
+    }
+    for (s, run) in summaries.iter().zip(runs) {
+        let series = mean_series(run, |m| m.test_metric);
+        let pts = std::iter::once((0.0, s.initial_metric)).chain(series.iter().enumerate().map(|(t, v)| (t as f64 + 1.0, *v))).collect();
+        lines.push(Line { label: format!("k={} {} (mean over RNs)", s.vns, s.algo), points: pts, faint: false, dashed_gray: false });
+    }
+    if let Some(t) = summaries.first().and_then(|s| s.target_metric) {
+        let x1 = summaries.iter().map(|s| s.rounds).max().unwrap_or(1) as f64;
+        lines.push(Line { label: format!("target {t}"), points: vec![(0.0, t), (x1, t)], faint: false, dashed_gray: true });
+    }
+    let first = &summaries[0];
+    let title = format!("Test {metric}: {} nodes, r = {}, {} ({})", first.nodes, first.degree, first.dataset, first.mode);
+    let metric_path = dir.join("metric.svg");
+    line_plot(&metric_path, &title, "round (0 = initial model)", &format!("test {metric}"), &lines)?;
+
+    let mut lines = Vec::new();
+    for (s, run) in summaries.iter().zip(runs) {
+        let series = mean_series(run, |m| m.bytes_sent as f64);
+        let pts = series.iter().enumerate().map(|(t, v)| (t as f64 + 1.0, *v)).collect();
+        lines.push(Line { label: format!("k={} {} wire bytes", s.vns, s.algo), points: pts, faint: false, dashed_gray: false });
+    }
+    let x1 = first.rounds as f64;
+    let model = first.cost_model_bytes_per_rn_per_round;
+    lines.push(Line { label: "cost model 4·d·r".into(), points: vec![(1.0, model), (x1.max(2.0), model)], faint: false, dashed_gray: true });
+    let bytes_path = dir.join("bytes.svg");
+    line_plot(&bytes_path, "Bytes sent per RN per round (mean over RNs)", "round", "bytes", &lines)?;
+
+    let mut lines = Vec::new();
+    for (s, run) in summaries.iter().zip(runs) {
+        let series = mean_series(run, |m| m.round_secs);
+        let pts = series.iter().enumerate().map(|(t, v)| (t as f64 + 1.0, *v)).collect();
+        lines.push(Line { label: format!("k={} {}", s.vns, s.algo), points: pts, faint: false, dashed_gray: false });
+    }
+    let time_path = dir.join("round_time.svg");
+    let unit = if first.mode == "sim" { "virtual seconds" } else { "seconds" };
+    line_plot(&time_path, "Round time (mean over RNs)", "round", unit, &lines)?;
+    Ok(vec![metric_path, bytes_path, time_path])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_an_svg_without_fonts() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.svg");
+        let lines = vec![
+            Line { label: "a".into(), points: vec![(0.0, 1.0), (1.0, 2.0)], faint: false, dashed_gray: false },
+            Line { label: "b".into(), points: vec![(0.0, 1.5), (1.0, 1.5)], faint: false, dashed_gray: true },
+        ];
+        line_plot(&p, "t", "x", "y", &lines).unwrap();
+        let svg = std::fs::read_to_string(&p).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("polyline"), "{}", &svg[..200.min(svg.len())]);
+    }
+}

@@ -1,0 +1,312 @@
+//! The report: `metrics.jsonl` (one line per RN per round), `summary.json` (one object, or an array for a
+//! `--vns` sweep) and the tables printed at the end (settings side by side, per-RN results side by side).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+
+use anyhow::Context;
+use node::engine::RoundMetrics;
+use serde::Serialize;
+
+use crate::RunOutput;
+use crate::progress::human_bytes;
+use crate::scenario::{Setting, Settings};
+
+/// What one setting (one value of k) achieved. Means "per RN per round" are over every (RN, round) reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub algo: String,
+    pub mode: String,
+    pub dataset: String,
+    pub model: String,
+    pub nodes: usize,
+    /// k: virtual nodes per RN.
+    pub vns: usize,
+    /// r: overlay degree.
+    pub degree: usize,
+    pub rounds: u64,
+    /// Rounds every RN completed.
+    pub rounds_completed: u64,
+    /// Model parameters.
+    pub d: usize,
+    /// "accuracy" (higher is better) or "rmse" (lower is better).
+    pub metric_name: String,
+    /// Test metric of the shared initial model, before any training.
+    pub initial_metric: f64,
+    /// Mean over RNs after the last round every RN completed.
+    pub final_metric: f64,
+    /// Best per-round mean over RNs, and its round (1-based).
+    pub best_metric: f64,
+    pub best_round: u64,
+    /// `--target`, and the first round (1-based) whose mean over RNs reached it (`null`: never).
+    pub target_metric: Option<f64>,
+    pub rounds_to_target: Option<u64>,
+    /// All VN↔VN bytes sent (chunks, overlay, Cyclon; frame payloads and length prefixes).
+    pub wire_bytes_per_rn_per_round: f64,
+    /// Chunk frames only, and the cost model for them: 4·d·r bytes (f32 values, every VN at full degree).
+    pub chunk_bytes_per_rn_per_round: f64,
+    pub cost_model_bytes_per_rn_per_round: f64,
+    pub messages_per_rn_per_round: f64,
+    /// Confirmed overlay neighbours per VN per round (r for a perfect overlay).
+    pub neighbours_per_vn: f64,
+    /// Round time per RN (virtual seconds in sim mode).
+    pub mean_round_seconds: f64,
+    pub mean_train_seconds: f64,
+    pub wall_seconds: f64,
+    /// This process's peak RSS (inproc, sim; reset between settings of a sweep where Linux allows), or the
+    /// sum of the node processes' peaks (procs). `null` where `/proc` is unavailable.
+    pub peak_rss_bytes: Option<u64>,
+    pub lr: f64,
+    pub batch: usize,
+    pub partition: String,
+    pub seed: u64,
+    pub timing: String,
+    pub interrupted: bool,
+    /// Mode-specific figures, and room for later options (e.g. privacy audits) without changing this type.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// Mean over RNs of each round's metric, for rounds every RN reported.
+pub fn mean_series(metrics: &[Vec<RoundMetrics>], f: impl Fn(&RoundMetrics) -> f64) -> Vec<f64> {
+    let complete = metrics.iter().map(Vec::len).min().unwrap_or(0);
+    (0..complete)
+        .map(|t| {
+            let vals: Vec<f64> = metrics.iter().filter_map(|m| m.iter().find(|x| x.round == t as u64)).map(&f).collect();
+            vals.iter().sum::<f64>() / vals.len().max(1) as f64
+        })
+        .collect()
+}
+
+fn lower_is_better(metric_name: &str) -> bool {
+    metric_name != "accuracy"
+}
+
+impl Summary {
+    pub fn new(s: &Settings, setting: Setting, d: usize, initial: (String, f64), out: &RunOutput) -> Summary {
+        let all: Vec<&RoundMetrics> = out.metrics.iter().flatten().collect();
+        let count = all.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&RoundMetrics) -> f64| all.iter().map(|m| f(m)).sum::<f64>() / count;
+        let series = mean_series(&out.metrics, |m| m.test_metric);
+        let metric_name = all.first().map(|m| m.metric_name.clone()).unwrap_or(initial.0);
+        let lower = lower_is_better(&metric_name);
+        let better = |a: f64, b: f64| if lower { a < b } else { a > b };
+        let (mut best, mut best_round) = (f64::NAN, 0);
+        for (t, &v) in series.iter().enumerate() {
+            if best.is_nan() || better(v, best) {
+                (best, best_round) = (v, t as u64 + 1);
+            }
+        }
+        let rounds_to_target = s.target.and_then(|target| {
+            series.iter().position(|&v| if lower { v <= target } else { v >= target }).map(|t| t as u64 + 1)
+        });
+        let l = &s.learning;
+        let mut extra = out.extra.clone();
+        if !out.errors.is_empty() {
+            extra.insert("errors".into(), serde_json::json!(out.errors));
+        }
+        Summary {
+            algo: setting.algo().to_string(),
+            mode: s.mode.to_string(),
+            dataset: l.dataset.to_string(),
+            model: l.model.as_ref().map_or_else(|| "default".into(), |m| m.to_string()),
+            nodes: s.nodes,
+            vns: setting.vns,
+            degree: s.degree,
+            rounds: s.rounds,
+            rounds_completed: series.len() as u64,
+            d,
+            metric_name,
+            initial_metric: initial.1,
+            final_metric: series.last().copied().unwrap_or(f64::NAN),
+            best_metric: best,
+            best_round,
+            target_metric: s.target,
+            rounds_to_target,
+            wire_bytes_per_rn_per_round: mean(&|m| m.bytes_sent as f64),
+            chunk_bytes_per_rn_per_round: mean(&|m| m.chunk_bytes_sent as f64),
+            cost_model_bytes_per_rn_per_round: 4.0 * d as f64 * s.degree as f64,
+            messages_per_rn_per_round: mean(&|m| m.messages_sent as f64),
+            neighbours_per_vn: mean(&|m| m.neighbours as f64) / setting.vns as f64,
+            mean_round_seconds: mean(&|m| m.round_secs),
+            mean_train_seconds: mean(&|m| m.train_secs),
+            wall_seconds: out.wall_secs,
+            peak_rss_bytes: out.peak_rss_bytes,
+            lr: l.train.lr,
+            batch: l.train.batch_size,
+            partition: l.partition.to_string(),
+            seed: l.seed,
+            timing: if s.mode == crate::cli::Mode::Sim { "virtual".into() } else { s.timing_name.into() },
+            interrupted: out.interrupted,
+            extra,
+        }
+    }
+}
+
+/// Appends one line per RN per round to `metrics.jsonl`.
+pub fn append_metrics(path: &Path, setting: Setting, metrics: &[Vec<RoundMetrics>]) -> anyhow::Result<()> {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        vns: usize,
+        algo: String,
+        node: usize,
+        #[serde(flatten)]
+        m: &'a RoundMetrics,
+    }
+    let f = std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(f);
+    for (node, ms) in metrics.iter().enumerate() {
+        for m in ms {
+            let line = serde_json::to_string(&Line { vns: setting.vns, algo: setting.algo().to_string(), node, m })?;
+            writeln!(w, "{line}").with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    w.flush().with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Writes `summary.json`: one object, or an array for a sweep.
+pub fn write_summary(path: &Path, summaries: &[Summary]) -> anyhow::Result<()> {
+    let text = if summaries.len() == 1 { serde_json::to_string_pretty(&summaries[0])? } else { serde_json::to_string_pretty(summaries)? };
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// A plain text table with right-aligned columns after the first.
+fn table(header: &[String], rows: &[Vec<String>]) -> String {
+    let cols = header.len();
+    let widths: Vec<usize> =
+        (0..cols).map(|c| rows.iter().map(|r| r[c].chars().count()).chain([header[c].chars().count()]).max().unwrap_or(0)).collect();
+    let fmt_row = |r: &[String]| -> String {
+        let mut s = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            let pad = widths[c] - cell.chars().count();
+            if c == 0 {
+                s += &format!("{cell}{}", " ".repeat(pad));
+            } else {
+                s += &format!("  {}{cell}", " ".repeat(pad));
+            }
+        }
+        s.trim_end().to_string()
+    };
+    let mut out = fmt_row(header) + "\n";
+    out += &widths.iter().enumerate().map(|(c, w)| "-".repeat(*w + if c == 0 { 0 } else { 2 })).collect::<String>();
+    out += "\n";
+    for r in rows {
+        out += &fmt_row(r);
+        out += "\n";
+    }
+    out
+}
+
+fn opt_round(v: Option<u64>) -> String {
+    v.map_or_else(|| "never".into(), |r| r.to_string())
+}
+
+/// The comparison of settings, side by side (one column per setting: EL next to Shatter).
+pub fn settings_table(summaries: &[Summary]) -> String {
+    let mut header = vec![String::new()];
+    header.extend(summaries.iter().map(|s| format!("k={} {}", s.vns, s.algo)));
+    let metric = summaries.first().map_or("metric", |s| s.metric_name.as_str());
+    let mut rows: Vec<(String, Box<dyn Fn(&Summary) -> String>)> = vec![
+        (format!("initial {metric}"), Box::new(|s| format!("{:.4}", s.initial_metric))),
+        (format!("final {metric} (mean over RNs)"), Box::new(|s| format!("{:.4}", s.final_metric))),
+        (format!("best {metric} (round)"), Box::new(|s| format!("{:.4} ({})", s.best_metric, s.best_round))),
+    ];
+    if let Some(t) = summaries.first().and_then(|s| s.target_metric) {
+        rows.push((format!("rounds to {metric} {} {t}", if lower_is_better(metric) { "≤" } else { "≥" }), Box::new(|s| opt_round(s.rounds_to_target))));
+    }
+    rows.extend::<Vec<(String, Box<dyn Fn(&Summary) -> String>)>>(vec![
+        ("rounds completed".into(), Box::new(|s| format!("{}/{}", s.rounds_completed, s.rounds))),
+        ("wire bytes / RN / round".into(), Box::new(|s| human_bytes(s.wire_bytes_per_rn_per_round))),
+        ("chunk bytes / RN / round".into(), Box::new(|s| human_bytes(s.chunk_bytes_per_rn_per_round))),
+        ("cost model 4·d·r".into(), Box::new(|s| human_bytes(s.cost_model_bytes_per_rn_per_round))),
+        ("messages / RN / round".into(), Box::new(|s| format!("{:.0}", s.messages_per_rn_per_round))),
+        ("neighbours / VN (r)".into(), Box::new(|s| format!("{:.2} ({})", s.neighbours_per_vn, s.degree))),
+        ("round time (s)".into(), Box::new(|s| format!("{:.2}{}", s.mean_round_seconds, if s.mode == "sim" { " virt." } else { "" }))),
+        ("training time (s)".into(), Box::new(|s| format!("{:.3}", s.mean_train_seconds))),
+        ("wall time (s)".into(), Box::new(|s| format!("{:.1}", s.wall_seconds))),
+        ("peak RSS".into(), Box::new(|s| s.peak_rss_bytes.map_or_else(|| "n/a".into(), |b| human_bytes(b as f64)))),
+    ]);
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(name, f)| std::iter::once(name.clone()).chain(summaries.iter().map(|s| f(s))).collect())
+        .collect();
+    table(&header, &body)
+}
+
+/// Most RNs listed one by one; larger networks get min/median/max rows.
+const PER_RN_ROWS: usize = 16;
+
+/// Per-RN results, settings side by side: final metric, bytes per round, round time.
+pub fn per_rn_table(summaries: &[Summary], runs: &[&[Vec<RoundMetrics>]]) -> String {
+    let mut header = vec!["RN".to_string()];
+    for s in summaries {
+        let tag = format!("k={}", s.vns);
+        header.push(format!("{tag} {}", s.metric_name));
+        header.push(format!("{tag} sent/round"));
+        header.push(format!("{tag} round s"));
+    }
+    let per_rn = |ms: &[RoundMetrics]| -> [f64; 3] {
+        let n = ms.len().max(1) as f64;
+        [
+            ms.last().map_or(f64::NAN, |m| m.test_metric),
+            ms.iter().map(|m| m.bytes_sent as f64).sum::<f64>() / n,
+            ms.iter().map(|m| m.round_secs).sum::<f64>() / n,
+        ]
+    };
+    let cells = |v: [f64; 3]| vec![format!("{:.4}", v[0]), human_bytes(v[1]), format!("{:.2}", v[2])];
+    let nodes = runs.iter().map(|r| r.len()).max().unwrap_or(0);
+    let mut rows = Vec::new();
+    if nodes <= PER_RN_ROWS {
+        for i in 0..nodes {
+            let mut row = vec![i.to_string()];
+            for r in runs {
+                row.extend(cells(r.get(i).map_or([f64::NAN; 3], |m| per_rn(m))));
+            }
+            rows.push(row);
+        }
+    } else {
+        for (name, q) in [("min", 0.0), ("median", 0.5), ("max", 1.0)] {
+            let mut row = vec![name.to_string()];
+            for r in runs {
+                let vals: Vec<[f64; 3]> = r.iter().map(|m| per_rn(m)).collect();
+                let mut v = [0.0; 3];
+                for (c, slot) in v.iter_mut().enumerate() {
+                    let mut col: Vec<f64> = vals.iter().map(|x| x[c]).collect();
+                    col.sort_by(f64::total_cmp);
+                    *slot = col.get(((col.len().saturating_sub(1)) as f64 * q).round() as usize).copied().unwrap_or(f64::NAN);
+                }
+                row.extend(cells(v));
+            }
+            rows.push(row);
+        }
+    }
+    let mut out = table(&header, &rows);
+    if nodes > PER_RN_ROWS {
+        let _ = writeln!(out, "({nodes} RNs: per-column min/median/max; every RN's rounds are in metrics.jsonl)");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(round: u64, metric: f64) -> RoundMetrics {
+        RoundMetrics { round, metric_name: "rmse".into(), test_metric: metric, bytes_sent: 100, ..Default::default() }
+    }
+
+    #[test]
+    fn series_and_target_use_complete_rounds() {
+        let runs = vec![vec![m(0, 2.0), m(1, 1.2), m(2, 1.0)], vec![m(0, 2.0), m(1, 1.0)]];
+        assert_eq!(mean_series(&runs, |m| m.test_metric), vec![2.0, 1.1]);
+    }
+
+    #[test]
+    fn tables_align() {
+        let t = table(&["a".into(), "bb".into()], &[vec!["xyz".into(), "1".into()]]);
+        assert_eq!(t, "a     bb\n-------\nxyz    1\n");
+    }
+}

@@ -1,0 +1,125 @@
+//! `--mode inproc`: every RN and VN in this process, one libp2p Swarm per VN on 127.0.0.1, as
+//! `node/tests/libp2p_loopback.rs` does: node 0 starts first and every other node bootstraps from its
+//! addresses through the peer list. One multi-threaded tokio runtime; training runs on its blocking pool.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use libp2p::identity::Keypair;
+use libp2p::{Multiaddr, PeerId};
+use node::learner::Learner;
+use node::peers::PeerList;
+use node::{NodeBuilder, NodeEvent};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::RunOutput;
+use crate::progress::Progress;
+use crate::scenario::{Setting, Settings};
+
+/// Events buffered between the nodes' streams and the progress display: a round of 100 RNs fits.
+const EVENT_BUFFER: usize = 4096;
+
+pub fn run(s: &Settings, setting: Setting, learners: Vec<Learner>, progress: &mut Progress) -> anyhow::Result<RunOutput> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(run_async(s, setting, learners, progress))
+}
+
+async fn run_async(s: &Settings, setting: Setting, learners: Vec<Learner>, progress: &mut Progress) -> anyhow::Result<RunOutput> {
+    let (n, k) = (s.nodes, setting.vns);
+    let t0 = Instant::now();
+    // Fresh random identities, as `node keygen` makes them: VN keys are never derived from a seed (keys.rs).
+    let keys: Vec<Vec<Keypair>> = (0..n).map(|_| (0..k).map(|_| Keypair::generate_ed25519()).collect()).collect();
+    let ids: Vec<PeerId> = keys.iter().flatten().map(|k| k.public().to_peer_id()).collect();
+    let mut boot: Vec<(PeerId, Multiaddr)> = Vec::new();
+    let mut handles = Vec::with_capacity(n);
+    let (tx, mut rx) = mpsc::channel::<(usize, NodeEvent)>(EVENT_BUFFER);
+    let mut per_node_spawn = Duration::ZERO;
+    for (i, (ks, learner)) in keys.into_iter().zip(learners).enumerate() {
+        let peers = PeerList::from_entries(
+            ids.iter().map(|p| (*p, boot.iter().find(|(b, _)| b == p).map(|(_, a)| a.clone()))),
+        );
+        // Nodes start their rounds a warm-up after they spawn. Spawning hundreds of swarms takes seconds, so
+        // early nodes wait longer: every node starts round 0 at about the same time, once all are up.
+        let mut timing = s.timing.clone();
+        let expected_end = per_node_spawn.mul_f64(n as f64 * 1.5);
+        timing.warmup_ms += expected_end.saturating_sub(t0.elapsed()).as_millis() as u64;
+        let (h, mut events) = NodeBuilder::new(ks, s.learning.clone(), i)
+            .learner(learner)
+            .peers(peers)
+            .degree(s.degree)
+            .rounds(s.rounds)
+            .timing(timing)
+            .spawn()
+            .await
+            .map_err(|e| anyhow::anyhow!("starting node {i}: {e}"))?;
+        if i == 0 {
+            boot = h.addresses().iter().map(|a| (a.peer, a.addr.clone())).collect();
+            per_node_spawn = t0.elapsed();
+        }
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(ev) = events.recv().await {
+                let last = matches!(ev, NodeEvent::Finished);
+                if tx.send((i, ev)).await.is_err() || last {
+                    break;
+                }
+            }
+        });
+        handles.push(h);
+    }
+    drop(tx);
+    let spawn_secs = t0.elapsed().as_secs_f64();
+
+    let mut metrics = vec![Vec::new(); n];
+    let mut errors = Vec::new();
+    let mut finished = vec![false; n];
+    let mut refused = 0u64;
+    let mut interrupted = false;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        tokio::select! {
+            ev = rx.recv() => match ev {
+                None => break,
+                Some((i, NodeEvent::RoundFinished(m))) => {
+                    progress.on_round(i, &m);
+                    metrics[i].push(m);
+                }
+                Some((i, NodeEvent::Error(e))) => {
+                    progress.note(&format!("node {i}: error: {e}"));
+                    errors.push(format!("node {i}: {e}"));
+                }
+                Some((_, NodeEvent::PeerRefused { .. })) => refused += 1,
+                Some((_, NodeEvent::ConnectionFailed { .. })) => {}
+                Some((i, NodeEvent::Finished)) => {
+                    finished[i] = true;
+                    if finished.iter().all(|f| *f) {
+                        break;
+                    }
+                }
+            },
+            _ = &mut ctrl_c, if !interrupted => {
+                interrupted = true;
+                progress.note("interrupted: stopping every node; the report covers the rounds completed");
+                for h in &handles {
+                    h.stop();
+                }
+            }
+        }
+    }
+    for h in &handles {
+        h.stop();
+    }
+    let mut extra = BTreeMap::new();
+    extra.insert("spawn_seconds".into(), json!(spawn_secs));
+    extra.insert("peers_refused".into(), json!(refused));
+    Ok(RunOutput {
+        metrics,
+        wall_secs: t0.elapsed().as_secs_f64(),
+        peak_rss_bytes: crate::rss::peak_rss_bytes(),
+        extra,
+        errors,
+        interrupted,
+    })
+}

@@ -1,0 +1,330 @@
+//! `--mode procs`: the deployment path. Generates what an operator would (one key directory per RN with
+//! `node::keys::generate`, one shared peer list, one `node.toml` per RN in the format of `node/src/config.rs`),
+//! then launches one `node run --config node-<i>/node.toml` process per RN and reads the `RoundMetrics` JSON
+//! line each prints per round on stdout. Everything it writes stays in `<out>/procs-k<k>/`, so the files
+//! double as a worked example of a deployment.
+//!
+//! Children are killed when anything fails, on Ctrl-C, and when this process unwinds (`kill_on_drop`).
+//! Peak memory: every child's `VmHWM`, polled while it runs; the summary gives the sum over children (the
+//! network's footprint, comparable with inproc's single process) and `extra.peak_rss_bytes_max_process`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use libp2p::Multiaddr;
+use models::data::DatasetSpec;
+use models::train::LocalWork;
+use node::engine::RoundMetrics;
+use node::peers::PeerList;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use crate::RunOutput;
+use crate::progress::Progress;
+use crate::scenario::{Setting, Settings, data_dir};
+
+/// How long node 0 may take to start listening before the others are launched (they bootstrap from it).
+const NODE0_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often children's peak memory is sampled.
+const RSS_POLL: Duration = Duration::from_millis(500);
+/// Lines of a failed node's log quoted in the error.
+const LOG_TAIL_LINES: usize = 15;
+
+enum ChildEvent {
+    Round(RoundMetrics),
+    Listening,
+    BadLine(String),
+    StdoutClosed,
+}
+
+pub fn run(s: &Settings, setting: Setting, out: &Path, progress: &mut Progress) -> anyhow::Result<RunOutput> {
+    let bin = node_binary(s)?;
+    let dir = out.join(format!("procs-k{}", setting.vns));
+    if dir.join("peers.toml").is_file() {
+        // Our own files from an earlier run into the same --out: keys are never overwritten by `generate`.
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing the previous run's {}", dir.display()))?;
+    }
+    let configs = write_deployment(s, setting, &dir)?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(launch(setting, &bin, &configs, progress))
+}
+
+/// Writes keys, the peer list and the node configs; returns the config paths.
+pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let (n, k) = (s.nodes, setting.vns);
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let keys = node::keys::generate(&dir.join(format!("node-{i}")).join("keys"), k)?;
+        ids.push(keys.iter().map(|k| k.public().to_peer_id()).collect::<Vec<_>>());
+    }
+    // Free ports: bind them all at once (so none repeats), then release them for the nodes.
+    let listeners = (0..n * k)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("finding free ports on 127.0.0.1")?;
+    let ports: Vec<u16> = listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<std::io::Result<_>>()?;
+    drop(listeners);
+    let addr = |i: usize, s: usize| -> Multiaddr { format!("/ip4/127.0.0.1/tcp/{}", ports[i * k + s]).parse().expect("valid multiaddr") };
+    // Node 0's VNs are the bootstrap entries, as a real deployment names a few well-known peers.
+    let peers = PeerList::from_entries(
+        ids.iter().enumerate().flat_map(|(i, v)| v.iter().enumerate().map(move |(s, p)| (*p, (i == 0).then(|| addr(i, s))))),
+    );
+    write(&dir.join("peers.toml"), &peers.to_toml())?;
+
+    let l = &s.learning;
+    let q = |v: &str| toml::Value::String(v.into()).to_string();
+    let dataset = match &l.dataset {
+        DatasetSpec::Synthetic(_) => l.dataset.to_string(),
+        other => other.name().to_string(),
+    };
+    let mut learning = format!("dataset = {}\n", q(&dataset));
+    if let Some(d) = data_dir(&l.dataset) {
+        let abs = std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf());
+        learning += &format!("data_dir = {}\n", q(&abs.display().to_string()));
+    }
+    if let Some(m) = &l.model {
+        learning += &format!("model = {}\n", q(&m.to_string()));
+    }
+    learning += &format!(
+        "partition = {}\nnodes = {n}\nlr = {}\nbatch = {}\nseed = {}\n",
+        q(&l.partition.to_string()),
+        l.train.lr,
+        l.train.batch_size,
+        l.seed
+    );
+    learning += &match l.train.work {
+        LocalWork::Epochs(e) => format!("local_epochs = {e}\n"),
+        LocalWork::Steps(st) => format!("local_steps = {st}\n"),
+    };
+    if let Some(m) = l.max_test_samples {
+        learning += &format!("max_test_samples = {m}\n");
+    }
+    let t = &s.timing;
+    let timing = format!(
+        "cyclon_period_ms = {}\nshuffle_timeout_ms = {}\nsubstep_ms = {}\nexchange_timeout_ms = {}\nwarmup_ms = {}\n",
+        t.cyclon_period_ms, t.shuffle_timeout_ms, t.substep_ms, t.exchange_timeout_ms, t.warmup_ms
+    );
+    let mut configs = Vec::with_capacity(n);
+    for i in 0..n {
+        let listen: Vec<String> = (0..k).map(|s| q(&addr(i, s).to_string())).collect();
+        let text = format!(
+            "# Generated by `testnet --mode procs`: node {i} of {n}. Run with `node run --config node.toml`.\n\
+             key_dir = \"keys\"\nvns = {k}\nlisten = [{}]\npeer_list = \"../peers.toml\"\ndegree = {}\nrounds = {}\n\
+             metrics = \"metrics.jsonl\"\n\n[learning]\nindex = {i}\n{learning}\n[timing]\n{timing}",
+            listen.join(", "),
+            s.degree,
+            s.rounds
+        );
+        let p = dir.join(format!("node-{i}")).join("node.toml");
+        write(&p, &text)?;
+        // Check our own output with the node's parser: a mistake here should fail now, not in n processes.
+        node::config::NodeConfig::parse(&p, &text).map_err(|e| anyhow::anyhow!("generated config is invalid: {e}"))?;
+        configs.push(p);
+    }
+    Ok(configs)
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+async fn launch(setting: Setting, bin: &Path, configs: &[PathBuf], progress: &mut Progress) -> anyhow::Result<RunOutput> {
+    let n = configs.len();
+    let t0 = Instant::now();
+    let (tx, mut rx) = mpsc::channel::<(usize, ChildEvent)>(4096);
+    let mut children: Vec<Child> = Vec::with_capacity(n);
+    let mut logs = Vec::with_capacity(n);
+    for (i, cfg) in configs.iter().enumerate() {
+        let log = cfg.with_file_name("node.log");
+        let child = spawn_node(bin, cfg, &log, i, tx.clone())
+            .with_context(|| format!("starting {} run --config {}", bin.display(), cfg.display()))?;
+        children.push(child);
+        logs.push(log);
+        if i == 0 {
+            // The others bootstrap from node 0: wait until all its VNs listen.
+            let mut listening = 0;
+            let deadline = tokio::time::Instant::now() + NODE0_START_TIMEOUT;
+            while listening < setting.vns {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some((0, ChildEvent::Listening))) => listening += 1,
+                    Ok(Some((0, ChildEvent::StdoutClosed))) | Ok(None) => {
+                        let status = children[0].wait().await.ok();
+                        bail!("node 0 exited before listening ({status:?}):\n{}", tail(&logs[0]));
+                    }
+                    Ok(Some(_)) => {}
+                    Err(_) => bail!("node 0 did not listen within {NODE0_START_TIMEOUT:?}:\n{}", tail(&logs[0])),
+                }
+            }
+        }
+    }
+    drop(tx);
+
+    let pids: Vec<Option<u32>> = children.iter().map(|c| c.id()).collect();
+    let mut peaks = vec![0u64; n];
+    let mut metrics = vec![Vec::new(); n];
+    let mut closed = vec![false; n];
+    let mut errors = Vec::new();
+    let mut interrupted = false;
+    let mut poll = tokio::time::interval(RSS_POLL);
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    while !closed.iter().all(|c| *c) {
+        tokio::select! {
+            ev = rx.recv() => match ev {
+                None => break,
+                Some((i, ChildEvent::Round(m))) => {
+                    progress.on_round(i, &m);
+                    metrics[i].push(m);
+                }
+                Some((i, ChildEvent::BadLine(l))) => progress.note(&format!("node {i}: unexpected output: {l}")),
+                Some((_, ChildEvent::Listening)) => {}
+                Some((i, ChildEvent::StdoutClosed)) => {
+                    closed[i] = true;
+                    sample(&pids, &mut peaks);
+                    let status = children[i].wait().await?;
+                    if !status.success() && !interrupted {
+                        let msg = format!("node {i} failed ({status}); the end of {}:\n{}", logs[i].display(), tail(&logs[i]));
+                        progress.note(&msg);
+                        errors.push(msg);
+                        // One node down makes the others' rounds slow and meaningless: stop the network.
+                        for c in children.iter_mut() {
+                            let _ = c.start_kill();
+                        }
+                        interrupted = true;
+                    }
+                }
+            },
+            _ = poll.tick() => sample(&pids, &mut peaks),
+            _ = &mut ctrl_c, if !interrupted => {
+                interrupted = true;
+                progress.note("interrupted: stopping every node process; the report covers the rounds completed");
+                for c in children.iter_mut() {
+                    let _ = c.start_kill();
+                }
+            }
+        }
+    }
+    for c in children.iter_mut() {
+        let _ = c.wait().await;
+    }
+    let mut extra = BTreeMap::new();
+    extra.insert("peak_rss_bytes_max_process".into(), json!(peaks.iter().max()));
+    extra.insert("peak_rss_is".into(), json!("sum over node processes"));
+    extra.insert("node_binary".into(), json!(bin.display().to_string()));
+    extra.insert("deployment_dir".into(), json!(configs[0].parent().and_then(Path::parent).map(|p| p.display().to_string())));
+    if !errors.is_empty() {
+        bail!("{}", errors.join("\n"));
+    }
+    Ok(RunOutput {
+        metrics,
+        wall_secs: t0.elapsed().as_secs_f64(),
+        peak_rss_bytes: Some(peaks.iter().sum()),
+        extra,
+        errors,
+        interrupted,
+    })
+}
+
+fn sample(pids: &[Option<u32>], peaks: &mut [u64]) {
+    for (p, peak) in pids.iter().zip(peaks.iter_mut()) {
+        if let Some(v) = p.and_then(crate::rss::peak_rss_of) {
+            *peak = (*peak).max(v);
+        }
+    }
+}
+
+fn spawn_node(bin: &Path, cfg: &Path, log: &Path, i: usize, tx: mpsc::Sender<(usize, ChildEvent)>) -> anyhow::Result<Child> {
+    let mut cmd = Command::new(bin);
+    cmd.arg("run")
+        .arg("--config")
+        .arg(cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("NO_COLOR", "1")
+        .kill_on_drop(true);
+    if std::env::var_os("RUST_LOG").is_none() {
+        cmd.env("RUST_LOG", "info,libp2p=warn");
+    }
+    let mut child = cmd.spawn()?;
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let mut file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let etx = tx.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(l)) = lines.next_line().await {
+            let _ = writeln!(file, "{l}");
+            if l.contains("virtual node listening") {
+                let _ = etx.send((i, ChildEvent::Listening)).await;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(l)) = lines.next_line().await {
+            let ev = match serde_json::from_str::<RoundMetrics>(&l) {
+                Ok(m) => ChildEvent::Round(m),
+                Err(_) => ChildEvent::BadLine(l),
+            };
+            if tx.send((i, ev)).await.is_err() {
+                return;
+            }
+        }
+        let _ = tx.send((i, ChildEvent::StdoutClosed)).await;
+    });
+    Ok(child)
+}
+
+/// The last lines of a node's log.
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].iter().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+}
+
+/// The `node` binary: `--node-bin`, else next to this executable (or one directory up, for test binaries in
+/// `target/<profile>/deps`), else built with `cargo build -p node` in the same profile.
+pub fn node_binary(s: &Settings) -> anyhow::Result<PathBuf> {
+    if let Some(p) = &s.node_bin {
+        if p.is_file() {
+            return Ok(p.clone());
+        }
+        bail!("--node-bin {}: no such file", p.display());
+    }
+    let exe = std::env::current_exe().context("locating this executable")?;
+    let name = format!("node{}", std::env::consts::EXE_SUFFIX);
+    let candidates = |exe: &Path| -> Vec<PathBuf> {
+        let dir = exe.parent().unwrap_or(Path::new("."));
+        vec![dir.join(&name), dir.parent().unwrap_or(dir).join(&name)]
+    };
+    if let Some(p) = candidates(&exe).into_iter().find(|p| p.is_file()) {
+        return Ok(p);
+    }
+    let release = !cfg!(debug_assertions);
+    let command = format!("cargo build{} -p node", if release { " --release" } else { "" });
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf);
+    let Some(ws) = workspace.filter(|w| w.join("Cargo.toml").is_file()) else {
+        bail!("the node binary is not next to {} and this is not a source checkout: run `{command}` and pass --node-bin PATH", exe.display());
+    };
+    eprintln!("building the node binary: {command} (in {})", ws.display());
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.current_dir(&ws).args(["build", "-p", "node"]);
+    if release {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().with_context(|| format!("running `{command}`"))?;
+    if !status.success() {
+        bail!("`{command}` failed ({status}); fix the build, or pass an existing binary with --node-bin PATH");
+    }
+    candidates(&exe).into_iter().find(|p| p.is_file()).ok_or_else(|| {
+        anyhow::anyhow!("`{command}` succeeded but no node binary is next to {}: pass --node-bin PATH (e.g. target/debug/node)", exe.display())
+    })
+}

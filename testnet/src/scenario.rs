@@ -1,0 +1,373 @@
+//! From [`Options`] to checked [`Settings`]: defaults, the learning configuration, and the errors a user must
+//! see before anything starts (impossible graphs, a missing data directory, contradictory options).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use models::data::partition::{DEFAULT_DIRICHLET_ALPHA, DEFAULT_MIN_SAMPLES, Partition};
+use models::data::{DatasetSpec, Split};
+use models::nn::ModelSpec;
+use models::train::{LocalWork, TrainConfig};
+use node::Timing;
+use node::learner::LearningConfig;
+
+use crate::cli::{Algo, Mode, Options, TimingChoice};
+
+/// Default network: 8 RNs × 4 VNs, r = 4, 20 rounds on synthetic data. Small enough that a debug build
+/// finishes in about two minutes on two cores (issue 5), large enough that the overlay is a real random graph
+/// (32 VNs).
+pub const DEFAULT_NODES: usize = 8;
+pub const DEFAULT_VNS: usize = 4;
+pub const DEFAULT_DEGREE: usize = 4;
+pub const DEFAULT_ROUNDS: u64 = 20;
+pub const DEFAULT_SEED: u64 = 1;
+/// Test RMSE the paper's EL reaches on MovieLens (Shatter, PETS 2025, §6): the default target there.
+pub const MOVIELENS_TARGET_RMSE: f64 = 1.10;
+/// Above this many VNs `--timing auto` picks the LAN timing: hundreds of swarms on a few cores cannot keep
+/// 100 ms overlay sub-steps.
+pub const AUTO_LOOPBACK_MAX_VNS: usize = 64;
+
+/// One run of the network: one value of k.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setting {
+    pub vns: usize,
+}
+
+impl Setting {
+    /// k = 1 is Epidemic Learning on the same code path.
+    pub fn algo(&self) -> Algo {
+        if self.vns == 1 { Algo::El } else { Algo::Shatter }
+    }
+
+    pub fn label(&self) -> String {
+        format!("k={} {}", self.vns, self.algo())
+    }
+}
+
+/// Everything a run needs, checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub mode: Mode,
+    pub nodes: usize,
+    /// One setting per value of `--vns`, run in this order.
+    pub settings: Vec<Setting>,
+    pub degree: usize,
+    pub rounds: u64,
+    pub learning: LearningConfig,
+    pub out: PathBuf,
+    pub target: Option<f64>,
+    pub timing: Timing,
+    pub timing_name: &'static str,
+    pub node_bin: Option<PathBuf>,
+    pub plain: bool,
+}
+
+impl Settings {
+    /// Reads the scenario file (if any), applies defaults and checks everything that can be checked without
+    /// loading data.
+    pub fn from_options(cli: Options) -> anyhow::Result<Settings> {
+        let o = match &cli.scenario {
+            Some(p) => cli.clone().or(Options::from_file(p)?),
+            None => cli,
+        };
+        Self::resolve(o)
+    }
+
+    /// Applies defaults to already-merged options and checks them.
+    pub fn resolve(o: Options) -> anyhow::Result<Settings> {
+        let mode = o.mode.unwrap_or(Mode::Inproc);
+        let nodes = o.nodes.unwrap_or(DEFAULT_NODES);
+        let degree = o.degree.unwrap_or(DEFAULT_DEGREE);
+        let rounds = o.rounds.unwrap_or(DEFAULT_ROUNDS);
+        let seed = o.seed.unwrap_or(DEFAULT_SEED);
+        let vns = match (o.algo, o.vns) {
+            (Some(Algo::El), Some(v)) if v != [1] => {
+                bail!("--algo el is one virtual node per real node (k = 1), but --vns {v:?} was given: drop --vns, or use --algo shatter (a sweep that includes 1 compares EL with Shatter)")
+            }
+            (Some(Algo::El), _) => vec![1],
+            (_, Some(v)) => v,
+            (_, None) => vec![DEFAULT_VNS],
+        };
+        if nodes == 0 {
+            bail!("--nodes must be at least 1");
+        }
+        if rounds == 0 {
+            bail!("--rounds must be at least 1");
+        }
+        if degree == 0 {
+            bail!("--degree must be at least 1");
+        }
+        if vns.is_empty() {
+            bail!("--vns needs at least one value");
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for &k in &vns {
+            if k == 0 {
+                bail!("--vns: every value must be at least 1 (got 0)");
+            }
+            if !seen.insert(k) {
+                bail!("--vns lists k = {k} twice");
+            }
+            check_graph(nodes, k, degree)?;
+        }
+
+        // Dataset.
+        let name = o.dataset.clone().unwrap_or_else(|| "synthetic".into());
+        let dataset: DatasetSpec = match &o.data_dir {
+            Some(_) if name.starts_with("synthetic") => {
+                bail!("--dataset {name} is generated from the seed; --data-dir is only for real datasets")
+            }
+            Some(d) => format!("{name}:{}", d.display()).parse(),
+            None => name.parse(),
+        }
+        .map_err(|e| anyhow::anyhow!("--dataset: {e}"))?;
+
+        let model = o
+            .model
+            .as_deref()
+            .map(str::parse::<ModelSpec>)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--model: {e}"))?;
+
+        let ratings_or_users = matches!(dataset, DatasetSpec::MovieLens { .. } | DatasetSpec::Sent140 { .. });
+        let partition = match (o.partition.as_deref(), o.alpha) {
+            (Some(p), alpha) => {
+                let mut part: Partition = p.parse().map_err(|e| anyhow::anyhow!("--partition: {e}"))?;
+                match (&mut part, alpha) {
+                    (Partition::Dirichlet { alpha: a, .. }, Some(x)) => *a = x,
+                    (_, Some(_)) => bail!("--alpha is the Dirichlet concentration; it needs --partition dirichlet, not {p}"),
+                    _ => {}
+                }
+                part
+            }
+            (None, Some(alpha)) => Partition::Dirichlet { alpha, min_samples: DEFAULT_MIN_SAMPLES },
+            // Real per-user data is naturally non-IID; the paper splits MovieLens and Sent140 by user.
+            (None, None) if ratings_or_users => Partition::ByUser,
+            (None, None) => Partition::Iid,
+        };
+        if let Partition::Dirichlet { alpha, .. } = partition
+            && !(alpha.is_finite() && alpha > 0.0)
+        {
+            bail!("--alpha must be a positive number (paper: {DEFAULT_DIRICHLET_ALPHA}), got {alpha}");
+        }
+        if matches!(partition, Partition::ByUser) && !ratings_or_users {
+            bail!("--partition user needs a dataset with users (movielens, sent140), not {}", dataset.name());
+        }
+
+        // Paper §6 learning rates.
+        let lr = o.lr.unwrap_or(match dataset {
+            DatasetSpec::MovieLens { .. } => 0.075,
+            DatasetSpec::Sent140 { .. } => 0.005,
+            _ => 0.05,
+        });
+        if !(lr.is_finite() && lr > 0.0) {
+            bail!("--lr must be a positive number, got {lr}");
+        }
+        let batch = o.batch.unwrap_or(32);
+        if batch == 0 {
+            bail!("--batch must be at least 1");
+        }
+        let work = match (o.local_epochs, o.local_steps) {
+            (Some(_), Some(_)) => bail!("give --local-epochs or --local-steps, not both"),
+            (Some(0), _) => bail!("--local-epochs must be at least 1"),
+            (_, Some(0)) => bail!("--local-steps must be at least 1"),
+            (Some(e), None) => LocalWork::Epochs(e),
+            (None, Some(s)) => LocalWork::Steps(s),
+            (None, None) => LocalWork::Epochs(1),
+        };
+        if o.test_samples == Some(0) {
+            bail!("--test-samples must be at least 1");
+        }
+        let target = o.target.or(matches!(dataset, DatasetSpec::MovieLens { .. }).then_some(MOVIELENS_TARGET_RMSE));
+
+        let max_vns = nodes * vns.iter().max().copied().unwrap_or(1);
+        let (timing, timing_name) = match o.timing.unwrap_or(TimingChoice::Auto) {
+            TimingChoice::Loopback => (Timing::loopback(), "loopback"),
+            TimingChoice::Lan => (Timing::default(), "lan"),
+            TimingChoice::Auto if max_vns <= AUTO_LOOPBACK_MAX_VNS => (Timing::loopback(), "loopback"),
+            TimingChoice::Auto => (Timing::default(), "lan"),
+        };
+        let out = o.out.clone().unwrap_or_else(|| {
+            Path::new("target").join("testnet").join(format!("{}-{mode}-{}", timestamp(), dataset.name()))
+        });
+        Ok(Settings {
+            mode,
+            nodes,
+            settings: vns.into_iter().map(|vns| Setting { vns }).collect(),
+            degree,
+            rounds,
+            learning: LearningConfig {
+                dataset,
+                model,
+                partition,
+                nodes,
+                train: TrainConfig { lr, batch_size: batch, work },
+                seed,
+                max_test_samples: o.test_samples,
+            },
+            out,
+            target,
+            timing,
+            timing_name,
+            node_bin: o.node_bin,
+            plain: o.plain,
+        })
+    }
+
+    /// Loads the dataset once for the whole invocation, with a hint on where to get it when it is missing.
+    pub fn load_data(&self) -> anyhow::Result<(Split, Vec<Vec<usize>>)> {
+        let spec = &self.learning.dataset;
+        if let Some(dir) = data_dir(spec)
+            && !dir.is_dir()
+        {
+            bail!(
+                "data directory {} does not exist.\n  {}\n  Pass the directory with --data-dir DIR (the default is under ../shared/data, relative to where you run testnet).",
+                dir.display(),
+                data_hint(spec)
+            );
+        }
+        self.learning
+            .load()
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .with_context(|| match data_dir(spec) {
+                Some(dir) => format!("loading {} from {}\n  {}", spec.name(), dir.display(), data_hint(spec)),
+                None => format!("generating {spec} data"),
+            })
+    }
+}
+
+/// The checks of an r-regular overlay on N = nodes·k VNs (DESIGN §5).
+pub fn check_graph(nodes: usize, k: usize, degree: usize) -> anyhow::Result<()> {
+    let n = nodes * k;
+    if degree >= n {
+        bail!(
+            "degree r = {degree} needs more than {degree} virtual nodes, but {nodes} nodes × {k} VNs = {n}: a VN has at most {} others to connect to. Lower --degree or raise --nodes/--vns.",
+            n.saturating_sub(1)
+        );
+    }
+    if (n * degree) % 2 == 1 {
+        bail!(
+            "no {degree}-regular graph on {n} virtual nodes ({nodes} nodes × {k} VNs): N·r = {} is odd (every edge has two ends). Make --degree or the number of VNs even.",
+            n * degree
+        );
+    }
+    Ok(())
+}
+
+/// The directory of a real dataset.
+pub fn data_dir(spec: &DatasetSpec) -> Option<&Path> {
+    match spec {
+        DatasetSpec::Synthetic(_) => None,
+        DatasetSpec::MovieLens { dir } | DatasetSpec::Sent140 { dir, .. } | DatasetSpec::Cifar10 { dir, .. } | DatasetSpec::Mnist { dir } => {
+            Some(dir)
+        }
+    }
+}
+
+/// What a dataset directory must hold and where to get it.
+pub fn data_hint(spec: &DatasetSpec) -> &'static str {
+    match spec {
+        DatasetSpec::Synthetic(_) => "",
+        DatasetSpec::MovieLens { .. } => {
+            "MovieLens needs ratings.csv of ml-latest-small in that directory: curl -LO https://files.grouplens.org/datasets/movielens/ml-latest-small.zip && unzip ml-latest-small.zip, then --data-dir ml-latest-small"
+        }
+        DatasetSpec::Sent140 { .. } => {
+            "Sent140 needs the LEAF JSON files train/*.json and test/*.json in that directory: generate them with LEAF (https://github.com/TalwalkarLab/leaf, data/sent140/preprocess.sh)"
+        }
+        DatasetSpec::Cifar10 { .. } => {
+            "CIFAR-10 needs the binary batches data_batch_1.bin .. data_batch_5.bin and test_batch.bin in that directory: https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz (unpack it and pass cifar-10-batches-bin)"
+        }
+        DatasetSpec::Mnist { .. } => {
+            "MNIST needs train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (gunzipped) in that directory: https://ossci-datasets.s3.amazonaws.com/mnist/"
+        }
+    }
+}
+
+/// `YYYYMMDD-HHMMSS` (UTC) for default output directories, without a date crate.
+pub fn timestamp() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}{m:02}{d:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(o: Options) -> anyhow::Result<Settings> {
+        Settings::resolve(o)
+    }
+
+    #[test]
+    fn defaults_are_the_documented_network() {
+        let s = resolve(Options::default()).unwrap();
+        assert_eq!((s.mode, s.nodes, s.degree, s.rounds), (Mode::Inproc, 8, 4, 20));
+        assert_eq!(s.settings, vec![Setting { vns: 4 }]);
+        assert_eq!(s.timing_name, "loopback");
+        assert_eq!(s.learning.partition, Partition::Iid);
+        assert!(s.out.starts_with("target/testnet"));
+    }
+
+    #[test]
+    fn impossible_graphs_are_refused() {
+        let e = resolve(Options { nodes: Some(2), vns: Some(vec![2]), degree: Some(4), ..Default::default() }).unwrap_err();
+        assert!(e.to_string().contains("degree r = 4") && e.to_string().contains("= 4"), "{e}");
+        let e = resolve(Options { nodes: Some(3), vns: Some(vec![1]), degree: Some(1), ..Default::default() }).unwrap_err();
+        assert!(e.to_string().contains("odd"), "{e}");
+        // The sweep checks every k.
+        let e = resolve(Options { nodes: Some(3), vns: Some(vec![2, 1]), degree: Some(3), ..Default::default() }).unwrap_err();
+        assert!(e.to_string().contains("3 nodes × 1 VNs"), "{e}");
+        assert!(resolve(Options { vns: Some(vec![4, 4]), ..Default::default() }).is_err());
+    }
+
+    #[test]
+    fn el_is_k_1_and_conflicts_with_a_sweep() {
+        let s = resolve(Options { algo: Some(Algo::El), ..Default::default() }).unwrap();
+        assert_eq!(s.settings, vec![Setting { vns: 1 }]);
+        assert_eq!(s.settings[0].algo(), Algo::El);
+        assert!(resolve(Options { algo: Some(Algo::El), vns: Some(vec![4]), ..Default::default() }).is_err());
+    }
+
+    #[test]
+    fn movielens_defaults_and_missing_data_hint() {
+        let s = resolve(Options {
+            dataset: Some("movielens".into()),
+            data_dir: Some("/nonexistent/ml".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(s.learning.partition, Partition::ByUser);
+        assert_eq!(s.learning.train.lr, 0.075);
+        assert_eq!(s.target, Some(1.10));
+        let e = s.load_data().unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/ml") && e.contains("ml-latest-small.zip"), "{e}");
+    }
+
+    #[test]
+    fn contradictions_are_refused() {
+        assert!(resolve(Options { dataset: Some("synthetic".into()), data_dir: Some("x".into()), ..Default::default() }).is_err());
+        assert!(resolve(Options { partition: Some("iid".into()), alpha: Some(0.5), ..Default::default() }).is_err());
+        assert!(resolve(Options { partition: Some("user".into()), ..Default::default() }).is_err());
+        assert!(resolve(Options { dataset: Some("imagenet".into()), ..Default::default() }).is_err());
+        assert!(resolve(Options { model: Some("gpt".into()), ..Default::default() }).is_err());
+        let s = resolve(Options { alpha: Some(0.5), ..Default::default() }).unwrap();
+        assert_eq!(s.learning.partition, Partition::Dirichlet { alpha: 0.5, min_samples: DEFAULT_MIN_SAMPLES });
+    }
+
+    #[test]
+    fn timestamps_look_right() {
+        let t = timestamp();
+        assert_eq!(t.len(), 15, "{t}");
+        assert!(t.starts_with("20"), "{t}");
+    }
+}
