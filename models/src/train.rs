@@ -1,6 +1,6 @@
-//! Local training and evaluation: plain mini-batch SGD (the paper's optimiser, §5.1: SGD, batch 32),
-//! cross-entropy for classification and MSE for ratings; evaluation by accuracy or RMSE; per-sample losses for
-//! the privacy attacks.
+//! Local training and evaluation: plain mini-batch SGD (the Shatter paper's experimental setup: SGD, batch
+//! 32), cross-entropy for classification and MSE for ratings; evaluation by accuracy or RMSE; per-sample losses
+//! for the privacy attacks.
 //!
 //! Batches are built from the dataset's flat vectors only when needed, so a node's data never lives on the
 //! device as a whole.
@@ -19,7 +19,7 @@ use crate::{ModelsError, Result};
 /// that ResNet-18 activations (with im2col) stay in the low hundreds of MB on the CPU.
 pub const EVAL_BATCH: usize = 128;
 
-/// How much local work one round does (the paper's H: by default one local epoch, §5.1).
+/// How much local work one round does (the paper's H: by default one local epoch; DESIGN.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LocalWork {
     /// Full passes over the local data, reshuffled each time.

@@ -2,8 +2,8 @@
 //!
 //! Candle's CPU random generator cannot be seeded, yet every node of a run must start from the bit-identical
 //! model (DESIGN.md §3.2; the paper's nodes all start from the same θ₀). So models are built through a
-//! [`Recorder`] backend that creates every variable as zeros (no Candle RNG draw at all) and remembers the
-//! [`Init`] hint the layer asked for. [`apply`] then visits the variables in NAME-SORTED order (the `VarMap` is
+//! `Recorder` backend that creates every variable as zeros (no Candle RNG draw at all) and remembers the
+//! [`Init`] hint the layer asked for. `apply` then visits the variables in NAME-SORTED order (the `VarMap` is
 //! a `HashMap`, DESIGN.md §3.6) and fills each one with values drawn from one ChaCha stream seeded by the run
 //! seed, following that tensor's hint. Draws are computed in f64 and rounded to f32, so the result does not
 //! depend on the platform.

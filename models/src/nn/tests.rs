@@ -96,7 +96,7 @@ fn init_values_are_pinned() {
 
 #[test]
 fn mf_has_the_papers_parameter_count() {
-    // Paper §5.1: ml-latest-small, 610 users x 9,724 rated movies, 20 factors, no biases = 206,680.
+    // Shatter (PETS 2025), experimental setup: ml-latest-small, 610 users x 9,724 rated movies, 20 factors, no biases = 206,680.
     let m = build(
         &ModelSpec::MatrixFactorization { factors: 20 },
         &rating(610, 9724),
