@@ -149,15 +149,17 @@ pub fn normalize_unit(img: &[f32]) -> Vec<f32> {
 const GRID_PAD: usize = 2;
 
 /// Writes `images` (each `[channels, height, width]` with values in `[0, 1]`, clamped; 1 channel = grey,
-/// 3 = RGB) as a PNG grid of `cols` columns, rows filled left to right, on a mid-grey background.
+/// 3 = RGB) as a PNG grid of `cols` columns, rows filled left to right, on a mid-grey background, every pixel
+/// drawn as a `scale × scale` block (32×32 images are hard to see at scale 1).
 pub fn write_png_grid(
     path: &Path,
     images: &[Vec<f32>],
     shape: [usize; 3],
     cols: usize,
+    scale: usize,
 ) -> Result<()> {
     let [c, h, w] = shape;
-    if !(c == 1 || c == 3) || h == 0 || w == 0 || cols == 0 || images.is_empty() {
+    if !(c == 1 || c == 3) || h == 0 || w == 0 || cols == 0 || scale == 0 || images.is_empty() {
         return Err(ModelsError::Config(format!(
             "image grid: need 1 or 3 channels, non-zero sizes, at least one image and one column; got shape \
              {shape:?}, {} images, {cols} columns",
@@ -173,6 +175,7 @@ pub fn write_png_grid(
     }
     let cols = cols.min(images.len());
     let rows = images.len().div_ceil(cols);
+    let (h, w, sh, sw) = (h * scale, w * scale, h, w);
     let gw = cols * (w + GRID_PAD) + GRID_PAD;
     let gh = rows * (h + GRID_PAD) + GRID_PAD;
     let mut rgb = vec![128u8; gw * gh * 3];
@@ -184,7 +187,7 @@ pub fn write_png_grid(
         for y in 0..h {
             for x in 0..w {
                 for ch in 0..3 {
-                    let v = im[(ch % c) * h * w + y * w + x];
+                    let v = im[(ch % c) * sh * sw + (y / scale) * sw + x / scale];
                     let v = if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) };
                     rgb[((y0 + y) * gw + x0 + x) * 3 + ch] = (v * 255.0).round() as u8;
                 }
@@ -317,7 +320,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.png");
         let imgs: Vec<Vec<f32>> = (0..5).map(|i| vec![i as f32 / 4.0; 3 * 4 * 6]).collect();
-        write_png_grid(&path, &imgs, [3, 4, 6], 3).unwrap();
+        write_png_grid(&path, &imgs, [3, 4, 6], 3, 1).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
         assert_eq!(&bytes[12..16], b"IHDR");
@@ -325,6 +328,10 @@ mod tests {
         assert_eq!(u32::from_be_bytes(bytes[16..20].try_into().unwrap()), 26);
         assert_eq!(u32::from_be_bytes(bytes[20..24].try_into().unwrap()), 14);
         assert_eq!(&bytes[bytes.len() - 8..bytes.len() - 4], b"IEND");
-        assert!(write_png_grid(&path, &imgs, [2, 4, 6], 3).is_err());
+        assert!(write_png_grid(&path, &imgs, [2, 4, 6], 3, 1).is_err());
+        // Scale 2: 3 × (12 + 2) + 2 = 44 wide.
+        write_png_grid(&path, &imgs, [3, 4, 6], 3, 2).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(u32::from_be_bytes(bytes[16..20].try_into().unwrap()), 44);
     }
 }

@@ -10,19 +10,20 @@
 //! - `linkability.rs`: the linkability attack ([`link`]): which node's data the completed model fits best.
 //! - `gia.rs`: gradient inversion of a leading fully connected layer from the pseudo-gradient restricted to
 //!   the coordinates a chunk holds ([`invert_fc`]).
+//! - `dlg.rs`: optimisation-based gradient matching (DLG) on the held coordinates ([`dlg_invert`]); needs
+//!   Candle's second-order mode (see there).
 //! - `image.rs`: PSNR, SSIM and PNG image grids for GIA reconstructions.
 //! - `audit.rs`: [`Auditor::audit_chunk`], the per-chunk audit the testnet `--audit` harness runs, and
 //!   [`summarize`] for per-round metrics.
 //!
-//! Optimisation-based gradient matching (DLG, Zhu et al. 2019) is not here: it needs the gradient of a
-//! gradient. Candle 0.11's `Tensor::backward` detaches every intermediate gradient (`grad.detach()` in
-//! `backprop.rs`, "second order derivatives ... are out of scope at the moment") unless the process is started
-//! with the environment variable `CANDLE_GRAD_DO_NOT_DETACH` set, which is read once per thread; see the
-//! `gia` example for what that mode gives.
+//! Second-order gradients (DLG): Candle 0.11's `Tensor::backward` detaches every intermediate gradient
+//! (`backprop.rs`: "second order derivatives ... are out of scope at the moment") unless the process starts
+//! with `CANDLE_GRAD_DO_NOT_DETACH` set; then they work. See `dlg.rs`.
 
 pub mod auc;
 pub mod audit;
 pub mod completion;
+pub mod dlg;
 pub mod gia;
 pub mod image;
 pub mod linkability;
@@ -33,6 +34,7 @@ pub use audit::{
     AuditConfig, AuditSummary, AuditTarget, Auditor, ChunkAudit, la_truth_index, median, summarize,
 };
 pub use completion::{Fill, complete, complete_into};
+pub use dlg::{DlgConfig, DlgResult, dlg_invert, second_order_enabled};
 pub use gia::{
     FcLayer, HeldGradient, Reconstruction, fc_row_candidates, invert_fc, pseudo_gradient,
 };
