@@ -1,5 +1,6 @@
 //! `cargo run -p testnet -- [OPTIONS]`: runs a local Shatter network and writes a report. See `lib.rs`.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -13,6 +14,8 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,libp2p=error".into()),
         )
         .with_writer(std::io::stderr)
+        // No escape codes in CI logs or redirected output.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     match run(Options::parse()) {
         Ok(code) => code,

@@ -307,6 +307,6 @@ mod tests {
     #[test]
     fn tables_align() {
         let t = table(&["a".into(), "bb".into()], &[vec!["xyz".into(), "1".into()]]);
-        assert_eq!(t, "a     bb\n-------\nxyz    1\n");
+        assert_eq!(t, "a    bb\n-------\nxyz   1\n");
     }
 }
