@@ -72,7 +72,7 @@ pub fn describe(s: &Settings) -> String {
     let ks: Vec<String> = s.settings.iter().map(|x| x.vns.to_string()).collect();
     let l = &s.learning;
     format!(
-        "Shatter testnet: mode {}, {} nodes × k = {} VNs, r = {}, {} rounds; {} data ({} partition), model {}, lr {}, batch {}, local {:?}, seed {}; timing {}",
+        "Shatter testnet: mode {}, {} nodes × k = {} VNs, r = {}, {} rounds; {} data ({} partition), model {}, lr {}, batch {}, {} per round, seed {}; timing {}",
         s.mode,
         s.nodes,
         ks.join(","),
@@ -83,7 +83,10 @@ pub fn describe(s: &Settings) -> String {
         l.model.as_ref().map_or_else(|| "default".into(), |m| m.to_string()),
         l.train.lr,
         l.train.batch_size,
-        l.train.work,
+        match l.train.work {
+            models::train::LocalWork::Epochs(e) => format!("{e} local epoch{}", if e == 1 { "" } else { "s" }),
+            models::train::LocalWork::Steps(st) => format!("{st} local steps"),
+        },
         l.seed,
         if s.mode == Mode::Sim { "virtual" } else { s.timing_name },
     )

@@ -40,7 +40,8 @@ pub struct Summary {
     /// Best per-round mean over RNs, and its round (1-based).
     pub best_metric: f64,
     pub best_round: u64,
-    /// `--target`, and the first round (1-based) whose mean over RNs reached it (`null`: never).
+    /// `--target`, and the first round (1-based) whose mean over RNs reached it (0: the initial model already
+    /// did; `null`: never).
     pub target_metric: Option<f64>,
     pub rounds_to_target: Option<u64>,
     /// All VN↔VN bytes sent (chunks, overlay, Cyclon; frame payloads and length prefixes).
@@ -99,8 +100,13 @@ impl Summary {
                 (best, best_round) = (v, t as u64 + 1);
             }
         }
+        let reached = |v: f64, target: f64| if lower { v <= target } else { v >= target };
+        // 0: the initial model already meets the target (e.g. MF with the global-mean offset vs RMSE 1.10).
         let rounds_to_target = s.target.and_then(|target| {
-            series.iter().position(|&v| if lower { v <= target } else { v >= target }).map(|t| t as u64 + 1)
+            if reached(initial.1, target) {
+                return Some(0);
+            }
+            series.iter().position(|&v| reached(v, target)).map(|t| t as u64 + 1)
         });
         let l = &s.learning;
         let mut extra = out.extra.clone();
