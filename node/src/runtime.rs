@@ -11,6 +11,7 @@ use std::time::Duration;
 use libp2p::identity::Keypair;
 use libp2p::pnet::PreSharedKey;
 use libp2p::Multiaddr;
+use models::chunking::ChunkPartition;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use sampling::{CyclonConfig, OverlayConfig, derive_rng};
 use serde::{Deserialize, Serialize};
@@ -148,6 +149,7 @@ pub struct NodeBuilder {
     learning: LearningConfig,
     index: usize,
     learner: Option<Learner>,
+    partition: Option<Arc<ChunkPartition>>,
     listen: Vec<Multiaddr>,
     announce: Vec<Multiaddr>,
     peers: PeerList,
@@ -166,6 +168,7 @@ impl NodeBuilder {
             learning,
             index,
             learner: None,
+            partition: None,
             listen: vec!["/ip4/127.0.0.1/tcp/0".parse().expect("valid multiaddr")],
             announce: Vec::new(),
             peers: PeerList::default(),
@@ -233,6 +236,13 @@ impl NodeBuilder {
         self
     }
 
+    /// Uses an already-built chunk partition (it must be the one `LearningConfig::chunk_partition` gives for
+    /// this model and k). In-process networks share one: it takes ~10 bytes per parameter.
+    pub fn partition(mut self, partition: Arc<ChunkPartition>) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
     /// Starts listening, joins the network and runs the rounds in the background. Must be called within a
     /// tokio runtime.
     pub async fn spawn(self) -> Result<(NodeHandle, mpsc::Receiver<NodeEvent>)> {
@@ -264,7 +274,18 @@ impl NodeBuilder {
                 .map_err(|e| NodeError::Config(format!("loading data panicked: {e}")))??
             }
         };
-        let partition = Arc::new(self.learning.chunk_partition(&learner.model, k)?);
+        let partition = match self.partition {
+            Some(p) if p.k() == k && p.d() == learner.model.num_params() => p,
+            Some(p) => {
+                return Err(NodeError::Config(format!(
+                    "partition has k = {}, d = {} but the node has {k} VNs and d = {}",
+                    p.k(),
+                    p.d(),
+                    learner.model.num_params()
+                )));
+            }
+            None => Arc::new(self.learning.chunk_partition(&learner.model, k)?),
+        };
         let chunk_lens = Arc::new((0..k).map(|s| partition.chunk_len(s)).collect::<Vec<_>>());
         let vn_cfg = self.timing.vn_config(self.degree, chunk_lens);
         let metrics_file = match &self.metrics_path {

@@ -107,8 +107,9 @@ impl RnEngine {
                 self.metrics.train_secs = secs;
                 self.exchange_start = now;
                 self.phase = Phase::Exchanging;
-                for s in 0..self.partition.k() {
-                    let values = self.partition.extract(s, &params).expect("trained parameters have length d");
+                // One pass over the parameters cuts all k chunks (k passes would touch the model k times).
+                let chunks = self.partition.extract_all(&params).expect("trained parameters have length d");
+                for (s, values) in chunks.into_iter().enumerate() {
                     let frame = ChunkFrame { round, chunk: s as u32, values };
                     out.push(RnOutput::ToVn { vn: s, msg: ToVirtualNode::Exchange(frame) });
                 }
