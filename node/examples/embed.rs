@@ -22,20 +22,36 @@ async fn main() -> anyhow::Result<()> {
         model: Some(ModelSpec::Mlp { hidden: vec![32] }),
         partition: Partition::Iid,
         nodes,
-        train: TrainConfig { lr: 0.05, batch_size: 32, work: LocalWork::Epochs(1) },
+        train: TrainConfig {
+            lr: 0.05,
+            batch_size: 32,
+            work: LocalWork::Epochs(1),
+        },
         seed: 1,
         max_test_samples: Some(500),
     };
     // Each node has its own virtual-node keys; the peer list allows all of them.
-    let keys: Vec<Vec<Keypair>> = (0..nodes).map(|_| (0..vns).map(|_| Keypair::generate_ed25519()).collect()).collect();
-    let ids: Vec<PeerId> = keys.iter().flatten().map(|k| k.public().to_peer_id()).collect();
+    let keys: Vec<Vec<Keypair>> = (0..nodes)
+        .map(|_| (0..vns).map(|_| Keypair::generate_ed25519()).collect())
+        .collect();
+    let ids: Vec<PeerId> = keys
+        .iter()
+        .flatten()
+        .map(|k| k.public().to_peer_id())
+        .collect();
 
     let mut handles = Vec::new();
     let mut bootstrap: Vec<(PeerId, Multiaddr)> = Vec::new();
     for (i, ks) in keys.into_iter().enumerate() {
         // Node 0 starts alone; the others learn its addresses from the peer list, as in a real deployment.
         let peers = PeerList::from_entries(ids.iter().map(|p| {
-            (*p, bootstrap.iter().find(|(q, _)| q == p).map(|(_, a)| a.clone()))
+            (
+                *p,
+                bootstrap
+                    .iter()
+                    .find(|(q, _)| q == p)
+                    .map(|(_, a)| a.clone()),
+            )
         }));
         let (handle, mut events) = NodeBuilder::new(ks, learning.clone(), i)
             .peers(peers)
@@ -45,7 +61,11 @@ async fn main() -> anyhow::Result<()> {
             .spawn()
             .await?;
         if i == 0 {
-            bootstrap = handle.addresses().iter().map(|a| (a.peer, a.addr.clone())).collect();
+            bootstrap = handle
+                .addresses()
+                .iter()
+                .map(|a| (a.peer, a.addr.clone()))
+                .collect();
         }
         tokio::spawn(async move {
             while let Some(ev) = events.recv().await {

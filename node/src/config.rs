@@ -113,11 +113,20 @@ impl NodeConfig {
     /// Parses config text; `path` names the file in errors and anchors relative paths.
     pub fn parse(path: &Path, text: &str) -> Result<Self> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            let field = e.span().map(|s| locate(text, s.start)).unwrap_or_else(|| "toml".into());
+            let field = e
+                .span()
+                .map(|s| locate(text, s.start))
+                .unwrap_or_else(|| "toml".into());
             NodeError::file(path, field, e.message())
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
-        let rel = |p: &Path| if p.is_absolute() { p.to_path_buf() } else { base.join(p) };
+        let rel = |p: &Path| {
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }
+        };
         let err = |field: &str, msg: String| NodeError::file(path, field, msg);
         if raw.vns == 0 {
             return Err(err("vns", "must be at least 1".into()));
@@ -131,16 +140,34 @@ impl NodeConfig {
         let addrs = |field: &str, v: &[String]| -> Result<Vec<Multiaddr>> {
             v.iter()
                 .enumerate()
-                .map(|(i, a)| a.parse().map_err(|e| err(&format!("{field}[{i}]"), format!("'{a}' is not a multiaddr: {e}"))))
+                .map(|(i, a)| {
+                    a.parse().map_err(|e| {
+                        err(
+                            &format!("{field}[{i}]"),
+                            format!("'{a}' is not a multiaddr: {e}"),
+                        )
+                    })
+                })
                 .collect()
         };
         let listen = addrs("listen", &raw.listen)?;
         if !(listen.len() == 1 || listen.len() == raw.vns) {
-            return Err(err("listen", format!("{} addresses for {} virtual nodes: give 1 or {}", listen.len(), raw.vns, raw.vns)));
+            return Err(err(
+                "listen",
+                format!(
+                    "{} addresses for {} virtual nodes: give 1 or {}",
+                    listen.len(),
+                    raw.vns,
+                    raw.vns
+                ),
+            ));
         }
         let announce = addrs("announce", &raw.announce)?;
         if !(announce.is_empty() || announce.len() == raw.vns) {
-            return Err(err("announce", format!("{} addresses for {} virtual nodes", announce.len(), raw.vns)));
+            return Err(err(
+                "announce",
+                format!("{} addresses for {} virtual nodes", announce.len(), raw.vns),
+            ));
         }
         let l = raw.learning;
         let dataset: DatasetSpec = match &l.data_dir {
@@ -154,19 +181,35 @@ impl NodeConfig {
             .map(str::parse::<ModelSpec>)
             .transpose()
             .map_err(|e| err("learning.model", e.to_string()))?;
-        let partition: Partition = l.partition.parse().map_err(|e: models::ModelsError| err("learning.partition", e.to_string()))?;
+        let partition: Partition = l
+            .partition
+            .parse()
+            .map_err(|e: models::ModelsError| err("learning.partition", e.to_string()))?;
         if l.nodes == 0 || l.index >= l.nodes {
-            return Err(err("learning.index", format!("index {} must be below nodes = {}", l.index, l.nodes)));
+            return Err(err(
+                "learning.index",
+                format!("index {} must be below nodes = {}", l.index, l.nodes),
+            ));
         }
         if !(l.lr.is_finite() && l.lr > 0.0) {
-            return Err(err("learning.lr", format!("{} is not a positive learning rate", l.lr)));
+            return Err(err(
+                "learning.lr",
+                format!("{} is not a positive learning rate", l.lr),
+            ));
         }
         if l.batch == 0 {
             return Err(err("learning.batch", "must be at least 1".into()));
         }
         let work = match (l.local_epochs, l.local_steps) {
-            (Some(_), Some(_)) => return Err(err("learning.local_steps", "give local_epochs or local_steps, not both".into())),
-            (Some(0), _) | (_, Some(0)) => return Err(err("learning.local_epochs", "must be at least 1".into())),
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "learning.local_steps",
+                    "give local_epochs or local_steps, not both".into(),
+                ));
+            }
+            (Some(0), _) | (_, Some(0)) => {
+                return Err(err("learning.local_epochs", "must be at least 1".into()));
+            }
             (Some(e), None) => LocalWork::Epochs(e),
             (None, Some(s)) => LocalWork::Steps(s),
             // Paper: one local epoch per round.
@@ -187,7 +230,11 @@ impl NodeConfig {
                 model,
                 partition,
                 nodes: l.nodes,
-                train: TrainConfig { lr: l.lr, batch_size: l.batch, work },
+                train: TrainConfig {
+                    lr: l.lr,
+                    batch_size: l.batch,
+                    work,
+                },
                 seed: l.seed,
                 max_test_samples: l.max_test_samples,
             },
@@ -206,11 +253,17 @@ impl NodeConfig {
                 return Err(NodeError::file(
                     &self.peer_list,
                     "peer",
-                    format!("this node's VN {s} ({id}) is not on the peer list: add it, or peers will refuse it"),
+                    format!(
+                        "this node's VN {s} ({id}) is not on the peer list: add it, or peers will refuse it"
+                    ),
                 ));
             }
         }
-        let psk = self.psk_file.as_deref().map(crate::net::transport::load_psk).transpose()?;
+        let psk = self
+            .psk_file
+            .as_deref()
+            .map(crate::net::transport::load_psk)
+            .transpose()?;
         Ok(NodeBuilder::new(keys, self.learning.clone(), self.index)
             .listen(self.listen.clone())
             .announce(self.announce.clone())
@@ -277,7 +330,10 @@ seed = 9
         ];
         for (text, field) in cases {
             let e = NodeConfig::parse(p, &text).unwrap_err().to_string();
-            assert!(e.starts_with("node.toml: ") && e.contains(field), "{field}: {e}");
+            assert!(
+                e.starts_with("node.toml: ") && e.contains(field),
+                "{field}: {e}"
+            );
         }
     }
 }

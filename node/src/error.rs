@@ -34,7 +34,11 @@ pub enum NodeError {
 }
 
 impl NodeError {
-    pub(crate) fn file(path: &std::path::Path, field: impl Into<String>, message: impl ToString) -> Self {
+    pub(crate) fn file(
+        path: &std::path::Path,
+        field: impl Into<String>,
+        message: impl ToString,
+    ) -> Self {
         NodeError::File {
             path: path.to_path_buf(),
             field: field.into(),

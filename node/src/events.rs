@@ -17,7 +17,11 @@ pub enum NodeEvent {
     /// A round finished with these metrics.
     RoundFinished(RoundMetrics),
     /// Something from `peer` was refused at virtual node `vn` (not on the peer list, malformed, ...).
-    PeerRefused { vn: usize, peer: PeerId, reason: String },
+    PeerRefused {
+        vn: usize,
+        peer: PeerId,
+        reason: String,
+    },
     /// An incoming connection failed before the peer was known (e.g. a wrong pre-shared key).
     ConnectionFailed { vn: usize, error: String },
     /// The node stopped on an error.
@@ -36,7 +40,13 @@ pub struct EventSink {
 impl EventSink {
     pub fn new(capacity: usize) -> (Self, mpsc::Receiver<NodeEvent>) {
         let (tx, rx) = mpsc::channel(capacity);
-        (Self { tx, dropped: Arc::default() }, rx)
+        (
+            Self {
+                tx,
+                dropped: Arc::default(),
+            },
+            rx,
+        )
     }
 
     /// Sends without waiting; drops the event if the consumer is behind.

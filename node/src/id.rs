@@ -86,8 +86,10 @@ impl<'de> Deserialize<'de> for VnAddr {
                 addr.len()
             )));
         }
-        let peer = PeerId::from_bytes(&peer).map_err(|e| D::Error::custom(format!("bad peer id: {e}")))?;
-        let addr = Multiaddr::try_from(addr).map_err(|e| D::Error::custom(format!("bad address: {e}")))?;
+        let peer =
+            PeerId::from_bytes(&peer).map_err(|e| D::Error::custom(format!("bad peer id: {e}")))?;
+        let addr =
+            Multiaddr::try_from(addr).map_err(|e| D::Error::custom(format!("bad address: {e}")))?;
         Ok(VnAddr { peer, addr })
     }
 }
@@ -113,7 +115,9 @@ mod tests {
     fn garbage_and_oversized_fields_are_refused() {
         let bytes = protocol::codec::encode_control(&(vec![1u8, 2, 3], vec![0u8; 4])).unwrap();
         assert!(protocol::codec::decode_control::<VnAddr>(&bytes).is_err());
-        let bytes = protocol::codec::encode_control(&(vec![0u8; MAX_PEER_ID_BYTES + 1], vec![0u8; 4])).unwrap();
+        let bytes =
+            protocol::codec::encode_control(&(vec![0u8; MAX_PEER_ID_BYTES + 1], vec![0u8; 4]))
+                .unwrap();
         let err = protocol::codec::decode_control::<VnAddr>(&bytes).unwrap_err();
         assert!(err.to_string().contains("MAX_PEER_ID_BYTES"), "{err}");
     }

@@ -60,7 +60,11 @@ pub fn load(dir: &Path, vns: usize) -> Result<Vec<Keypair>> {
             let path = key_path(dir, s);
             let bytes = std::fs::read(&path).map_err(|e| NodeError::io(&path, e))?;
             Keypair::from_protobuf_encoding(&bytes).map_err(|e| {
-                NodeError::file(&path, "key", format!("not a libp2p protobuf-encoded keypair: {e}"))
+                NodeError::file(
+                    &path,
+                    "key",
+                    format!("not a libp2p protobuf-encoded keypair: {e}"),
+                )
             })
         })
         .collect()
@@ -75,7 +79,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let made = generate(dir.path(), 3).unwrap();
         let loaded = load(dir.path(), 3).unwrap();
-        let ids = |k: &[Keypair]| k.iter().map(|k| k.public().to_peer_id()).collect::<Vec<_>>();
+        let ids = |k: &[Keypair]| {
+            k.iter()
+                .map(|k| k.public().to_peer_id())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(ids(&made), ids(&loaded));
         // Distinct identities: siblings share nothing.
         let mut unique = ids(&made);
@@ -88,12 +96,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         generate(dir.path(), 1).unwrap();
         let err = generate(dir.path(), 2).unwrap_err().to_string();
-        assert!(err.contains("vn-0.key") && err.contains("refusing"), "{err}");
+        assert!(
+            err.contains("vn-0.key") && err.contains("refusing"),
+            "{err}"
+        );
         std::fs::write(key_path(dir.path(), 1), b"garbage").unwrap();
         let err = load(dir.path(), 2).unwrap_err().to_string();
         assert!(err.contains("vn-1.key"), "{err}");
         std::fs::remove_file(key_path(dir.path(), 1)).unwrap();
         let err = load(dir.path(), 2).unwrap_err().to_string();
-        assert!(err.contains("vn-1.key") && err.contains("No such file"), "{err}");
+        assert!(
+            err.contains("vn-1.key") && err.contains("No such file"),
+            "{err}"
+        );
     }
 }

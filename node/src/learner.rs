@@ -43,11 +43,18 @@ impl LearningConfig {
 
     /// The model every node starts from.
     pub fn model_spec(&self, info: &TaskInfo) -> ModelSpec {
-        self.model.clone().unwrap_or_else(|| ModelSpec::default_for(info))
+        self.model
+            .clone()
+            .unwrap_or_else(|| ModelSpec::default_for(info))
     }
 
     /// Builds the learners of nodes `indices` from a loaded split.
-    pub fn learners(&self, split: &Split, parts: &[Vec<usize>], indices: impl IntoIterator<Item = usize>) -> Result<Vec<Learner>> {
+    pub fn learners(
+        &self,
+        split: &Split,
+        parts: &[Vec<usize>],
+        indices: impl IntoIterator<Item = usize>,
+    ) -> Result<Vec<Learner>> {
         let info = TaskInfo::of(&split.train)?;
         let spec = self.model_spec(&info);
         let test = Arc::new(match self.max_test_samples {
@@ -65,15 +72,18 @@ impl LearningConfig {
         indices
             .into_iter()
             .map(|i| {
-                let part = parts
-                    .get(i)
-                    .ok_or_else(|| NodeError::Config(format!("node index {i} but only {} nodes", parts.len())))?;
+                let part = parts.get(i).ok_or_else(|| {
+                    NodeError::Config(format!("node index {i} but only {} nodes", parts.len()))
+                })?;
                 Ok(Learner {
                     model: Model::new(&spec, &info, self.seed, &device)?,
                     train: split.train.subset(part),
                     test: test.clone(),
                     train_cfg: self.train,
-                    rng: ChaCha8Rng::seed_from_u64(self.seed.wrapping_add(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i as u64 + 1))),
+                    rng: ChaCha8Rng::seed_from_u64(
+                        self.seed
+                            .wrapping_add(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i as u64 + 1)),
+                    ),
                 })
             })
             .collect()
@@ -109,7 +119,11 @@ impl Learner {
         let t = Instant::now();
         let report = train_local(&mut self.model, &self.train, &self.train_cfg, &mut self.rng)?;
         let params = self.model.flat_params()?;
-        Ok(Trained { params, train_loss: report.mean_loss, secs: t.elapsed().as_secs_f64() })
+        Ok(Trained {
+            params,
+            train_loss: report.mean_loss,
+            secs: t.elapsed().as_secs_f64(),
+        })
     }
 
     /// Loads `params` into the model and evaluates it on the test set; returns the evaluation and its time.

@@ -30,5 +30,5 @@ pub mod sim;
 
 pub use error::{NodeError, Result};
 pub use events::NodeEvent;
-pub use runtime::{NodeBuilder, NodeHandle, NodeStatus, Timing};
 pub use id::VnAddr;
+pub use runtime::{NodeBuilder, NodeHandle, NodeStatus, Timing};

@@ -9,7 +9,11 @@ use node::NodeEvent;
 use node::config::NodeConfig;
 
 #[derive(Parser)]
-#[command(name = "node", version, about = "A Shatter node: privacy-preserving decentralized learning over libp2p")]
+#[command(
+    name = "node",
+    version,
+    about = "A Shatter node: privacy-preserving decentralized learning over libp2p"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -39,7 +43,8 @@ enum Cmd {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,libp2p=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,libp2p=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -58,18 +63,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             for k in node::keys::generate(&dir, vns)? {
                 println!("{}", k.public().to_peer_id());
             }
-            eprintln!("wrote {vns} keys to {}; add the PeerIds above to the network's peer list", dir.display());
+            eprintln!(
+                "wrote {vns} keys to {}; add the PeerIds above to the network's peer list",
+                dir.display()
+            );
             Ok(())
         }
         Cmd::Psk { out } => {
             if out.exists() {
-                anyhow::bail!("{} already exists; refusing to overwrite a network key", out.display());
+                anyhow::bail!(
+                    "{} already exists; refusing to overwrite a network key",
+                    out.display()
+                );
             }
             let key: [u8; 32] = rand::random();
             let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
             std::fs::write(&out, format!("/key/swarm/psk/1.0.0/\n/base16/\n{hex}\n"))
                 .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
-            eprintln!("wrote a pre-shared key to {}; give it to every node of the network (psk_file)", out.display());
+            eprintln!(
+                "wrote a pre-shared key to {}; give it to every node of the network (psk_file)",
+                out.display()
+            );
             Ok(())
         }
         Cmd::Run { config } => {
@@ -91,8 +105,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 while let Some(ev) = events.recv().await {
                     match ev {
                         NodeEvent::RoundFinished(m) => println!("{}", serde_json::to_string(&m)?),
-                        NodeEvent::PeerRefused { vn, peer, reason } => tracing::warn!(vn, %peer, %reason, "peer refused"),
-                        NodeEvent::ConnectionFailed { vn, error } => tracing::debug!(vn, %error, "connection failed"),
+                        NodeEvent::PeerRefused { vn, peer, reason } => {
+                            tracing::warn!(vn, %peer, %reason, "peer refused")
+                        }
+                        NodeEvent::ConnectionFailed { vn, error } => {
+                            tracing::debug!(vn, %error, "connection failed")
+                        }
                         NodeEvent::Error(e) => tracing::error!(%e, "node error"),
                         NodeEvent::Finished => break,
                     }

@@ -53,25 +53,41 @@ impl PeerList {
 
     /// Parses peer list text; `path` is only used in error messages.
     pub fn parse(path: &Path, text: &str) -> Result<Self> {
-        let file: File = toml::from_str(text).map_err(|e| NodeError::file(path, "toml", e.message()))?;
+        let file: File =
+            toml::from_str(text).map_err(|e| NodeError::file(path, "toml", e.message()))?;
         if file.peer.len() > MAX_PEERS {
-            return Err(NodeError::file(path, "peer", format!("{} entries exceed MAX_PEERS = {MAX_PEERS}", file.peer.len())));
+            return Err(NodeError::file(
+                path,
+                "peer",
+                format!("{} entries exceed MAX_PEERS = {MAX_PEERS}", file.peer.len()),
+            ));
         }
         let mut allowed = BTreeMap::new();
         for (i, e) in file.peer.iter().enumerate() {
             let field = |f: &str| format!("peer[{i}].{f}");
-            let id: PeerId = e
-                .id
-                .parse()
-                .map_err(|err| NodeError::file(path, field("id"), format!("'{}' is not a PeerId: {err}", e.id)))?;
+            let id: PeerId = e.id.parse().map_err(|err| {
+                NodeError::file(
+                    path,
+                    field("id"),
+                    format!("'{}' is not a PeerId: {err}", e.id),
+                )
+            })?;
             let addr = match &e.addr {
                 Some(a) => Some(a.parse::<Multiaddr>().map_err(|err| {
-                    NodeError::file(path, field("addr"), format!("'{a}' is not a multiaddr: {err}"))
+                    NodeError::file(
+                        path,
+                        field("addr"),
+                        format!("'{a}' is not a multiaddr: {err}"),
+                    )
                 })?),
                 None => None,
             };
             if allowed.insert(id, addr).is_some() {
-                return Err(NodeError::file(path, field("id"), format!("{id} is listed twice")));
+                return Err(NodeError::file(
+                    path,
+                    field("id"),
+                    format!("{id} is listed twice"),
+                ));
             }
         }
         Ok(Self { allowed })
@@ -126,13 +142,17 @@ mod tests {
     use super::*;
 
     fn id() -> PeerId {
-        libp2p::identity::Keypair::generate_ed25519().public().to_peer_id()
+        libp2p::identity::Keypair::generate_ed25519()
+            .public()
+            .to_peer_id()
     }
 
     #[test]
     fn parses_and_renders() {
         let (a, b) = (id(), id());
-        let text = format!("[[peer]]\nid = \"{a}\"\naddr = \"/ip4/127.0.0.1/tcp/4001\"\n[[peer]]\nid = \"{b}\"\n");
+        let text = format!(
+            "[[peer]]\nid = \"{a}\"\naddr = \"/ip4/127.0.0.1/tcp/4001\"\n[[peer]]\nid = \"{b}\"\n"
+        );
         let list = PeerList::parse(Path::new("peers.toml"), &text).unwrap();
         assert!(list.is_allowed(&a) && list.is_allowed(&b) && !list.is_allowed(&id()));
         assert_eq!(list.bootstrap().len(), 1);
@@ -144,14 +164,28 @@ mod tests {
     #[test]
     fn errors_name_file_entry_and_problem() {
         let p = Path::new("peers.toml");
-        let err = PeerList::parse(p, "[[peer]]\nid = \"nope\"\n").unwrap_err().to_string();
-        assert!(err.contains("peers.toml") && err.contains("peer[0].id") && err.contains("nope"), "{err}");
+        let err = PeerList::parse(p, "[[peer]]\nid = \"nope\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("peers.toml") && err.contains("peer[0].id") && err.contains("nope"),
+            "{err}"
+        );
         let a = id();
-        let err = PeerList::parse(p, &format!("[[peer]]\nid = \"{a}\"\naddr = \"tcp:4001\"\n")).unwrap_err().to_string();
+        let err = PeerList::parse(p, &format!("[[peer]]\nid = \"{a}\"\naddr = \"tcp:4001\"\n"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("peer[0].addr"), "{err}");
-        let err = PeerList::parse(p, &format!("[[peer]]\nid = \"{a}\"\n[[peer]]\nid = \"{a}\"\n")).unwrap_err().to_string();
+        let err = PeerList::parse(
+            p,
+            &format!("[[peer]]\nid = \"{a}\"\n[[peer]]\nid = \"{a}\"\n"),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("peer[1].id") && err.contains("twice"), "{err}");
-        let err = PeerList::parse(p, "[[peer]]\nid = \"x\"\nport = 3\n").unwrap_err().to_string();
+        let err = PeerList::parse(p, "[[peer]]\nid = \"x\"\nport = 3\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("port"), "{err}");
     }
 }

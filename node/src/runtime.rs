@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use libp2p::Multiaddr;
 use libp2p::identity::Keypair;
 use libp2p::pnet::PreSharedKey;
-use libp2p::Multiaddr;
 use models::chunking::ChunkPartition;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use sampling::{CyclonConfig, OverlayConfig, derive_rng};
@@ -137,8 +137,7 @@ impl NodeHandle {
     pub async fn wait(&self) -> NodeStatus {
         let mut rx = self.status.clone();
         let _ = rx.wait_for(|s| s.finished).await;
-        let s = rx.borrow().clone();
-        s
+        rx.borrow().clone()
     }
 }
 
@@ -248,7 +247,9 @@ impl NodeBuilder {
     pub async fn spawn(self) -> Result<(NodeHandle, mpsc::Receiver<NodeEvent>)> {
         let k = self.keys.len();
         if k == 0 {
-            return Err(NodeError::Config("a node needs at least one virtual node key".into()));
+            return Err(NodeError::Config(
+                "a node needs at least one virtual node key".into(),
+            ));
         }
         if self.degree == 0 {
             return Err(NodeError::Config("degree must be at least 1".into()));
@@ -257,10 +258,16 @@ impl NodeBuilder {
             return Err(NodeError::Config("rounds must be at least 1".into()));
         }
         if !(self.listen.len() == 1 || self.listen.len() == k) {
-            return Err(NodeError::Config(format!("{} listen addresses for {k} virtual nodes (give 1 or {k})", self.listen.len())));
+            return Err(NodeError::Config(format!(
+                "{} listen addresses for {k} virtual nodes (give 1 or {k})",
+                self.listen.len()
+            )));
         }
         if !(self.announce.is_empty() || self.announce.len() == k) {
-            return Err(NodeError::Config(format!("{} announce addresses for {k} virtual nodes", self.announce.len())));
+            return Err(NodeError::Config(format!(
+                "{} announce addresses for {k} virtual nodes",
+                self.announce.len()
+            )));
         }
         let learner = match self.learner {
             Some(l) => l,
@@ -314,7 +321,11 @@ impl NodeBuilder {
             for p in peers.allowed() {
                 swarm.behaviour_mut().allow.allow_peer(*p);
             }
-            let bound = listen(&mut swarm, self.listen[s.min(self.listen.len() - 1)].clone()).await?;
+            let bound = listen(
+                &mut swarm,
+                self.listen[s.min(self.listen.len() - 1)].clone(),
+            )
+            .await?;
             let me = VnAddr::new(peer, self.announce.get(s).cloned().unwrap_or(bound));
             let allowed = peers.clone();
             let engine = VnEngine::new(
@@ -326,7 +337,11 @@ impl NodeBuilder {
             )?;
             let (tx, rx) = mpsc::channel(VN_COMMAND_CAPACITY);
             vn_cmds.push(tx);
-            let bootstrap = peers.bootstrap().into_iter().filter(|b| b.peer != peer).collect();
+            let bootstrap = peers
+                .bootstrap()
+                .into_iter()
+                .filter(|b| b.peer != peer)
+                .collect();
             tasks.push(VnTask {
                 index: s,
                 swarm,
@@ -361,7 +376,14 @@ impl NodeBuilder {
             warmup: Duration::from_millis(self.timing.warmup_ms),
         };
         tokio::spawn(rn.run());
-        Ok((NodeHandle { status: status_rx, stop: Arc::new(stop_tx), addrs: Arc::new(addrs) }, events_rx))
+        Ok((
+            NodeHandle {
+                status: status_rx,
+                stop: Arc::new(stop_tx),
+                addrs: Arc::new(addrs),
+            },
+            events_rx,
+        ))
     }
 }
 
@@ -369,7 +391,9 @@ impl NodeBuilder {
 /// PeerId) and distinct between siblings. FNV-1a is enough here: the secret, not the hash, gives the secrecy.
 fn vn_stream(key: &Keypair) -> u64 {
     let bytes = key.to_protobuf_encoding().unwrap_or_default();
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 enum Job {
@@ -399,7 +423,9 @@ impl RnTask {
         }
         if let Err(e) = &result {
             tracing::error!(node = self.index, error = %e, "node stopped");
-            self.events.send_reliably(NodeEvent::Error(e.to_string())).await;
+            self.events
+                .send_reliably(NodeEvent::Error(e.to_string()))
+                .await;
         }
         self.status.send_modify(|s| {
             s.finished = true;
@@ -413,7 +439,10 @@ impl RnTask {
             _ = tokio::time::sleep(self.warmup) => {}
             _ = self.stop.wait_for(|s| *s) => return Ok(()),
         }
-        let mut outputs: std::collections::VecDeque<RnOutput> = self.engine.handle(self.epoch.elapsed(), RnInput::Start).into();
+        let mut outputs: std::collections::VecDeque<RnOutput> = self
+            .engine
+            .handle(self.epoch.elapsed(), RnInput::Start)
+            .into();
         let mut job: Option<tokio::task::JoinHandle<(Learner, Job)>> = None;
         loop {
             while let Some(o) = outputs.pop_front() {
@@ -421,7 +450,9 @@ impl RnTask {
                     RnOutput::StartRound { round } => {
                         self.status.send_modify(|s| s.round = round);
                         for tx in &self.vn_cmds {
-                            tx.send(VnCommand::StartRound(round)).await.map_err(|_| NodeError::Stopped)?;
+                            tx.send(VnCommand::StartRound(round))
+                                .await
+                                .map_err(|_| NodeError::Stopped)?;
                         }
                     }
                     RnOutput::Train { round } => {
@@ -432,7 +463,10 @@ impl RnTask {
                         }));
                     }
                     RnOutput::ToVn { vn, msg } => {
-                        self.vn_cmds[vn].send(VnCommand::Rn(msg)).await.map_err(|_| NodeError::Stopped)?;
+                        self.vn_cmds[vn]
+                            .send(VnCommand::Rn(msg))
+                            .await
+                            .map_err(|_| NodeError::Stopped)?;
                     }
                     RnOutput::Evaluate { round, params } => {
                         let mut l = self.learner.take().ok_or(NodeError::Stopped)?;
@@ -484,7 +518,11 @@ impl RnTask {
                 #[serde(flatten)]
                 m: &'a RoundMetrics,
             }
-            let line = serde_json::to_string(&Line { node: self.index, m: &m }).expect("metrics serialise");
+            let line = serde_json::to_string(&Line {
+                node: self.index,
+                m: &m,
+            })
+            .expect("metrics serialise");
             writeln!(f, "{line}").map_err(|e| NodeError::io(path, e))?;
         }
         tracing::info!(node = self.index, round = m.round, metric = m.test_metric, name = %m.metric_name, "round finished");

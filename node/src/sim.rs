@@ -16,7 +16,9 @@ use rand::seq::index::sample;
 use sampling::sim::{Event, NetConfig, Network};
 use sampling::{CyclonConfig, OverlayConfig, derive_rng};
 
-use crate::engine::{RnEngine, RnInput, RnOutput, RoundMetrics, VnConfig, VnEngine, VnInput, VnOutput};
+use crate::engine::{
+    RnEngine, RnInput, RnOutput, RoundMetrics, VnConfig, VnEngine, VnInput, VnOutput,
+};
 use crate::learner::Learner;
 use crate::{NodeError, Result};
 
@@ -102,7 +104,10 @@ pub fn run(
     let k = cfg.vns;
     let total = n * k;
     if partition.k() != k {
-        return Err(NodeError::Config(format!("partition has {} chunks for {k} VNs", partition.k())));
+        return Err(NodeError::Config(format!(
+            "partition has {} chunks for {k} VNs",
+            partition.k()
+        )));
     }
     if n == 0 || cfg.degree >= total {
         return Err(NodeError::Config(format!(
@@ -132,7 +137,9 @@ pub fn run(
             )
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    let mut rns: Vec<RnEngine> = (0..n).map(|_| RnEngine::new(partition.clone(), cfg.rounds)).collect();
+    let mut rns: Vec<RnEngine> = (0..n)
+        .map(|_| RnEngine::new(partition.clone(), cfg.rounds))
+        .collect();
     let mut metrics: Vec<Vec<RoundMetrics>> = vec![Vec::new(); n];
     let mut trained: Vec<Option<crate::learner::Trained>> = (0..n).map(|_| None).collect();
     let mut tokens: BTreeMap<u64, (u32, u64)> = BTreeMap::new();
@@ -150,7 +157,16 @@ pub fn run(
             .take(BOOTSTRAP_ENTRIES)
             .collect();
         let out = vns[g as usize].join(Duration::ZERO, boot);
-        apply_vn(g, out, &mut net, &mut tokens, &mut next_token, &mut wake, &mut work, k);
+        apply_vn(
+            g,
+            out,
+            &mut net,
+            &mut tokens,
+            &mut next_token,
+            &mut wake,
+            &mut work,
+            k,
+        );
     }
     // RN timers live on network indices after the VNs'.
     for rn in 0..n {
@@ -160,18 +176,26 @@ pub fn run(
     let mut started = vec![false; n];
     while finished < n {
         let Some((now, ev)) = net.pop_until(Duration::MAX) else {
-            return Err(NodeError::Config("simulation ran out of events before finishing".into()));
+            return Err(NodeError::Config(
+                "simulation ran out of events before finishing".into(),
+            ));
         };
         match ev {
             Event::Deliver { from, to, msg } => {
                 let input = match msg {
                     Wire::Control(bytes) => VnInput::Control { from, bytes },
-                    Wire::Chunk { bytes, token } => VnInput::Chunk { from, bytes: (*bytes).clone(), token },
+                    Wire::Chunk { bytes, token } => VnInput::Chunk {
+                        from,
+                        bytes: (*bytes).clone(),
+                        token,
+                    },
                     Wire::Reply { round, bytes } => VnInput::ChunkReply { from, round, bytes },
                 };
                 work.push_back(Work::Vn(to, input));
             }
-            Event::SendFailed { from, to } => work.push_back(Work::Vn(from, VnInput::SendFailed { to })),
+            Event::SendFailed { from, to } => {
+                work.push_back(Work::Vn(from, VnInput::SendFailed { to }))
+            }
             Event::Timer { node, .. } if (node as usize) < total => {
                 if wake[node as usize].is_some_and(|w| w <= now) {
                     wake[node as usize] = None;
@@ -187,7 +211,12 @@ pub fn run(
                     let round = rns[rn].round();
                     work.push_back(Work::Rn(
                         rn,
-                        RnInput::Trained { round, params: t.params, train_loss: t.train_loss, secs: t.secs },
+                        RnInput::Trained {
+                            round,
+                            params: t.params,
+                            train_loss: t.train_loss,
+                            secs: t.secs,
+                        },
                     ));
                 }
             }
@@ -196,7 +225,16 @@ pub fn run(
             match w {
                 Work::Vn(g, input) => {
                     let out = vns[g as usize].handle(now, input);
-                    apply_vn(g, out, &mut net, &mut tokens, &mut next_token, &mut wake, &mut work, k);
+                    apply_vn(
+                        g,
+                        out,
+                        &mut net,
+                        &mut tokens,
+                        &mut next_token,
+                        &mut wake,
+                        &mut work,
+                        k,
+                    );
                 }
                 Work::Rn(rn, input) => {
                     let t = Instant::now();
@@ -208,7 +246,10 @@ pub fn run(
                         match o {
                             RnOutput::StartRound { round } => {
                                 for s in 0..k {
-                                    work.push_back(Work::Vn((rn * k + s) as u32, VnInput::StartRound(round)));
+                                    work.push_back(Work::Vn(
+                                        (rn * k + s) as u32,
+                                        VnInput::StartRound(round),
+                                    ));
                                 }
                             }
                             RnOutput::Train { .. } => {
@@ -218,7 +259,10 @@ pub fn run(
                                 net.timer((total + rn) as u32, now + cfg.train_time.mul_f64(f), 0);
                             }
                             RnOutput::ToVn { vn, msg } => {
-                                work.push_back(Work::Vn((rn * k + vn) as u32, VnInput::FromRn(msg)));
+                                work.push_back(Work::Vn(
+                                    (rn * k + vn) as u32,
+                                    VnInput::FromRn(msg),
+                                ));
                             }
                             RnOutput::Evaluate { round, params } => {
                                 let (eval, secs) = learners[rn].load_and_evaluate(&params)?;
@@ -240,7 +284,10 @@ pub fn run(
                             RnOutput::Finished => {
                                 finished += 1;
                                 for s in 0..k {
-                                    work.push_back(Work::Vn((rn * k + s) as u32, VnInput::FromRn(ToVirtualNode::Stop)));
+                                    work.push_back(Work::Vn(
+                                        (rn * k + s) as u32,
+                                        VnInput::FromRn(ToVirtualNode::Stop),
+                                    ));
                                 }
                             }
                         }
@@ -249,7 +296,12 @@ pub fn run(
             }
         }
     }
-    Ok(SimReport { metrics, virtual_secs: net.now().as_secs_f64(), messages: net.sent, lost: net.lost })
+    Ok(SimReport {
+        metrics,
+        virtual_secs: net.now().as_secs_f64(),
+        messages: net.sent,
+        lost: net.lost,
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -269,7 +321,14 @@ fn apply_vn(
             VnOutput::SendChunk { to, round, bytes } => {
                 *next_token += 1;
                 tokens.insert(*next_token, (g, round));
-                net.send(g, to, Wire::Chunk { bytes, token: *next_token });
+                net.send(
+                    g,
+                    to,
+                    Wire::Chunk {
+                        bytes,
+                        token: *next_token,
+                    },
+                );
             }
             VnOutput::Reply { token, bytes } => {
                 if let Some((sender, round)) = tokens.remove(&token) {

@@ -23,7 +23,11 @@ fn learning(nodes: usize) -> LearningConfig {
         model: Some(ModelSpec::Mlp { hidden: vec![16] }),
         partition: Partition::Iid,
         nodes,
-        train: TrainConfig { lr: 0.05, batch_size: 32, work: LocalWork::Epochs(1) },
+        train: TrainConfig {
+            lr: 0.05,
+            batch_size: 32,
+            work: LocalWork::Epochs(1),
+        },
         seed: 3,
         max_test_samples: Some(200),
     }
@@ -43,11 +47,20 @@ struct Running {
 /// Spawns one node per spec, k VNs each. Node 0 starts first; the others bootstrap from its addresses, as a
 /// real deployment's peer list would give them. Unlisted nodes believe everyone is allowed.
 async fn spawn(specs: &[Spec], k: usize, degree: usize, rounds: u64) -> Running {
-    let keys: Vec<Vec<Keypair>> = specs.iter().map(|_| (0..k).map(|_| Keypair::generate_ed25519()).collect()).collect();
-    let ids: Vec<Vec<PeerId>> = keys.iter().map(|ks| ks.iter().map(|k| k.public().to_peer_id()).collect()).collect();
+    let keys: Vec<Vec<Keypair>> = specs
+        .iter()
+        .map(|_| (0..k).map(|_| Keypair::generate_ed25519()).collect())
+        .collect();
+    let ids: Vec<Vec<PeerId>> = keys
+        .iter()
+        .map(|ks| ks.iter().map(|k| k.public().to_peer_id()).collect())
+        .collect();
     let lc = learning(specs.len());
     let (split, parts) = lc.load().unwrap();
-    let mut learners = lc.learners(&split, &parts, 0..specs.len()).unwrap().into_iter();
+    let mut learners = lc
+        .learners(&split, &parts, 0..specs.len())
+        .unwrap()
+        .into_iter();
     let mut handles = Vec::new();
     let mut events = Vec::new();
     let mut boot: Vec<(PeerId, Multiaddr)> = Vec::new();
@@ -77,12 +90,20 @@ async fn spawn(specs: &[Spec], k: usize, degree: usize, rounds: u64) -> Running 
             .await
             .unwrap();
         if i == 0 {
-            boot = h.addresses().iter().map(|a| (a.peer, a.addr.clone())).collect();
+            boot = h
+                .addresses()
+                .iter()
+                .map(|a| (a.peer, a.addr.clone()))
+                .collect();
         }
         handles.push(h);
         events.push(ev);
     }
-    Running { handles, events, ids }
+    Running {
+        handles,
+        events,
+        ids,
+    }
 }
 
 fn drain(rx: &mut mpsc::Receiver<NodeEvent>) -> Vec<NodeEvent> {
@@ -105,10 +126,17 @@ fn rounds_of(events: &[NodeEvent]) -> Vec<node::engine::RoundMetrics> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_two_vns_complete_three_rounds() {
-    let specs: Vec<Spec> = (0..3).map(|_| Spec { listed: true, psk: None }).collect();
+    let specs: Vec<Spec> = (0..3)
+        .map(|_| Spec {
+            listed: true,
+            psk: None,
+        })
+        .collect();
     let mut net = spawn(&specs, 2, 2, 3).await;
     for h in &net.handles {
-        let s = tokio::time::timeout(LIMIT, h.wait()).await.expect("finished in time");
+        let s = tokio::time::timeout(LIMIT, h.wait())
+            .await
+            .expect("finished in time");
         assert_eq!(s.error, None);
         assert_eq!(s.rounds_completed, 3);
     }
@@ -118,34 +146,59 @@ async fn three_nodes_two_vns_complete_three_rounds() {
         let copies: u32 = rounds.iter().map(|m| m.copies_received).sum();
         assert!(copies > 0, "chunks crossed the network: {rounds:?}");
         // A 6-VN overlay can leave a VN short in a round; most rounds must still exchange.
-        assert!(rounds.iter().filter(|m| m.chunk_bytes_sent > 0 && m.neighbours > 0).count() >= 2, "{rounds:?}");
+        assert!(
+            rounds
+                .iter()
+                .filter(|m| m.chunk_bytes_sent > 0 && m.neighbours > 0)
+                .count()
+                >= 2,
+            "{rounds:?}"
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_absent_from_the_peer_list_is_refused_and_never_receives_a_chunk() {
-    let mut specs: Vec<Spec> = (0..3).map(|_| Spec { listed: true, psk: None }).collect();
-    specs.push(Spec { listed: false, psk: None });
+    let mut specs: Vec<Spec> = (0..3)
+        .map(|_| Spec {
+            listed: true,
+            psk: None,
+        })
+        .collect();
+    specs.push(Spec {
+        listed: false,
+        psk: None,
+    });
     let mut net = spawn(&specs, 2, 2, 3).await;
     for h in &net.handles {
-        let s = tokio::time::timeout(LIMIT, h.wait()).await.expect("finished in time");
+        let s = tokio::time::timeout(LIMIT, h.wait())
+            .await
+            .expect("finished in time");
         assert_eq!(s.rounds_completed, 3, "{:?}", s.error);
     }
     let intruder = net.ids[3].clone();
     let intruder_events = drain(&mut net.events[3]);
-    let got: u32 = rounds_of(&intruder_events).iter().map(|m| m.copies_received).sum();
+    let got: u32 = rounds_of(&intruder_events)
+        .iter()
+        .map(|m| m.copies_received)
+        .sum();
     assert_eq!(got, 0, "the unlisted node received no chunk");
     let mut refused_intruder = false;
     for rx in &mut net.events[..3] {
         for e in drain(rx) {
             match e {
-                NodeEvent::PeerRefused { peer, .. } if intruder.contains(&peer) => refused_intruder = true,
+                NodeEvent::PeerRefused { peer, .. } if intruder.contains(&peer) => {
+                    refused_intruder = true
+                }
                 NodeEvent::RoundFinished(m) => assert!(m.copies_received <= m.neighbours),
                 _ => {}
             }
         }
     }
-    assert!(refused_intruder, "listed nodes reported refusing the intruder");
+    assert!(
+        refused_intruder,
+        "listed nodes reported refusing the intruder"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,20 +206,42 @@ async fn a_wrong_pre_shared_key_is_refused() {
     let psk = PreSharedKey::new([7; 32]);
     let wrong = PreSharedKey::new([8; 32]);
     let specs = vec![
-        Spec { listed: true, psk: Some(psk) },
-        Spec { listed: true, psk: Some(psk) },
-        Spec { listed: true, psk: Some(psk) },
+        Spec {
+            listed: true,
+            psk: Some(psk),
+        },
+        Spec {
+            listed: true,
+            psk: Some(psk),
+        },
+        Spec {
+            listed: true,
+            psk: Some(psk),
+        },
         // Listed, but without the network's key: it must not get in.
-        Spec { listed: true, psk: Some(wrong) },
+        Spec {
+            listed: true,
+            psk: Some(wrong),
+        },
     ];
     let mut net = spawn(&specs, 2, 2, 2).await;
     for h in &net.handles {
-        let s = tokio::time::timeout(LIMIT, h.wait()).await.expect("finished in time");
+        let s = tokio::time::timeout(LIMIT, h.wait())
+            .await
+            .expect("finished in time");
         assert_eq!(s.rounds_completed, 2, "{:?}", s.error);
     }
     let outsider = rounds_of(&drain(&mut net.events[3]));
-    assert_eq!(outsider.iter().map(|m| m.copies_received).sum::<u32>(), 0, "wrong key: no chunk");
-    assert_eq!(outsider.iter().map(|m| m.neighbours).sum::<u32>(), 0, "wrong key: no neighbour");
+    assert_eq!(
+        outsider.iter().map(|m| m.copies_received).sum::<u32>(),
+        0,
+        "wrong key: no chunk"
+    );
+    assert_eq!(
+        outsider.iter().map(|m| m.neighbours).sum::<u32>(),
+        0,
+        "wrong key: no neighbour"
+    );
     let mut insiders_copies = 0;
     let mut failed_handshakes = 0;
     for rx in &mut net.events[..3] {
@@ -178,18 +253,32 @@ async fn a_wrong_pre_shared_key_is_refused() {
             }
         }
     }
-    assert!(insiders_copies > 0, "nodes sharing the key exchanged chunks");
-    assert!(failed_handshakes > 0, "the wrong key failed at the handshake");
+    assert!(
+        insiders_copies > 0,
+        "nodes sharing the key exchanged chunks"
+    );
+    assert!(
+        failed_handshakes > 0,
+        "the wrong key failed at the handshake"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_killed_mid_run_delays_its_neighbours_by_at_most_the_deadline() {
-    let specs: Vec<Spec> = (0..4).map(|_| Spec { listed: true, psk: None }).collect();
+    let specs: Vec<Spec> = (0..4)
+        .map(|_| Spec {
+            listed: true,
+            psk: None,
+        })
+        .collect();
     let rounds = 4;
     let mut net = spawn(&specs, 2, 2, rounds).await;
     // Kill node 3 as soon as it finished its first round: it disappears mid-run with its VNs.
     loop {
-        match tokio::time::timeout(LIMIT, net.events[3].recv()).await.expect("a round in time") {
+        match tokio::time::timeout(LIMIT, net.events[3].recv())
+            .await
+            .expect("a round in time")
+        {
             Some(NodeEvent::RoundFinished(_)) => break,
             Some(_) => {}
             None => panic!("node 3 ended early"),
@@ -200,10 +289,17 @@ async fn a_node_killed_mid_run_delays_its_neighbours_by_at_most_the_deadline() {
     let overlay = (5 * 2 + 4) as f64 * t.substep_ms as f64 / 1000.0;
     let bound = overlay + t.exchange_timeout_ms as f64 / 1000.0 + 3.0;
     for (i, h) in net.handles[..3].iter().enumerate() {
-        let s = tokio::time::timeout(LIMIT, h.wait()).await.expect("finished in time");
+        let s = tokio::time::timeout(LIMIT, h.wait())
+            .await
+            .expect("finished in time");
         assert_eq!(s.rounds_completed, rounds, "node {i}: {:?}", s.error);
         for m in rounds_of(&drain(&mut net.events[i])) {
-            assert!(m.round_secs <= bound + m.train_secs + m.eval_secs, "node {i} round {} took {:.2}s > {bound:.2}s", m.round, m.round_secs);
+            assert!(
+                m.round_secs <= bound + m.train_secs + m.eval_secs,
+                "node {i} round {} took {:.2}s > {bound:.2}s",
+                m.round,
+                m.round_secs
+            );
         }
     }
 }

@@ -21,7 +21,11 @@ fn learning() -> LearningConfig {
         model: Some(ModelSpec::Mlp { hidden: vec![32] }),
         partition: Partition::Iid,
         nodes: NODES,
-        train: TrainConfig { lr: 0.05, batch_size: 32, work: LocalWork::Epochs(1) },
+        train: TrainConfig {
+            lr: 0.05,
+            batch_size: 32,
+            work: LocalWork::Epochs(1),
+        },
         seed: SEED,
         max_test_samples: None,
     }
@@ -34,12 +38,22 @@ fn simulate(vns: usize, degree: usize) -> (SimReport, usize, Vec<usize>) {
     let partition = Arc::new(lc.chunk_partition(&learners[0].model, vns).unwrap());
     let lens = (0..vns).map(|s| partition.chunk_len(s)).collect();
     let d = partition.d();
-    let report = run(&SimConfig::new(vns, degree, ROUNDS, SEED), learners, partition, |_, _| {}).unwrap();
+    let report = run(
+        &SimConfig::new(vns, degree, ROUNDS, SEED),
+        learners,
+        partition,
+        |_, _| {},
+    )
+    .unwrap();
     (report, d, lens)
 }
 
 fn final_mean(report: &SimReport) -> f64 {
-    let last: Vec<f64> = report.metrics.iter().map(|m| m.last().unwrap().test_metric).collect();
+    let last: Vec<f64> = report
+        .metrics
+        .iter()
+        .map(|m| m.last().unwrap().test_metric)
+        .collect();
     last.iter().sum::<f64>() / last.len() as f64
 }
 
@@ -48,8 +62,17 @@ fn central_accuracy(steps: usize) -> f64 {
     let lc = learning();
     let split = lc.dataset.load(SEED).unwrap();
     let info = TaskInfo::of(&split.train).unwrap();
-    let mut model = Model::new(lc.model.as_ref().unwrap(), &info, SEED, &models::device::cpu()).unwrap();
-    let cfg = TrainConfig { work: LocalWork::Steps(steps), ..lc.train };
+    let mut model = Model::new(
+        lc.model.as_ref().unwrap(),
+        &info,
+        SEED,
+        &models::device::cpu(),
+    )
+    .unwrap();
+    let cfg = TrainConfig {
+        work: LocalWork::Steps(steps),
+        ..lc.train
+    };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(SEED);
     train_local(&mut model, &split.train, &cfg, &mut rng).unwrap();
     evaluate(&model, &split.test).unwrap().metric()
@@ -59,36 +82,64 @@ fn central_accuracy(steps: usize) -> f64 {
 fn shatter_8x4_converges_like_central_sgd_and_pays_the_cost_model() {
     let (vns, degree) = (4, 4);
     let (report, d, lens) = simulate(vns, degree);
-    assert!(report.metrics.iter().all(|m| m.len() == ROUNDS as usize), "every node finished every round");
+    assert!(
+        report.metrics.iter().all(|m| m.len() == ROUNDS as usize),
+        "every node finished every round"
+    );
 
     let shatter = final_mean(&report);
     let per_node_steps = (4000 / NODES).div_ceil(32) * ROUNDS as usize;
     let central = central_accuracy(per_node_steps);
     let first = report.metrics.iter().map(|m| m[0].test_metric).sum::<f64>() / NODES as f64;
-    println!("shatter final accuracy {shatter:.4} (round 0: {first:.4}), central {central:.4} after {per_node_steps} steps");
-    assert!(shatter > first + 0.05, "training made progress: {first} -> {shatter}");
-    assert!(shatter >= central - 0.05, "shatter {shatter} within 0.05 of central {central}");
+    println!(
+        "shatter final accuracy {shatter:.4} (round 0: {first:.4}), central {central:.4} after {per_node_steps} steps"
+    );
+    assert!(
+        shatter > first + 0.05,
+        "training made progress: {first} -> {shatter}"
+    );
+    assert!(
+        shatter >= central - 0.05,
+        "shatter {shatter} within 0.05 of central {central}"
+    );
 
     // Cost model: each VN sends its chunk (4·len + 17-byte header + 4-byte prefix) to each neighbour, so
     // with a full overlay an RN sends 4·d·r bytes of values per round, plus headers.
-    let (lo, hi) = (*lens.iter().min().unwrap() as u64, *lens.iter().max().unwrap() as u64);
+    let (lo, hi) = (
+        *lens.iter().min().unwrap() as u64,
+        *lens.iter().max().unwrap() as u64,
+    );
     let mut total_neighbours = 0u64;
     let mut total_chunk_bytes = 0u64;
     for m in report.metrics.iter().flatten() {
         let nb = m.neighbours as u64;
-        assert!(m.chunk_bytes_sent >= nb * (4 * lo + 21) && m.chunk_bytes_sent <= nb * (4 * hi + 21), "{m:?}");
-        assert!(m.copies_received <= m.neighbours, "never more copies than neighbours: {m:?}");
+        assert!(
+            m.chunk_bytes_sent >= nb * (4 * lo + 21) && m.chunk_bytes_sent <= nb * (4 * hi + 21),
+            "{m:?}"
+        );
+        assert!(
+            m.copies_received <= m.neighbours,
+            "never more copies than neighbours: {m:?}"
+        );
         assert_eq!(m.refused, 0, "no refusals without faults: {m:?}");
         total_neighbours += nb;
         total_chunk_bytes += m.chunk_bytes_sent;
     }
     let samples = (NODES as u64) * ROUNDS;
     let full = (vns * degree) as u64;
-    assert!(total_neighbours as f64 >= 0.97 * (samples * full) as f64, "near-regular overlay: {total_neighbours}");
+    assert!(
+        total_neighbours as f64 >= 0.97 * (samples * full) as f64,
+        "near-regular overlay: {total_neighbours}"
+    );
     let per_rn_round = total_chunk_bytes as f64 / samples as f64;
     let model = 4.0 * d as f64 * degree as f64 * total_neighbours as f64 / (samples * full) as f64;
-    println!("chunk bytes per RN per round {per_rn_round:.0}, cost model 4·d·r (scaled by realised degree) {model:.0}");
-    assert!((per_rn_round - model).abs() <= 21.0 * full as f64 + 4.0 * full as f64, "{per_rn_round} vs {model}");
+    println!(
+        "chunk bytes per RN per round {per_rn_round:.0}, cost model 4·d·r (scaled by realised degree) {model:.0}"
+    );
+    assert!(
+        (per_rn_round - model).abs() <= 21.0 * full as f64 + 4.0 * full as f64,
+        "{per_rn_round} vs {model}"
+    );
 }
 
 #[test]
@@ -96,8 +147,18 @@ fn same_seed_same_result_and_el_uses_the_same_path() {
     // k = 1 is Epidemic Learning: one VN per node carrying the whole model.
     let (a, _, _) = simulate(1, 3);
     let (b, _, _) = simulate(1, 3);
-    let bits = |r: &SimReport| -> Vec<u64> { r.metrics.iter().flatten().map(|m| m.test_metric.to_bits()).collect() };
-    assert_eq!(bits(&a), bits(&b), "bit-identical metrics for the same seed");
+    let bits = |r: &SimReport| -> Vec<u64> {
+        r.metrics
+            .iter()
+            .flatten()
+            .map(|m| m.test_metric.to_bits())
+            .collect()
+    };
+    assert_eq!(
+        bits(&a),
+        bits(&b),
+        "bit-identical metrics for the same seed"
+    );
     assert_eq!(a.virtual_secs, b.virtual_secs);
     let first = a.metrics.iter().map(|m| m[0].test_metric).sum::<f64>() / NODES as f64;
     assert!(final_mean(&a) > first, "EL learns");

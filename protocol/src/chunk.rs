@@ -165,7 +165,11 @@ mod tests {
     #[test]
     fn nan_bits_survive_the_trip() {
         // Decoding must not silently change values: the engine, not the codec, decides what to refuse.
-        let frame = ChunkFrame { round: 1, chunk: 0, values: vec![f32::NAN, f32::INFINITY] };
+        let frame = ChunkFrame {
+            round: 1,
+            chunk: 0,
+            values: vec![f32::NAN, f32::INFINITY],
+        };
         let back = ChunkFrame::decode(&frame.encode()).unwrap();
         assert!(back.values[0].is_nan());
         assert_eq!(back.values[1], f32::INFINITY);
@@ -174,21 +178,40 @@ mod tests {
     #[test]
     fn header_errors_are_typed() {
         let mut bytes = encode_chunk(7, 2, &[1.0, 2.0]);
-        assert!(matches!(ChunkFrame::decode(&bytes[..10]), Err(DecodeError::Truncated { what: "chunk header", .. })));
+        assert!(matches!(
+            ChunkFrame::decode(&bytes[..10]),
+            Err(DecodeError::Truncated {
+                what: "chunk header",
+                ..
+            })
+        ));
         assert!(matches!(
             ChunkFrame::decode(&bytes[..bytes.len() - 1]),
-            Err(DecodeError::Truncated { what: "chunk values", need: 8, have: 7 })
+            Err(DecodeError::Truncated {
+                what: "chunk values",
+                need: 8,
+                have: 7
+            })
         ));
         bytes.push(0);
-        assert!(matches!(ChunkFrame::decode(&bytes), Err(DecodeError::TrailingBytes { extra: 1, .. })));
+        assert!(matches!(
+            ChunkFrame::decode(&bytes),
+            Err(DecodeError::TrailingBytes { extra: 1, .. })
+        ));
         bytes[0] = 9;
-        assert!(matches!(ChunkFrame::decode(&bytes), Err(DecodeError::Version { got: 9, .. })));
+        assert!(matches!(
+            ChunkFrame::decode(&bytes),
+            Err(DecodeError::Version { got: 9, .. })
+        ));
     }
 
     #[test]
     fn a_huge_count_is_refused_before_allocation() {
         let mut bytes = encode_chunk(0, 0, &[]);
         bytes[13..17].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(matches!(ChunkFrame::decode(&bytes), Err(DecodeError::TooLarge { .. })));
+        assert!(matches!(
+            ChunkFrame::decode(&bytes),
+            Err(DecodeError::TooLarge { .. })
+        ));
     }
 }

@@ -117,7 +117,12 @@ mod tests {
         let bytes = [1u8, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F];
         let err = decode_control::<Sample>(&bytes).unwrap_err();
         assert!(
-            matches!(err, DecodeError::TooLarge { .. } | DecodeError::Truncated { .. } | DecodeError::Malformed(_)),
+            matches!(
+                err,
+                DecodeError::TooLarge { .. }
+                    | DecodeError::Truncated { .. }
+                    | DecodeError::Malformed(_)
+            ),
             "{err:?}"
         );
     }
@@ -125,8 +130,14 @@ mod tests {
     #[test]
     fn oversized_messages_are_refused_both_ways() {
         let big = Sample::Text("x".repeat(MAX_CONTROL_BYTES + 1));
-        assert!(matches!(encode_control(&big), Err(EncodeError::TooLarge { .. }) | Err(EncodeError::Codec(_))));
+        assert!(matches!(
+            encode_control(&big),
+            Err(EncodeError::TooLarge { .. }) | Err(EncodeError::Codec(_))
+        ));
         let bytes = vec![0u8; MAX_CONTROL_BYTES + 1];
-        assert!(matches!(decode_control::<Sample>(&bytes), Err(DecodeError::TooLarge { .. })));
+        assert!(matches!(
+            decode_control::<Sample>(&bytes),
+            Err(DecodeError::TooLarge { .. })
+        ));
     }
 }

@@ -55,7 +55,11 @@ impl<I> CyclonMsg<I> {
     pub fn validate(&self) -> Result<(), DecodeError> {
         let entries = self.entries();
         if entries.len() > MAX_SHUFFLE_ENTRIES {
-            return Err(too_large("shuffle entry count", entries.len() as u64, MAX_SHUFFLE_ENTRIES as u64));
+            return Err(too_large(
+                "shuffle entry count",
+                entries.len() as u64,
+                MAX_SHUFFLE_ENTRIES as u64,
+            ));
         }
         if let Some(e) = entries.iter().find(|e| e.age > MAX_AGE) {
             return Err(too_large("view entry age", e.age as u64, MAX_AGE as u64));
@@ -166,7 +170,11 @@ mod tests {
         assert!(e(MAX_SHUFFLE_ENTRIES).validate().is_ok());
         assert_eq!(
             e(MAX_SHUFFLE_ENTRIES + 1).validate(),
-            Err(too_large("shuffle entry count", MAX_SHUFFLE_ENTRIES as u64 + 1, MAX_SHUFFLE_ENTRIES as u64))
+            Err(too_large(
+                "shuffle entry count",
+                MAX_SHUFFLE_ENTRIES as u64 + 1,
+                MAX_SHUFFLE_ENTRIES as u64
+            ))
         );
         let old = CyclonMsg::ShuffleReply {
             entries: vec![ViewEntry {

@@ -71,18 +71,32 @@ mod tests {
     fn oversized_prefix_is_refused_before_reading_the_payload() {
         let buf = 1_000_000u32.to_le_bytes();
         let err = split_frame(&buf, 1024).unwrap_err();
-        assert!(matches!(err, DecodeError::TooLarge { got: 1_000_000, max: 1024, .. }));
+        assert!(matches!(
+            err,
+            DecodeError::TooLarge {
+                got: 1_000_000,
+                max: 1024,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn truncated_frames_are_refused() {
         assert!(matches!(
             split_frame(&[1, 0], 16),
-            Err(DecodeError::Truncated { what: "frame prefix", .. })
+            Err(DecodeError::Truncated {
+                what: "frame prefix",
+                ..
+            })
         ));
         assert!(matches!(
             split_frame(&[4, 0, 0, 0, 1, 2], 16),
-            Err(DecodeError::Truncated { what: "frame", need: 4, have: 2 })
+            Err(DecodeError::Truncated {
+                what: "frame",
+                need: 4,
+                have: 2
+            })
         ));
     }
 

@@ -23,23 +23,44 @@ pub enum RnInput {
     /// Begin round 0.
     Start,
     /// Local training of `round` finished with these parameters.
-    Trained { round: u64, params: Vec<f32>, train_loss: f64, secs: f64 },
+    Trained {
+        round: u64,
+        params: Vec<f32>,
+        train_loss: f64,
+        secs: f64,
+    },
     /// A message from VN `vn`.
     FromVn { vn: usize, msg: FromVirtualNode },
     /// The aggregated model of `round` was evaluated.
-    Evaluated { round: u64, metric_name: String, metric: f64, loss: f64, secs: f64 },
+    Evaluated {
+        round: u64,
+        metric_name: String,
+        metric: f64,
+        loss: f64,
+        secs: f64,
+    },
 }
 
 /// What an [`RnEngine`] asks its driver to do.
 #[derive(Debug)]
 pub enum RnOutput {
     /// Tell every VN to start negotiating the overlay of `round`.
-    StartRound { round: u64 },
+    StartRound {
+        round: u64,
+    },
     /// Run local training for `round` on the current model (the driver's), then report `Trained`.
-    Train { round: u64 },
-    ToVn { vn: usize, msg: ToVirtualNode },
+    Train {
+        round: u64,
+    },
+    ToVn {
+        vn: usize,
+        msg: ToVirtualNode,
+    },
     /// Load `params` (the aggregated model) into the model, evaluate it, report `Evaluated`.
-    Evaluate { round: u64, params: Vec<f32> },
+    Evaluate {
+        round: u64,
+        params: Vec<f32>,
+    },
     RoundDone(RoundMetrics),
     /// All rounds are done.
     Finished,
@@ -102,21 +123,42 @@ impl RnEngine {
         let mut out = Vec::new();
         match input {
             RnInput::Start if self.phase == Phase::Idle => self.begin_round(now, 0, &mut out),
-            RnInput::Trained { round, params, train_loss, secs } if self.phase == Phase::Training && round == self.round => {
+            RnInput::Trained {
+                round,
+                params,
+                train_loss,
+                secs,
+            } if self.phase == Phase::Training && round == self.round => {
                 self.metrics.train_loss = train_loss;
                 self.metrics.train_secs = secs;
                 self.exchange_start = now;
                 self.phase = Phase::Exchanging;
                 // One pass over the parameters cuts all k chunks (k passes would touch the model k times).
-                let chunks = self.partition.extract_all(&params).expect("trained parameters have length d");
+                let chunks = self
+                    .partition
+                    .extract_all(&params)
+                    .expect("trained parameters have length d");
                 for (s, values) in chunks.into_iter().enumerate() {
-                    let frame = ChunkFrame { round, chunk: s as u32, values };
-                    out.push(RnOutput::ToVn { vn: s, msg: ToVirtualNode::Exchange(frame) });
+                    let frame = ChunkFrame {
+                        round,
+                        chunk: s as u32,
+                        values,
+                    };
+                    out.push(RnOutput::ToVn {
+                        vn: s,
+                        msg: ToVirtualNode::Exchange(frame),
+                    });
                 }
                 self.params = params;
             }
-            RnInput::FromVn { vn, msg } => self.from_vn(now, vn, msg, &mut out),
-            RnInput::Evaluated { round, metric_name, metric, loss, secs } if self.phase == Phase::Evaluating && round == self.round => {
+            RnInput::FromVn { vn, msg } => self.on_vn_message(now, vn, msg, &mut out),
+            RnInput::Evaluated {
+                round,
+                metric_name,
+                metric,
+                loss,
+                secs,
+            } if self.phase == Phase::Evaluating && round == self.round => {
                 self.metrics.metric_name = metric_name;
                 self.metrics.test_metric = metric;
                 self.metrics.test_loss = loss;
@@ -141,12 +183,21 @@ impl RnEngine {
         self.phase = Phase::Training;
         self.aggregator.reset();
         self.vn_done.iter_mut().for_each(|d| *d = false);
-        self.metrics = RoundMetrics { round, ..RoundMetrics::default() };
+        self.metrics = RoundMetrics {
+            round,
+            ..RoundMetrics::default()
+        };
         out.push(RnOutput::StartRound { round });
         out.push(RnOutput::Train { round });
     }
 
-    fn from_vn(&mut self, now: Duration, vn: usize, msg: FromVirtualNode, out: &mut Vec<RnOutput>) {
+    fn on_vn_message(
+        &mut self,
+        now: Duration,
+        vn: usize,
+        msg: FromVirtualNode,
+        out: &mut Vec<RnOutput>,
+    ) {
         // Copies can arrive while we still train: a neighbour whose training finished first sends as soon as
         // its overlay is frozen, and our VN hands the copy over at once.
         if !matches!(self.phase, Phase::Training | Phase::Exchanging) || vn >= self.vn_done.len() {
@@ -175,9 +226,15 @@ impl RnEngine {
                 m.refused += s.refused;
                 if self.vn_done.iter().all(|d| *d) {
                     self.metrics.exchange_secs = (now - self.exchange_start).as_secs_f64();
-                    let params = self.aggregator.finish(&self.params).expect("local parameters have length d");
+                    let params = self
+                        .aggregator
+                        .finish(&self.params)
+                        .expect("local parameters have length d");
                     self.phase = Phase::Evaluating;
-                    out.push(RnOutput::Evaluate { round: self.round, params });
+                    out.push(RnOutput::Evaluate {
+                        round: self.round,
+                        params,
+                    });
                 }
             }
             FromVirtualNode::Done(_) => {}

@@ -24,7 +24,10 @@ use std::time::Duration;
 use protocol::control::{ControlMsg, CyclonMsg, OverlayMsg};
 use protocol::rnvn::{FromVirtualNode, RoundSummary, ToVirtualNode};
 use protocol::{ChunkFrame, ChunkReply, RefuseReason};
-use sampling::{Cyclon, CyclonConfig, CyclonInput, CyclonOutput, OverlayBuilder, OverlayConfig, OverlayInput, OverlayOutput};
+use sampling::{
+    Cyclon, CyclonConfig, CyclonInput, CyclonOutput, OverlayBuilder, OverlayConfig, OverlayInput,
+    OverlayOutput,
+};
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::counters::Counters;
@@ -72,7 +75,11 @@ pub enum VnInput<I> {
     /// A control message from the authenticated peer `from`.
     Control { from: I, bytes: Vec<u8> },
     /// A chunk request from `from`, to be answered with a `Reply` carrying `token`.
-    Chunk { from: I, bytes: Vec<u8>, token: ReplyToken },
+    Chunk {
+        from: I,
+        bytes: Vec<u8>,
+        token: ReplyToken,
+    },
     /// `from`'s answer to a chunk we sent for `round`.
     ChunkReply { from: I, round: u64, bytes: Vec<u8> },
     /// A message to `to` could not be delivered (dial failure, timeout, connection closed).
@@ -84,16 +91,31 @@ pub enum VnInput<I> {
 /// What a [`VnEngine`] asks its driver to do, or tells it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum VnOutput<I> {
-    SendControl { to: I, bytes: Vec<u8> },
+    SendControl {
+        to: I,
+        bytes: Vec<u8>,
+    },
     /// Send a chunk frame (encoded once, shared by all neighbours of the round).
-    SendChunk { to: I, round: u64, bytes: Arc<Vec<u8>> },
-    Reply { token: ReplyToken, bytes: Vec<u8> },
+    SendChunk {
+        to: I,
+        round: u64,
+        bytes: Arc<Vec<u8>>,
+    },
+    Reply {
+        token: ReplyToken,
+        bytes: Vec<u8>,
+    },
     /// Call `handle(.., Tick)` at or after `at`. Emitted after every input: the latest one replaces earlier
     /// ones (it is always the earliest deadline still pending).
-    Timer { at: Duration },
+    Timer {
+        at: Duration,
+    },
     ToRn(FromVirtualNode),
     /// Something was refused; counted in the round summary, surfaced for logs and the event stream.
-    Refused { from: I, what: RefusalKind },
+    Refused {
+        from: I,
+        what: RefusalKind,
+    },
 }
 
 /// Kinds of refusal, for counting and logs.
@@ -200,7 +222,11 @@ impl<I: VnIdentity> VnEngine<I> {
     }
 
     /// Joins the network from bootstrap entries (those not allowed, and ourselves, are skipped).
-    pub fn join(&mut self, now: Duration, bootstrap: impl IntoIterator<Item = I>) -> Vec<VnOutput<I>> {
+    pub fn join(
+        &mut self,
+        now: Duration,
+        bootstrap: impl IntoIterator<Item = I>,
+    ) -> Vec<VnOutput<I>> {
         let entries: Vec<I> = bootstrap
             .into_iter()
             .filter(|p| *p != self.me && (self.allowed)(p))
@@ -219,14 +245,21 @@ impl<I: VnIdentity> VnEngine<I> {
         let mut out = Vec::new();
         match input {
             VnInput::StartRound(round) => self.start_round(now, round, &mut out),
-            VnInput::FromRn(ToVirtualNode::Exchange(frame)) => self.on_own_chunk(now, frame, &mut out),
+            VnInput::FromRn(ToVirtualNode::Exchange(frame)) => {
+                self.on_own_chunk(now, frame, &mut out)
+            }
             VnInput::FromRn(ToVirtualNode::Stop) => {}
             VnInput::Control { from, bytes } => self.on_control(now, from, bytes, &mut out),
-            VnInput::Chunk { from, bytes, token } => self.on_chunk(now, from, bytes, token, &mut out),
-            VnInput::ChunkReply { from, round, bytes } => self.on_chunk_reply(now, from, round, bytes, &mut out),
+            VnInput::Chunk { from, bytes, token } => {
+                self.on_chunk(now, from, bytes, token, &mut out)
+            }
+            VnInput::ChunkReply { from, round, bytes } => {
+                self.on_chunk_reply(now, from, round, bytes, &mut out)
+            }
             VnInput::SendFailed { to } => {
                 let mut c = Vec::new();
-                self.cyclon.handle(now, CyclonInput::SendFailed { to: to.clone() }, &mut c);
+                self.cyclon
+                    .handle(now, CyclonInput::SendFailed { to: to.clone() }, &mut c);
                 self.apply_cyclon(c, &mut out);
                 self.overlay_input(now, OverlayInput::SendFailed { to: to.clone() }, &mut out);
                 // A neighbour we could not deliver to will not answer: stop waiting for it.
@@ -263,18 +296,25 @@ impl<I: VnIdentity> VnEngine<I> {
     fn on_own_chunk(&mut self, now: Duration, frame: ChunkFrame, out: &mut Vec<VnOutput<I>>) {
         let round = frame.round;
         self.start_round(now, round, out);
-        let Some(r) = self.rounds.get_mut(&round) else { return };
+        let Some(r) = self.rounds.get_mut(&round) else {
+            return;
+        };
         r.own = Some(Arc::new(frame.encode()));
         self.send_own_chunk(now, round, out);
     }
 
     /// Schedules our chunk of `round` once both the chunk and the frozen neighbour set are there.
     fn send_own_chunk(&mut self, now: Duration, round: u64, out: &mut Vec<VnOutput<I>>) {
-        let Some(r) = self.rounds.get_mut(&round) else { return };
+        let Some(r) = self.rounds.get_mut(&round) else {
+            return;
+        };
         if r.own.is_none() || r.neighbours.is_none() || r.send_at.is_some() {
             return;
         }
-        let jitter = self.cfg.send_jitter.mul_f64(rand::Rng::random::<f64>(&mut self.jitter_rng));
+        let jitter = self
+            .cfg
+            .send_jitter
+            .mul_f64(rand::Rng::random::<f64>(&mut self.jitter_rng));
         r.send_at = Some(now + jitter);
         self.send_due(now, out);
     }
@@ -282,10 +322,12 @@ impl<I: VnIdentity> VnEngine<I> {
     /// Sends the chunks whose send time has come.
     fn send_due(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
         for (&round, r) in self.rounds.iter_mut() {
-            if r.deadline.is_some() || !r.send_at.is_some_and(|t| t <= now) {
+            if r.deadline.is_some() || r.send_at.is_none_or(|t| t > now) {
                 continue;
             }
-            let (Some(own), Some(neighbours)) = (&r.own, &r.neighbours) else { continue };
+            let (Some(own), Some(neighbours)) = (&r.own, &r.neighbours) else {
+                continue;
+            };
             r.deadline = Some(now + self.cfg.exchange_timeout);
             for n in neighbours {
                 if !(self.allowed)(n) {
@@ -293,7 +335,11 @@ impl<I: VnIdentity> VnEngine<I> {
                 }
                 r.awaiting_reply.insert(n.clone());
                 self.counters.sent_chunk(own.len());
-                out.push(VnOutput::SendChunk { to: n.clone(), round, bytes: own.clone() });
+                out.push(VnOutput::SendChunk {
+                    to: n.clone(),
+                    round,
+                    bytes: own.clone(),
+                });
             }
         }
     }
@@ -301,7 +347,10 @@ impl<I: VnIdentity> VnEngine<I> {
     fn on_control(&mut self, now: Duration, from: I, bytes: Vec<u8>, out: &mut Vec<VnOutput<I>>) {
         self.counters.received(bytes.len());
         if !(self.allowed)(&from) {
-            out.push(VnOutput::Refused { from, what: RefusalKind::NotAllowed });
+            out.push(VnOutput::Refused {
+                from,
+                what: RefusalKind::NotAllowed,
+            });
             return;
         }
         let msg: ControlMsg<I> = match protocol::codec::decode_control(&bytes)
@@ -310,7 +359,10 @@ impl<I: VnIdentity> VnEngine<I> {
             Ok(m) => m,
             Err(e) => {
                 self.counters.refused += 1;
-                out.push(VnOutput::Refused { from, what: RefusalKind::Malformed(e.to_string()) });
+                out.push(VnOutput::Refused {
+                    from,
+                    what: RefusalKind::Malformed(e.to_string()),
+                });
                 return;
             }
         };
@@ -319,7 +371,8 @@ impl<I: VnIdentity> VnEngine<I> {
                 // Gossip about peers that are not on the list is dropped entry by entry: they never enter a view.
                 let m = self.filter_cyclon(m);
                 let mut c = Vec::new();
-                self.cyclon.handle(now, CyclonInput::Message { from, msg: m }, &mut c);
+                self.cyclon
+                    .handle(now, CyclonInput::Message { from, msg: m }, &mut c);
                 self.apply_cyclon(c, out);
             }
             ControlMsg::Overlay(m) => {
@@ -327,7 +380,10 @@ impl<I: VnIdentity> VnEngine<I> {
                     && !(self.allowed)(claimed)
                 {
                     self.counters.refused += 1;
-                    out.push(VnOutput::Refused { from, what: RefusalKind::NotAllowed });
+                    out.push(VnOutput::Refused {
+                        from,
+                        what: RefusalKind::NotAllowed,
+                    });
                     return;
                 }
                 self.overlay_input(now, OverlayInput::Message { from, msg: m }, out);
@@ -337,15 +393,29 @@ impl<I: VnIdentity> VnEngine<I> {
 
     fn filter_cyclon(&self, m: CyclonMsg<I>) -> CyclonMsg<I> {
         let keep = |entries: Vec<protocol::control::ViewEntry<I>>| {
-            entries.into_iter().filter(|e| (self.allowed)(&e.id)).collect()
+            entries
+                .into_iter()
+                .filter(|e| (self.allowed)(&e.id))
+                .collect()
         };
         match m {
-            CyclonMsg::ShuffleRequest { entries } => CyclonMsg::ShuffleRequest { entries: keep(entries) },
-            CyclonMsg::ShuffleReply { entries } => CyclonMsg::ShuffleReply { entries: keep(entries) },
+            CyclonMsg::ShuffleRequest { entries } => CyclonMsg::ShuffleRequest {
+                entries: keep(entries),
+            },
+            CyclonMsg::ShuffleReply { entries } => CyclonMsg::ShuffleReply {
+                entries: keep(entries),
+            },
         }
     }
 
-    fn on_chunk(&mut self, now: Duration, from: I, bytes: Vec<u8>, token: ReplyToken, out: &mut Vec<VnOutput<I>>) {
+    fn on_chunk(
+        &mut self,
+        now: Duration,
+        from: I,
+        bytes: Vec<u8>,
+        token: ReplyToken,
+        out: &mut Vec<VnOutput<I>>,
+    ) {
         self.counters.received(bytes.len());
         if !(self.allowed)(&from) {
             // The shell drops unlisted peers before this; refuse anyway, never accept.
@@ -356,7 +426,10 @@ impl<I: VnIdentity> VnEngine<I> {
             Ok(f) => f,
             Err(e) => {
                 self.counters.refused += 1;
-                out.push(VnOutput::Refused { from, what: RefusalKind::Malformed(e.to_string()) });
+                out.push(VnOutput::Refused {
+                    from,
+                    what: RefusalKind::Malformed(e.to_string()),
+                });
                 self.reply(token, ChunkReply::Refused(RefuseReason::BadChunk), out);
                 return;
             }
@@ -405,7 +478,14 @@ impl<I: VnIdentity> VnEngine<I> {
     }
 
     /// Accepts or refuses a chunk of a frozen round.
-    fn decide_chunk(&mut self, _now: Duration, from: I, frame: ChunkFrame, token: ReplyToken, out: &mut Vec<VnOutput<I>>) {
+    fn decide_chunk(
+        &mut self,
+        _now: Duration,
+        from: I,
+        frame: ChunkFrame,
+        token: ReplyToken,
+        out: &mut Vec<VnOutput<I>>,
+    ) {
         let round = frame.round;
         let Some(r) = self.rounds.get_mut(&round) else {
             self.refuse(from, token, RefuseReason::WrongRound, out);
@@ -426,9 +506,18 @@ impl<I: VnIdentity> VnEngine<I> {
         out.push(VnOutput::ToRn(FromVirtualNode::Received(frame)));
     }
 
-    fn refuse(&mut self, from: I, token: ReplyToken, reason: RefuseReason, out: &mut Vec<VnOutput<I>>) {
+    fn refuse(
+        &mut self,
+        from: I,
+        token: ReplyToken,
+        reason: RefuseReason,
+        out: &mut Vec<VnOutput<I>>,
+    ) {
         self.counters.refused += 1;
-        out.push(VnOutput::Refused { from, what: RefusalKind::Chunk(reason) });
+        out.push(VnOutput::Refused {
+            from,
+            what: RefusalKind::Chunk(reason),
+        });
         self.reply(token, ChunkReply::Refused(reason), out);
     }
 
@@ -438,9 +527,18 @@ impl<I: VnIdentity> VnEngine<I> {
         out.push(VnOutput::Reply { token, bytes });
     }
 
-    fn on_chunk_reply(&mut self, now: Duration, from: I, round: u64, bytes: Vec<u8>, out: &mut Vec<VnOutput<I>>) {
+    fn on_chunk_reply(
+        &mut self,
+        now: Duration,
+        from: I,
+        round: u64,
+        bytes: Vec<u8>,
+        out: &mut Vec<VnOutput<I>>,
+    ) {
         self.counters.received(bytes.len());
-        let Some(r) = self.rounds.get_mut(&round) else { return };
+        let Some(r) = self.rounds.get_mut(&round) else {
+            return;
+        };
         if !r.awaiting_reply.remove(&from) {
             return;
         }
@@ -453,7 +551,10 @@ impl<I: VnIdentity> VnEngine<I> {
             Ok(ChunkReply::Refused(_)) => {}
             Err(e) => {
                 self.counters.refused += 1;
-                out.push(VnOutput::Refused { from, what: RefusalKind::Malformed(e.to_string()) });
+                out.push(VnOutput::Refused {
+                    from,
+                    what: RefusalKind::Malformed(e.to_string()),
+                });
             }
         }
     }
@@ -464,8 +565,12 @@ impl<I: VnIdentity> VnEngine<I> {
         self.overlay.handle(now, input, &view, &mut o);
         for output in o {
             match output {
-                OverlayOutput::Send { to, msg } => self.send_control(to, ControlMsg::Overlay(msg), out),
-                OverlayOutput::Frozen { round, neighbours } => self.on_frozen(now, round, neighbours, out),
+                OverlayOutput::Send { to, msg } => {
+                    self.send_control(to, ControlMsg::Overlay(msg), out)
+                }
+                OverlayOutput::Frozen { round, neighbours } => {
+                    self.on_frozen(now, round, neighbours, out)
+                }
                 OverlayOutput::EdgeDropped { round, peer } => {
                     if let Some(r) = self.rounds.get_mut(&round)
                         && let Some(n) = r.neighbours.as_mut()
@@ -476,14 +581,23 @@ impl<I: VnIdentity> VnEngine<I> {
                 }
                 OverlayOutput::Invalid { from } => {
                     self.counters.refused += 1;
-                    out.push(VnOutput::Refused { from, what: RefusalKind::Malformed("overlay message".into()) });
+                    out.push(VnOutput::Refused {
+                        from,
+                        what: RefusalKind::Malformed("overlay message".into()),
+                    });
                 }
                 OverlayOutput::Timer { .. } => {} // `finish` asks every component for its next deadline.
             }
         }
     }
 
-    fn on_frozen(&mut self, now: Duration, round: u64, neighbours: Vec<I>, out: &mut Vec<VnOutput<I>>) {
+    fn on_frozen(
+        &mut self,
+        now: Duration,
+        round: u64,
+        neighbours: Vec<I>,
+        out: &mut Vec<VnOutput<I>>,
+    ) {
         let r = self.rounds.entry(round).or_default();
         r.summary.neighbours = neighbours.len() as u32;
         r.neighbours = Some(neighbours.into_iter().collect());
@@ -498,10 +612,15 @@ impl<I: VnIdentity> VnEngine<I> {
     fn apply_cyclon(&mut self, outputs: Vec<CyclonOutput<I>>, out: &mut Vec<VnOutput<I>>) {
         for o in outputs {
             match o {
-                CyclonOutput::Send { to, msg } => self.send_control(to, ControlMsg::Cyclon(msg), out),
+                CyclonOutput::Send { to, msg } => {
+                    self.send_control(to, ControlMsg::Cyclon(msg), out)
+                }
                 CyclonOutput::Invalid { from } => {
                     self.counters.refused += 1;
-                    out.push(VnOutput::Refused { from, what: RefusalKind::Malformed("cyclon message".into()) });
+                    out.push(VnOutput::Refused {
+                        from,
+                        what: RefusalKind::Malformed("cyclon message".into()),
+                    });
                 }
                 CyclonOutput::Timer { .. } | CyclonOutput::ShuffleTimedOut { .. } => {}
             }
@@ -530,7 +649,10 @@ impl<I: VnIdentity> VnEngine<I> {
             if r.done {
                 continue;
             }
-            let all_in = r.neighbours.as_ref().is_some_and(|n| n.iter().all(|p| r.received_from.contains(p)));
+            let all_in = r
+                .neighbours
+                .as_ref()
+                .is_some_and(|n| n.iter().all(|p| r.received_from.contains(p)));
             if (all_in && r.awaiting_reply.is_empty()) || now >= deadline {
                 r.done = true;
                 let mut summary = r.summary;
@@ -541,7 +663,12 @@ impl<I: VnIdentity> VnEngine<I> {
         let next = [self.cyclon.next_timeout(), self.overlay.next_timeout()]
             .into_iter()
             .flatten()
-            .chain(self.rounds.values().filter(|r| !r.done).filter_map(|r| r.deadline.or(r.send_at)))
+            .chain(
+                self.rounds
+                    .values()
+                    .filter(|r| !r.done)
+                    .filter_map(|r| r.deadline.or(r.send_at)),
+            )
             .min();
         if let Some(at) = next {
             out.push(VnOutput::Timer { at });
@@ -566,7 +693,9 @@ impl<I: VnIdentity> VnEngine<I> {
 /// The identity an overlay message claims about a third party, which must be on the peer list.
 fn overlay_claim<I>(m: &OverlayMsg<I>) -> Option<&I> {
     match m {
-        OverlayMsg::Propose { origin, .. } | OverlayMsg::SpliceRequest { origin, .. } => Some(origin),
+        OverlayMsg::Propose { origin, .. } | OverlayMsg::SpliceRequest { origin, .. } => {
+            Some(origin)
+        }
         OverlayMsg::SpliceOffer { other, .. } => Some(other),
         OverlayMsg::Handover { newcomer, .. } => Some(newcomer),
         _ => None,
@@ -589,11 +718,23 @@ mod tests {
             send_jitter: Duration::from_millis(100),
             chunk_lens: Arc::new(LENS.to_vec()),
         };
-        VnEngine::new(0, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(allowed)).unwrap()
+        VnEngine::new(
+            0,
+            cfg,
+            derive_rng(1, 0),
+            derive_rng(1, 1),
+            Box::new(allowed),
+        )
+        .unwrap()
     }
 
     fn chunk(round: u64, index: u32, values: &[f32]) -> Vec<u8> {
-        ChunkFrame { round, chunk: index, values: values.to_vec() }.encode()
+        ChunkFrame {
+            round,
+            chunk: index,
+            values: values.to_vec(),
+        }
+        .encode()
     }
 
     /// The refusal reason sent back for a chunk, if any.
@@ -604,8 +745,20 @@ mod tests {
         })
     }
 
-    fn send_chunk(e: &mut VnEngine<u32>, now: Duration, from: u32, bytes: Vec<u8>) -> Vec<VnOutput<u32>> {
-        e.handle(now, VnInput::Chunk { from, bytes, token: 1 })
+    fn send_chunk(
+        e: &mut VnEngine<u32>,
+        now: Duration,
+        from: u32,
+        bytes: Vec<u8>,
+    ) -> Vec<VnOutput<u32>> {
+        e.handle(
+            now,
+            VnInput::Chunk {
+                from,
+                bytes,
+                token: 1,
+            },
+        )
     }
 
     #[test]
@@ -613,24 +766,63 @@ mod tests {
         let mut e = engine(|_| true);
         let t = Duration::ZERO;
         e.handle(t, VnInput::StartRound(0));
-        let refused = |out: &[VnOutput<u32>]| reply_of(out).map(|r| match r {
-            ChunkReply::Refused(reason) => reason,
-            ChunkReply::Accepted => panic!("accepted"),
-        });
-        assert_eq!(refused(&send_chunk(&mut e, t, 1, vec![1, 2, 3])), Some(RefuseReason::BadChunk), "malformed");
-        assert_eq!(refused(&send_chunk(&mut e, t, 1, chunk(0, 7, &[1.0]))), Some(RefuseReason::BadChunk), "unknown index");
-        assert_eq!(refused(&send_chunk(&mut e, t, 1, chunk(0, 1, &[1.0; 3]))), Some(RefuseReason::BadChunk), "wrong length");
-        assert_eq!(refused(&send_chunk(&mut e, t, 1, chunk(0, 1, &[1.0, f32::NAN]))), Some(RefuseReason::NonFinite));
-        assert_eq!(refused(&send_chunk(&mut e, t, 1, chunk(0, 1, &[f32::INFINITY, 0.0]))), Some(RefuseReason::NonFinite));
-        assert_eq!(refused(&send_chunk(&mut e, t, 1, chunk(99, 1, &[1.0, 2.0]))), Some(RefuseReason::WrongRound), "far future");
+        let refused = |out: &[VnOutput<u32>]| {
+            reply_of(out).map(|r| match r {
+                ChunkReply::Refused(reason) => reason,
+                ChunkReply::Accepted => panic!("accepted"),
+            })
+        };
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 1, vec![1, 2, 3])),
+            Some(RefuseReason::BadChunk),
+            "malformed"
+        );
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 1, chunk(0, 7, &[1.0]))),
+            Some(RefuseReason::BadChunk),
+            "unknown index"
+        );
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 1, chunk(0, 1, &[1.0; 3]))),
+            Some(RefuseReason::BadChunk),
+            "wrong length"
+        );
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 1, chunk(0, 1, &[1.0, f32::NAN]))),
+            Some(RefuseReason::NonFinite)
+        );
+        assert_eq!(
+            refused(&send_chunk(
+                &mut e,
+                t,
+                1,
+                chunk(0, 1, &[f32::INFINITY, 0.0])
+            )),
+            Some(RefuseReason::NonFinite)
+        );
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 1, chunk(99, 1, &[1.0, 2.0]))),
+            Some(RefuseReason::WrongRound),
+            "far future"
+        );
         // A good chunk before the freeze waits (no reply yet); a second from the same sender is a duplicate.
-        assert_eq!(reply_of(&send_chunk(&mut e, t, 2, chunk(0, 1, &[1.0, 2.0]))), None);
-        assert_eq!(refused(&send_chunk(&mut e, t, 2, chunk(0, 0, &[1.0, 2.0, 3.0]))), Some(RefuseReason::Duplicate));
+        assert_eq!(
+            reply_of(&send_chunk(&mut e, t, 2, chunk(0, 1, &[1.0, 2.0]))),
+            None
+        );
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 2, chunk(0, 0, &[1.0, 2.0, 3.0]))),
+            Some(RefuseReason::Duplicate)
+        );
         // At the freeze (no view, so no neighbours) the held chunk is refused: its sender is not a neighbour.
         let deadline = OverlayConfig::new(2, Duration::from_millis(10)).deadline();
         let out = e.handle(deadline + Duration::from_millis(1), VnInput::Tick);
         assert_eq!(refused(&out), Some(RefuseReason::NotNeighbour));
-        assert!(!out.iter().any(|o| matches!(o, VnOutput::ToRn(FromVirtualNode::Received(_)))), "nothing reached the RN");
+        assert!(
+            !out.iter()
+                .any(|o| matches!(o, VnOutput::ToRn(FromVirtualNode::Received(_)))),
+            "nothing reached the RN"
+        );
         assert_eq!(e.counters.refused, 8);
     }
 
@@ -642,24 +834,65 @@ mod tests {
             e.handle(t, VnInput::StartRound(r));
         }
         let out = send_chunk(&mut e, t, 1, chunk(0, 1, &[1.0, 2.0]));
-        assert_eq!(reply_of(&out), Some(ChunkReply::Refused(RefuseReason::WrongRound)), "stale round");
+        assert_eq!(
+            reply_of(&out),
+            Some(ChunkReply::Refused(RefuseReason::WrongRound)),
+            "stale round"
+        );
         let out = send_chunk(&mut e, t, 66, chunk(5, 1, &[1.0, 2.0]));
-        assert_eq!(reply_of(&out), Some(ChunkReply::Refused(RefuseReason::NotNeighbour)), "unlisted sender");
-        let out = e.handle(t, VnInput::Control { from: 66, bytes: vec![0] });
-        assert!(out.iter().any(|o| matches!(o, VnOutput::Refused { what: RefusalKind::NotAllowed, .. })));
+        assert_eq!(
+            reply_of(&out),
+            Some(ChunkReply::Refused(RefuseReason::NotNeighbour)),
+            "unlisted sender"
+        );
+        let out = e.handle(
+            t,
+            VnInput::Control {
+                from: 66,
+                bytes: vec![0],
+            },
+        );
+        assert!(out.iter().any(|o| matches!(
+            o,
+            VnOutput::Refused {
+                what: RefusalKind::NotAllowed,
+                ..
+            }
+        )));
         // Gossip naming an unlisted peer never enters the view.
         let gossip = ControlMsg::Cyclon(CyclonMsg::ShuffleRequest {
-            entries: vec![protocol::control::ViewEntry { id: 66u32, age: 0 }, protocol::control::ViewEntry { id: 5, age: 0 }],
+            entries: vec![
+                protocol::control::ViewEntry { id: 66u32, age: 0 },
+                protocol::control::ViewEntry { id: 5, age: 0 },
+            ],
         });
-        e.handle(t, VnInput::Control { from: 5, bytes: protocol::codec::encode_control(&gossip).unwrap() });
+        e.handle(
+            t,
+            VnInput::Control {
+                from: 5,
+                bytes: protocol::codec::encode_control(&gossip).unwrap(),
+            },
+        );
         assert!(!e.view().contains(&66), "{:?}", e.view());
     }
 
     #[test]
     fn malformed_control_is_counted() {
         let mut e = engine(|_| true);
-        let out = e.handle(Duration::ZERO, VnInput::Control { from: 3, bytes: vec![0xFF; 40] });
-        assert!(out.iter().any(|o| matches!(o, VnOutput::Refused { what: RefusalKind::Malformed(_), .. })));
+        let out = e.handle(
+            Duration::ZERO,
+            VnInput::Control {
+                from: 3,
+                bytes: vec![0xFF; 40],
+            },
+        );
+        assert!(out.iter().any(|o| matches!(
+            o,
+            VnOutput::Refused {
+                what: RefusalKind::Malformed(_),
+                ..
+            }
+        )));
         assert_eq!(e.counters.refused, 1);
     }
 

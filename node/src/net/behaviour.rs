@@ -48,14 +48,23 @@ pub struct VnBehaviour {
 impl VnBehaviour {
     pub fn new(key: &Keypair, timeouts: Timeouts) -> Self {
         let chunk = request_response::Behaviour::with_codec(
-            FrameCodec::new(protocol::chunk::MAX_CHUNK_FRAME_BYTES, MAX_CHUNK_REPLY_BYTES),
-            [(StreamProtocol::new(protocol::names::CHUNK), ProtocolSupport::Full)],
+            FrameCodec::new(
+                protocol::chunk::MAX_CHUNK_FRAME_BYTES,
+                MAX_CHUNK_REPLY_BYTES,
+            ),
+            [(
+                StreamProtocol::new(protocol::names::CHUNK),
+                ProtocolSupport::Full,
+            )],
             request_response::Config::default().with_request_timeout(timeouts.chunk_request),
         );
         let control = request_response::Behaviour::with_codec(
             // Control replies are empty acknowledgements: every message travels as its own request.
             FrameCodec::new(protocol::codec::MAX_CONTROL_BYTES, 0),
-            [(StreamProtocol::new(protocol::names::CONTROL), ProtocolSupport::Full)],
+            [(
+                StreamProtocol::new(protocol::names::CONTROL),
+                ProtocolSupport::Full,
+            )],
             request_response::Config::default().with_request_timeout(timeouts.control_request),
         );
         Self {

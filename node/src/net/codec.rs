@@ -34,7 +34,11 @@ async fn read_frame<T: AsyncRead + Unpin + Send>(io: &mut T, max: usize) -> io::
     Ok(buf)
 }
 
-async fn write_frame<T: AsyncWrite + Unpin + Send>(io: &mut T, payload: &[u8], max: usize) -> io::Result<()> {
+async fn write_frame<T: AsyncWrite + Unpin + Send>(
+    io: &mut T,
+    payload: &[u8],
+    max: usize,
+) -> io::Result<()> {
     let prefix = protocol::frame::encode_prefix(payload.len(), max)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     io.write_all(&prefix).await?;
@@ -61,14 +65,24 @@ impl Codec for FrameCodec {
         read_frame(io, self.max_response).await
     }
 
-    async fn write_request<T>(&mut self, _: &StreamProtocol, io: &mut T, req: Vec<u8>) -> io::Result<()>
+    async fn write_request<T>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+        req: Vec<u8>,
+    ) -> io::Result<()>
     where
         T: AsyncWrite + Unpin + Send,
     {
         write_frame(io, &req, self.max_request).await
     }
 
-    async fn write_response<T>(&mut self, _: &StreamProtocol, io: &mut T, res: Vec<u8>) -> io::Result<()>
+    async fn write_response<T>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+        res: Vec<u8>,
+    ) -> io::Result<()>
     where
         T: AsyncWrite + Unpin + Send,
     {
@@ -86,7 +100,10 @@ mod tests {
         let mut codec = FrameCodec::new(16, 4);
         let proto = StreamProtocol::new("/t/1");
         let mut wire = Cursor::new(Vec::new());
-        codec.write_request(&proto, &mut wire, b"hello".to_vec()).await.unwrap();
+        codec
+            .write_request(&proto, &mut wire, b"hello".to_vec())
+            .await
+            .unwrap();
         let mut rd = Cursor::new(wire.into_inner());
         assert_eq!(codec.read_request(&proto, &mut rd).await.unwrap(), b"hello");
 
@@ -95,6 +112,11 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
 
         let mut sink = Cursor::new(Vec::new());
-        assert!(codec.write_response(&proto, &mut sink, vec![0; 5]).await.is_err());
+        assert!(
+            codec
+                .write_response(&proto, &mut sink, vec![0; 5])
+                .await
+                .is_err()
+        );
     }
 }

@@ -30,7 +30,11 @@ fn transport(key: &Keypair, psk: Option<PreSharedKey>) -> Result<Boxed<(PeerId, 
 }
 
 /// A Swarm for one VN identity. Must be called inside a tokio runtime.
-pub fn build_swarm(key: Keypair, psk: Option<PreSharedKey>, timeouts: Timeouts) -> Result<Swarm<VnBehaviour>> {
+pub fn build_swarm(
+    key: Keypair,
+    psk: Option<PreSharedKey>,
+    timeouts: Timeouts,
+) -> Result<Swarm<VnBehaviour>> {
     let t = transport(&key, psk)?;
     Ok(libp2p::SwarmBuilder::with_existing_identity(key)
         .with_tokio()
@@ -46,6 +50,11 @@ pub fn build_swarm(key: Keypair, psk: Option<PreSharedKey>, timeouts: Timeouts) 
 /// (`/key/swarm/psk/1.0.0/`, `/base16/`, 64 hex digits).
 pub fn load_psk(path: &std::path::Path) -> Result<PreSharedKey> {
     let text = std::fs::read_to_string(path).map_err(|e| NodeError::io(path, e))?;
-    text.parse()
-        .map_err(|e| NodeError::file(path, "psk", format!("not a swarm.key pre-shared key: {e:?}")))
+    text.parse().map_err(|e| {
+        NodeError::file(
+            path,
+            "psk",
+            format!("not a swarm.key pre-shared key: {e:?}"),
+        )
+    })
 }

@@ -18,10 +18,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::behaviour::{VnBehaviour, VnBehaviourEvent};
+use crate::VnAddr;
 use crate::engine::{RefusalKind, VnEngine, VnInput, VnOutput};
 use crate::events::{EventSink, NodeEvent};
 use crate::peers::PeerList;
-use crate::VnAddr;
 
 /// Commands from the RN task.
 #[derive(Debug)]
@@ -51,13 +51,19 @@ impl VnTask {
         let mut channels: Channels = BTreeMap::new();
         let mut next_token = 0u64;
         let mut outbound_chunks: HashMap<OutboundRequestId, (PeerId, u64)> = HashMap::new();
-        let mut addrs: HashMap<PeerId, Multiaddr> =
-            self.bootstrap.iter().map(|a| (a.peer, a.addr.clone())).collect();
+        let mut addrs: HashMap<PeerId, Multiaddr> = self
+            .bootstrap
+            .iter()
+            .map(|a| (a.peer, a.addr.clone()))
+            .collect();
         let mut wake: Option<Instant> = None;
 
         let now = self.epoch.elapsed();
         let out = self.engine.join(now, self.bootstrap.clone());
-        if !self.apply(out, &mut channels, &mut outbound_chunks, &addrs, &mut wake).await {
+        if !self
+            .apply(out, &mut channels, &mut outbound_chunks, &addrs, &mut wake)
+            .await
+        {
             return;
         }
 
@@ -84,7 +90,10 @@ impl VnTask {
             };
             let now = self.epoch.elapsed();
             let out = self.engine.handle(now, input);
-            if !self.apply(out, &mut channels, &mut outbound_chunks, &addrs, &mut wake).await {
+            if !self
+                .apply(out, &mut channels, &mut outbound_chunks, &addrs, &mut wake)
+                .await
+            {
                 return;
             }
         }
@@ -92,14 +101,21 @@ impl VnTask {
 
     /// The VnAddr of a peer that contacted us: its known listen address if we have one.
     fn addr_of(peer: PeerId, addrs: &HashMap<PeerId, Multiaddr>) -> VnAddr {
-        VnAddr::new(peer, addrs.get(&peer).cloned().unwrap_or_else(Multiaddr::empty))
+        VnAddr::new(
+            peer,
+            addrs.get(&peer).cloned().unwrap_or_else(Multiaddr::empty),
+        )
     }
 
     fn refuse_unlisted(&self, peer: PeerId) -> bool {
         if self.peers.is_allowed(&peer) {
             return false;
         }
-        self.events.send(NodeEvent::PeerRefused { vn: self.index, peer, reason: "not on the peer list".into() });
+        self.events.send(NodeEvent::PeerRefused {
+            vn: self.index,
+            peer,
+            reason: "not on the peer list".into(),
+        });
         true
     }
 
@@ -113,41 +129,88 @@ impl VnTask {
     ) -> Option<VnInput<VnAddr>> {
         use request_response::{Event, Message};
         match ev {
-            SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(Event::Message { peer, message, .. })) => match message {
-                Message::Request { request, channel, .. } => {
+            SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(Event::Message {
+                peer,
+                message,
+                ..
+            })) => match message {
+                Message::Request {
+                    request, channel, ..
+                } => {
                     if self.refuse_unlisted(peer) {
                         return None; // dropping the channel closes the stream: nothing is answered
                     }
                     *next_token += 1;
                     channels.insert(*next_token, channel);
-                    Some(VnInput::Chunk { from: Self::addr_of(peer, addrs), bytes: request, token: *next_token })
+                    Some(VnInput::Chunk {
+                        from: Self::addr_of(peer, addrs),
+                        bytes: request,
+                        token: *next_token,
+                    })
                 }
-                Message::Response { request_id, response } => {
+                Message::Response {
+                    request_id,
+                    response,
+                } => {
                     let (_, round) = outbound_chunks.remove(&request_id)?;
-                    Some(VnInput::ChunkReply { from: Self::addr_of(peer, addrs), round, bytes: response })
+                    Some(VnInput::ChunkReply {
+                        from: Self::addr_of(peer, addrs),
+                        round,
+                        bytes: response,
+                    })
                 }
             },
-            SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(Event::OutboundFailure { peer, request_id, error, .. })) => {
+            SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(Event::OutboundFailure {
+                peer,
+                request_id,
+                error,
+                ..
+            })) => {
                 outbound_chunks.remove(&request_id);
                 tracing::debug!(vn = self.index, %peer, %error, "chunk not delivered");
-                Some(VnInput::SendFailed { to: Self::addr_of(peer, addrs) })
+                Some(VnInput::SendFailed {
+                    to: Self::addr_of(peer, addrs),
+                })
             }
-            SwarmEvent::Behaviour(VnBehaviourEvent::Control(Event::Message { peer, message, .. })) => match message {
-                Message::Request { request, channel, .. } => {
+            SwarmEvent::Behaviour(VnBehaviourEvent::Control(Event::Message {
+                peer,
+                message,
+                ..
+            })) => match message {
+                Message::Request {
+                    request, channel, ..
+                } => {
                     if self.refuse_unlisted(peer) {
                         return None;
                     }
                     // Every control message is its own request; the response is an empty acknowledgement.
-                    let _ = self.swarm.behaviour_mut().control.send_response(channel, Vec::new());
-                    Some(VnInput::Control { from: Self::addr_of(peer, addrs), bytes: request })
+                    let _ = self
+                        .swarm
+                        .behaviour_mut()
+                        .control
+                        .send_response(channel, Vec::new());
+                    Some(VnInput::Control {
+                        from: Self::addr_of(peer, addrs),
+                        bytes: request,
+                    })
                 }
                 Message::Response { .. } => None,
             },
-            SwarmEvent::Behaviour(VnBehaviourEvent::Control(Event::OutboundFailure { peer, error, .. })) => {
+            SwarmEvent::Behaviour(VnBehaviourEvent::Control(Event::OutboundFailure {
+                peer,
+                error,
+                ..
+            })) => {
                 tracing::debug!(vn = self.index, %peer, %error, "control message not delivered");
-                Some(VnInput::SendFailed { to: Self::addr_of(peer, addrs) })
+                Some(VnInput::SendFailed {
+                    to: Self::addr_of(peer, addrs),
+                })
             }
-            SwarmEvent::Behaviour(VnBehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. })) => {
+            SwarmEvent::Behaviour(VnBehaviourEvent::Identify(identify::Event::Received {
+                peer_id,
+                info,
+                ..
+            })) => {
                 if self.peers.is_allowed(&peer_id)
                     && let Some(a) = info.listen_addrs.first()
                 {
@@ -155,22 +218,38 @@ impl VnTask {
                 }
                 None
             }
-            SwarmEvent::ConnectionEstablished { peer_id, .. } if !self.peers.is_allowed(&peer_id) => {
+            SwarmEvent::ConnectionEstablished { peer_id, .. }
+                if !self.peers.is_allowed(&peer_id) =>
+            {
                 // The allow-list closes it; tell the embedder once.
-                self.events.send(NodeEvent::PeerRefused { vn: self.index, peer: peer_id, reason: "not on the peer list".into() });
+                self.events.send(NodeEvent::PeerRefused {
+                    vn: self.index,
+                    peer: peer_id,
+                    reason: "not on the peer list".into(),
+                });
                 None
             }
-            SwarmEvent::IncomingConnectionError { error, send_back_addr, peer_id, .. } => {
+            SwarmEvent::IncomingConnectionError {
+                error,
+                send_back_addr,
+                peer_id,
+                ..
+            } => {
                 tracing::debug!(vn = self.index, %send_back_addr, %error, "incoming connection failed");
                 match peer_id {
                     // The allow-list denies an unlisted peer right after the handshake, when its identity is known.
-                    Some(peer) if !self.peers.is_allowed(&peer) => self.events.send(NodeEvent::PeerRefused {
-                        vn: self.index,
-                        peer,
-                        reason: "not on the peer list".into(),
-                    }),
+                    Some(peer) if !self.peers.is_allowed(&peer) => {
+                        self.events.send(NodeEvent::PeerRefused {
+                            vn: self.index,
+                            peer,
+                            reason: "not on the peer list".into(),
+                        })
+                    }
                     // A wrong pre-shared key fails before any identity is known.
-                    _ => self.events.send(NodeEvent::ConnectionFailed { vn: self.index, error: error.to_string() }),
+                    _ => self.events.send(NodeEvent::ConnectionFailed {
+                        vn: self.index,
+                        error: error.to_string(),
+                    }),
                 }
                 None
             }
@@ -191,11 +270,18 @@ impl VnTask {
             match o {
                 VnOutput::SendControl { to, bytes } => {
                     let a = dial_addrs(&to, addrs);
-                    self.swarm.behaviour_mut().control.send_request_with_addresses(&to.peer, bytes, a);
+                    self.swarm
+                        .behaviour_mut()
+                        .control
+                        .send_request_with_addresses(&to.peer, bytes, a);
                 }
                 VnOutput::SendChunk { to, round, bytes } => {
                     let a = dial_addrs(&to, addrs);
-                    let id = self.swarm.behaviour_mut().chunk.send_request_with_addresses(&to.peer, (*bytes).clone(), a);
+                    let id = self
+                        .swarm
+                        .behaviour_mut()
+                        .chunk
+                        .send_request_with_addresses(&to.peer, (*bytes).clone(), a);
                     outbound_chunks.insert(id, (to.peer, round));
                 }
                 VnOutput::Reply { token, bytes } => {
@@ -254,8 +340,13 @@ pub async fn listen(swarm: &mut Swarm<VnBehaviour>, addr: Multiaddr) -> crate::R
         loop {
             match swarm.select_next_some().await {
                 SwarmEvent::NewListenAddr { address, .. } => return Ok(address),
-                SwarmEvent::ListenerError { error, .. } | SwarmEvent::ListenerClosed { reason: Err(error), .. } => {
-                    return Err(crate::NodeError::Network(format!("cannot listen on {addr}: {error}")));
+                SwarmEvent::ListenerError { error, .. }
+                | SwarmEvent::ListenerClosed {
+                    reason: Err(error), ..
+                } => {
+                    return Err(crate::NodeError::Network(format!(
+                        "cannot listen on {addr}: {error}"
+                    )));
                 }
                 _ => {}
             }
@@ -263,5 +354,9 @@ pub async fn listen(swarm: &mut Swarm<VnBehaviour>, addr: Multiaddr) -> crate::R
     };
     tokio::time::timeout(LISTEN_TIMEOUT, wait)
         .await
-        .map_err(|_| crate::NodeError::Network(format!("no listen address for {addr} within {LISTEN_TIMEOUT:?}")))?
+        .map_err(|_| {
+            crate::NodeError::Network(format!(
+                "no listen address for {addr} within {LISTEN_TIMEOUT:?}"
+            ))
+        })?
 }
