@@ -248,7 +248,7 @@ fn main() -> Result<()> {
 
         let (mut single_dlg, mut batch_dlg) = (None, None);
         if !args.no_dlg {
-            let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0xd1_9);
+            let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0xd19);
             let cfg = DlgConfig {
                 batch: 1,
                 iterations: args.dlg_iters,

@@ -27,6 +27,7 @@
 //! - `privacy/`: attacks that audit a run (§2.1, §6): chunk completion, exact ROC-AUC, loss-based membership
 //!   inference, linkability, gradient inversion of a leading FC layer, PSNR/SSIM and PNG grids, and the
 //!   per-chunk [`privacy::Auditor`] the testnet `--audit` harness calls (see `privacy/mod.rs`).
+//! - `examples/gia.rs`: gradient inversion from one chunk of an update, k = 1 vs 2..16, PSNR/SSIM, PNG grids.
 //! - `benches/chunking.rs`: extraction + aggregation of one round against memcpy.
 
 pub mod aggregate;
