@@ -202,8 +202,16 @@ impl Options {
             lr: self.lr.or(file.lr),
             batch: self.batch.or(file.batch),
             // Epochs and steps are one choice: a command-line value of either replaces the file's.
-            local_epochs: if self.local_steps.is_some() { self.local_epochs } else { self.local_epochs.or(file.local_epochs) },
-            local_steps: if self.local_epochs.is_some() { self.local_steps } else { self.local_steps.or(file.local_steps) },
+            local_epochs: if self.local_steps.is_some() {
+                self.local_epochs
+            } else {
+                self.local_epochs.or(file.local_epochs)
+            },
+            local_steps: if self.local_epochs.is_some() {
+                self.local_steps
+            } else {
+                self.local_steps.or(file.local_steps)
+            },
             partition: self.partition.or(file.partition),
             alpha: self.alpha.or(file.alpha),
             seed: self.seed.or(file.seed),
@@ -236,7 +244,13 @@ impl Options {
             )
         })?;
         let base = path.parent().unwrap_or(std::path::Path::new(""));
-        let rel = |p: PathBuf| if p.is_absolute() || base.as_os_str().is_empty() { p } else { base.join(p) };
+        let rel = |p: PathBuf| {
+            if p.is_absolute() || base.as_os_str().is_empty() {
+                p
+            } else {
+                base.join(p)
+            }
+        };
         o.data_dir = o.data_dir.map(rel);
         o.out = o.out.map(rel);
         o.node_bin = o.node_bin.map(rel);
@@ -274,26 +288,50 @@ mod tests {
 
     #[test]
     fn scenario_errors_name_the_file_line_and_key() {
-        let e = Options::from_toml(Path::new("bad.toml"), "nodes = 4\nnodez = 3\n").unwrap_err().to_string();
-        assert!(e.contains("bad.toml") && e.contains("line 2") && e.contains("nodez"), "{e}");
-        let e = Options::from_toml(Path::new("bad.toml"), "nodes = \"four\"\n").unwrap_err().to_string();
+        let e = Options::from_toml(Path::new("bad.toml"), "nodes = 4\nnodez = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("bad.toml") && e.contains("line 2") && e.contains("nodez"),
+            "{e}"
+        );
+        let e = Options::from_toml(Path::new("bad.toml"), "nodes = \"four\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("line 1"), "{e}");
-        let e = Options::from_toml(Path::new("bad.toml"), "mode = \"cloud\"\n").unwrap_err().to_string();
+        let e = Options::from_toml(Path::new("bad.toml"), "mode = \"cloud\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cloud"), "{e}");
     }
 
     #[test]
     fn command_line_wins_and_epochs_replace_steps() {
-        let cli = Options { nodes: Some(3), local_epochs: Some(2), ..Default::default() };
-        let file = Options { nodes: Some(9), rounds: Some(7), local_steps: Some(5), ..Default::default() };
+        let cli = Options {
+            nodes: Some(3),
+            local_epochs: Some(2),
+            ..Default::default()
+        };
+        let file = Options {
+            nodes: Some(9),
+            rounds: Some(7),
+            local_steps: Some(5),
+            ..Default::default()
+        };
         let o = cli.or(file);
-        assert_eq!((o.nodes, o.rounds, o.local_epochs, o.local_steps), (Some(3), Some(7), Some(2), None));
+        assert_eq!(
+            (o.nodes, o.rounds, o.local_epochs, o.local_steps),
+            (Some(3), Some(7), Some(2), None)
+        );
     }
 
     #[test]
     fn vns_list_parses() {
         let o = Options::try_parse_from(["testnet", "--vns", "1,2,4", "--mode", "sim"]).unwrap();
         assert_eq!(o.vns, Some(vec![1, 2, 4]));
-        assert!(Options::try_parse_from(["testnet", "--local-epochs", "1", "--local-steps", "2"]).is_err());
+        assert!(
+            Options::try_parse_from(["testnet", "--local-epochs", "1", "--local-steps", "2"])
+                .is_err()
+        );
     }
 }

@@ -80,21 +80,29 @@ pub fn describe(s: &Settings) -> String {
         s.rounds,
         l.dataset,
         l.partition,
-        l.model.as_ref().map_or_else(|| "default".into(), |m| m.to_string()),
+        l.model
+            .as_ref()
+            .map_or_else(|| "default".into(), |m| m.to_string()),
         l.train.lr,
         l.train.batch_size,
         match l.train.work {
-            models::train::LocalWork::Epochs(e) => format!("{e} local epoch{}", if e == 1 { "" } else { "s" }),
+            models::train::LocalWork::Epochs(e) =>
+                format!("{e} local epoch{}", if e == 1 { "" } else { "s" }),
             models::train::LocalWork::Steps(st) => format!("{st} local steps"),
         },
         l.seed,
-        if s.mode == Mode::Sim { "virtual" } else { s.timing_name },
+        if s.mode == Mode::Sim {
+            "virtual"
+        } else {
+            s.timing_name
+        },
     )
 }
 
 /// Runs every setting and writes the report into `s.out`.
 pub fn run(s: &Settings) -> anyhow::Result<Report> {
-    std::fs::create_dir_all(&s.out).with_context(|| format!("creating the output directory {}", s.out.display()))?;
+    std::fs::create_dir_all(&s.out)
+        .with_context(|| format!("creating the output directory {}", s.out.display()))?;
     let metrics_path = s.out.join("metrics.jsonl");
     let summary_path = s.out.join("summary.json");
     // A re-run into the same --out replaces the report rather than mixing two runs in one file.
@@ -113,7 +121,10 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
     let init = models::train::evaluate(&probe.model, &probe.test)?;
     let initial = (init.metric_name().to_string(), init.metric());
     drop(probe);
-    eprintln!("d = {d} parameters; initial test {} {:.4}", initial.0, initial.1);
+    eprintln!(
+        "d = {d} parameters; initial test {} {:.4}",
+        initial.0, initial.1
+    );
 
     let mut summaries = Vec::new();
     let mut runs: Vec<Vec<Vec<RoundMetrics>>> = Vec::new();
@@ -124,7 +135,10 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
         let out = match s.mode {
             Mode::Sim => {
                 let learners = s.learning.learners(&split, &parts, 0..s.nodes)?;
-                let partition = Arc::new(s.learning.chunk_partition(&learners[0].model, setting.vns)?);
+                let partition = Arc::new(
+                    s.learning
+                        .chunk_partition(&learners[0].model, setting.vns)?,
+                );
                 run_sim::run(s, setting, learners, partition, &mut progress)?
             }
             Mode::Inproc => {
@@ -137,7 +151,10 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
         report::append_metrics(&metrics_path, setting, &out.metrics)?;
         let mut summary = Summary::new(s, setting, d, initial.clone(), &out);
         if !reset && i > 0 && s.mode != Mode::Procs {
-            summary.extra.insert("peak_rss_includes_earlier_settings".into(), serde_json::json!(true));
+            summary.extra.insert(
+                "peak_rss_includes_earlier_settings".into(),
+                serde_json::json!(true),
+            );
         }
         failed |= !out.errors.is_empty();
         summaries.push(summary);
@@ -150,6 +167,16 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
     }
     let refs: Vec<&[Vec<RoundMetrics>]> = runs.iter().map(|r| r.as_slice()).collect();
     let plots = plots::write_all(&s.out, &summaries, &refs)?;
-    let tables = format!("{}\n{}", report::settings_table(&summaries), report::per_rn_table(&summaries, &refs));
-    Ok(Report { out: s.out.clone(), summaries, plots, tables, failed })
+    let tables = format!(
+        "{}\n{}",
+        report::settings_table(&summaries),
+        report::per_rn_table(&summaries, &refs)
+    );
+    Ok(Report {
+        out: s.out.clone(),
+        summaries,
+        plots,
+        tables,
+        failed,
+    })
 }

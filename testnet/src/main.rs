@@ -11,7 +11,8 @@ fn main() -> ExitCode {
     // Warnings only: the progress display is the output; RUST_LOG=info shows the nodes' logs.
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,libp2p=error".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,libp2p=error".into()),
         )
         .with_writer(std::io::stderr)
         // No escape codes in CI logs or redirected output.
@@ -35,14 +36,24 @@ fn run(opts: Options) -> anyhow::Result<ExitCode> {
     println!();
     let shown = report.out.display();
     println!("Report written to {shown}/");
-    println!("  summary.json    settings and results ({} setting{})", report.summaries.len(), if report.summaries.len() == 1 { "" } else { "s" });
+    println!(
+        "  summary.json    settings and results ({} setting{})",
+        report.summaries.len(),
+        if report.summaries.len() == 1 { "" } else { "s" }
+    );
     println!("  metrics.jsonl   one line per node per round");
     for p in &report.plots {
-        println!("  {:<15} {}", p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), match p.file_name().and_then(|f| f.to_str()) {
-            Some("metric.svg") => "test metric vs round",
-            Some("bytes.svg") => "bytes sent per node per round vs the 4·d·r cost model",
-            _ => "round time",
-        });
+        println!(
+            "  {:<15} {}",
+            p.file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            match p.file_name().and_then(|f| f.to_str()) {
+                Some("metric.svg") => "test metric vs round",
+                Some("bytes.svg") => "bytes sent per node per round vs the 4·d·r cost model",
+                _ => "round time",
+            }
+        );
     }
     if report.failed {
         eprintln!("some nodes stopped on an error: see `errors` in summary.json");

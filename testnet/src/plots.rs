@@ -18,8 +18,17 @@ pub struct Line {
 }
 
 /// Draws lines into an SVG file.
-pub fn line_plot(path: &Path, title: &str, x_desc: &str, y_desc: &str, lines: &[Line]) -> anyhow::Result<()> {
-    let pts = lines.iter().flat_map(|l| l.points.iter()).filter(|p| p.0.is_finite() && p.1.is_finite());
+pub fn line_plot(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    lines: &[Line],
+) -> anyhow::Result<()> {
+    let pts = lines
+        .iter()
+        .flat_map(|l| l.points.iter())
+        .filter(|p| p.0.is_finite() && p.1.is_finite());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for &(x, y) in pts {
         (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
@@ -50,12 +59,24 @@ pub fn line_plot(path: &Path, title: &str, x_desc: &str, y_desc: &str, lines: &[
             .draw()?;
         let mut colour = 0;
         for l in lines {
-            let pts: Vec<(f64, f64)> = l.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
+            let pts: Vec<(f64, f64)> = l
+                .points
+                .iter()
+                .copied()
+                .filter(|p| p.0.is_finite() && p.1.is_finite())
+                .collect();
             if l.faint {
-                chart.draw_series(LineSeries::new(pts, RGBColor(170, 170, 200).mix(0.5).stroke_width(1)))?;
+                chart.draw_series(LineSeries::new(
+                    pts,
+                    RGBColor(170, 170, 200).mix(0.5).stroke_width(1),
+                ))?;
                 continue;
             }
-            let style = if l.dashed_gray { RGBColor(120, 120, 120).stroke_width(1) } else { Palette99::pick(colour).stroke_width(2) };
+            let style = if l.dashed_gray {
+                RGBColor(120, 120, 120).stroke_width(1)
+            } else {
+                Palette99::pick(colour).stroke_width(2)
+            };
             if !l.dashed_gray {
                 colour += 1;
             }
@@ -97,8 +118,14 @@ fn short(v: f64) -> String {
 }
 
 /// Writes `metric.svg`, `bytes.svg` and `round_time.svg`; returns their paths.
-pub fn write_all(dir: &Path, summaries: &[Summary], runs: &[&[Vec<RoundMetrics>]]) -> anyhow::Result<Vec<PathBuf>> {
-    let metric = summaries.first().map_or("metric".into(), |s| s.metric_name.clone());
+pub fn write_all(
+    dir: &Path,
+    summaries: &[Summary],
+    runs: &[&[Vec<RoundMetrics>]],
+) -> anyhow::Result<Vec<PathBuf>> {
+    let metric = summaries
+        .first()
+        .map_or("metric".into(), |s| s.metric_name.clone());
     let mut lines = Vec::new();
     // Per-RN lines behind the mean when one setting is shown and they are few enough to read.
     if runs.len() == 1 && runs[0].len() <= 32 {
@@ -106,44 +133,109 @@ pub fn write_all(dir: &Path, summaries: &[Summary], runs: &[&[Vec<RoundMetrics>]
             let pts = std::iter::once((0.0, summaries[0].initial_metric))
                 .chain(ms.iter().map(|m| (m.round as f64 + 1.0, m.test_metric)))
                 .collect();
-            lines.push(Line { label: String::new(), points: pts, faint: true, dashed_gray: false });
+            lines.push(Line {
+                label: String::new(),
+                points: pts,
+                faint: true,
+                dashed_gray: false,
+            });
         }
     }
     for (s, run) in summaries.iter().zip(runs) {
         let series = mean_series(run, |m| m.test_metric);
-        let pts = std::iter::once((0.0, s.initial_metric)).chain(series.iter().enumerate().map(|(t, v)| (t as f64 + 1.0, *v))).collect();
-        lines.push(Line { label: format!("k={} {} (mean over RNs)", s.vns, s.algo), points: pts, faint: false, dashed_gray: false });
+        let pts = std::iter::once((0.0, s.initial_metric))
+            .chain(series.iter().enumerate().map(|(t, v)| (t as f64 + 1.0, *v)))
+            .collect();
+        lines.push(Line {
+            label: format!("k={} {} (mean over RNs)", s.vns, s.algo),
+            points: pts,
+            faint: false,
+            dashed_gray: false,
+        });
     }
     if let Some(t) = summaries.first().and_then(|s| s.target_metric) {
         let x1 = summaries.iter().map(|s| s.rounds).max().unwrap_or(1) as f64;
-        lines.push(Line { label: format!("target {t}"), points: vec![(0.0, t), (x1, t)], faint: false, dashed_gray: true });
+        lines.push(Line {
+            label: format!("target {t}"),
+            points: vec![(0.0, t), (x1, t)],
+            faint: false,
+            dashed_gray: true,
+        });
     }
     let first = &summaries[0];
-    let title = format!("Test {metric}: {} nodes, r = {}, {} ({})", first.nodes, first.degree, first.dataset, first.mode);
+    let title = format!(
+        "Test {metric}: {} nodes, r = {}, {} ({})",
+        first.nodes, first.degree, first.dataset, first.mode
+    );
     let metric_path = dir.join("metric.svg");
-    line_plot(&metric_path, &title, "round (0 = initial model)", &format!("test {metric}"), &lines)?;
+    line_plot(
+        &metric_path,
+        &title,
+        "round (0 = initial model)",
+        &format!("test {metric}"),
+        &lines,
+    )?;
 
     let mut lines = Vec::new();
     for (s, run) in summaries.iter().zip(runs) {
         let series = mean_series(run, |m| m.bytes_sent as f64);
-        let pts = series.iter().enumerate().map(|(t, v)| (t as f64 + 1.0, *v)).collect();
-        lines.push(Line { label: format!("k={} {} wire bytes", s.vns, s.algo), points: pts, faint: false, dashed_gray: false });
+        let pts = series
+            .iter()
+            .enumerate()
+            .map(|(t, v)| (t as f64 + 1.0, *v))
+            .collect();
+        lines.push(Line {
+            label: format!("k={} {} wire bytes", s.vns, s.algo),
+            points: pts,
+            faint: false,
+            dashed_gray: false,
+        });
     }
     let x1 = first.rounds as f64;
     let model = first.cost_model_bytes_per_rn_per_round;
-    lines.push(Line { label: "cost model 4·d·r".into(), points: vec![(1.0, model), (x1.max(2.0), model)], faint: false, dashed_gray: true });
+    lines.push(Line {
+        label: "cost model 4·d·r".into(),
+        points: vec![(1.0, model), (x1.max(2.0), model)],
+        faint: false,
+        dashed_gray: true,
+    });
     let bytes_path = dir.join("bytes.svg");
-    line_plot(&bytes_path, "Bytes sent per RN per round (mean over RNs)", "round", "bytes", &lines)?;
+    line_plot(
+        &bytes_path,
+        "Bytes sent per RN per round (mean over RNs)",
+        "round",
+        "bytes",
+        &lines,
+    )?;
 
     let mut lines = Vec::new();
     for (s, run) in summaries.iter().zip(runs) {
         let series = mean_series(run, |m| m.round_secs);
-        let pts = series.iter().enumerate().map(|(t, v)| (t as f64 + 1.0, *v)).collect();
-        lines.push(Line { label: format!("k={} {}", s.vns, s.algo), points: pts, faint: false, dashed_gray: false });
+        let pts = series
+            .iter()
+            .enumerate()
+            .map(|(t, v)| (t as f64 + 1.0, *v))
+            .collect();
+        lines.push(Line {
+            label: format!("k={} {}", s.vns, s.algo),
+            points: pts,
+            faint: false,
+            dashed_gray: false,
+        });
     }
     let time_path = dir.join("round_time.svg");
-    let unit = if first.mode == "sim" { "virtual seconds" } else { "seconds" };
-    line_plot(&time_path, "Round time (mean over RNs)", "round", unit, &lines)?;
+    let unit = if first.mode == "sim" {
+        "virtual seconds"
+    } else {
+        "seconds"
+    };
+    line_plot(
+        &time_path,
+        "Round time (mean over RNs)",
+        "round",
+        unit,
+        &lines,
+    )?;
     Ok(vec![metric_path, bytes_path, time_path])
 }
 
@@ -156,11 +248,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.svg");
         let lines = vec![
-            Line { label: "a".into(), points: vec![(0.0, 1.0), (1.0, 2.0)], faint: false, dashed_gray: false },
-            Line { label: "b".into(), points: vec![(0.0, 1.5), (1.0, 1.5)], faint: false, dashed_gray: true },
+            Line {
+                label: "a".into(),
+                points: vec![(0.0, 1.0), (1.0, 2.0)],
+                faint: false,
+                dashed_gray: false,
+            },
+            Line {
+                label: "b".into(),
+                points: vec![(0.0, 1.5), (1.0, 1.5)],
+                faint: false,
+                dashed_gray: true,
+            },
         ];
         line_plot(&p, "t", "x", "y", &lines).unwrap();
         let svg = std::fs::read_to_string(&p).unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("polyline"), "{}", &svg[..200.min(svg.len())]);
+        assert!(
+            svg.starts_with("<svg") && svg.contains("polyline"),
+            "{}",
+            &svg[..200.min(svg.len())]
+        );
     }
 }

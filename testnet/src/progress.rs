@@ -49,7 +49,14 @@ impl Progress {
         if bar.is_none() {
             eprintln!("{label}: {nodes} nodes, {rounds} rounds");
         }
-        Self { bar, label, nodes, total_rounds: rounds, rounds: BTreeMap::new(), started: Instant::now() }
+        Self {
+            bar,
+            label,
+            nodes,
+            total_rounds: rounds,
+            rounds: BTreeMap::new(),
+            started: Instant::now(),
+        }
     }
 
     /// One RN finished one round.
@@ -105,7 +112,11 @@ impl Progress {
         if let Some(b) = self.bar {
             b.finish_and_clear();
         }
-        eprintln!("{}: done in {:.1} s", self.label, self.started.elapsed().as_secs_f64());
+        eprintln!(
+            "{}: done in {:.1} s",
+            self.label,
+            self.started.elapsed().as_secs_f64()
+        );
     }
 }
 
@@ -118,7 +129,11 @@ pub fn human_bytes(b: f64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{v:.0} B") } else { format!("{v:.1} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 #[cfg(test)]
@@ -135,7 +150,12 @@ mod tests {
     #[test]
     fn plain_progress_counts_complete_rounds() {
         let mut p = Progress::new("t".into(), 2, 3, false);
-        let m = RoundMetrics { round: 0, metric_name: "accuracy".into(), test_metric: 0.5, ..Default::default() };
+        let m = RoundMetrics {
+            round: 0,
+            metric_name: "accuracy".into(),
+            test_metric: 0.5,
+            ..Default::default()
+        };
         p.on_round(0, &m);
         p.on_round(1, &m);
         assert_eq!(p.rounds[&0].count, 2);

@@ -75,7 +75,11 @@ pub fn mean_series(metrics: &[Vec<RoundMetrics>], f: impl Fn(&RoundMetrics) -> f
     let complete = metrics.iter().map(Vec::len).min().unwrap_or(0);
     (0..complete)
         .map(|t| {
-            let vals: Vec<f64> = metrics.iter().filter_map(|m| m.iter().find(|x| x.round == t as u64)).map(&f).collect();
+            let vals: Vec<f64> = metrics
+                .iter()
+                .filter_map(|m| m.iter().find(|x| x.round == t as u64))
+                .map(&f)
+                .collect();
             vals.iter().sum::<f64>() / vals.len().max(1) as f64
         })
         .collect()
@@ -86,12 +90,21 @@ fn lower_is_better(metric_name: &str) -> bool {
 }
 
 impl Summary {
-    pub fn new(s: &Settings, setting: Setting, d: usize, initial: (String, f64), out: &RunOutput) -> Summary {
+    pub fn new(
+        s: &Settings,
+        setting: Setting,
+        d: usize,
+        initial: (String, f64),
+        out: &RunOutput,
+    ) -> Summary {
         let all: Vec<&RoundMetrics> = out.metrics.iter().flatten().collect();
         let count = all.len().max(1) as f64;
         let mean = |f: &dyn Fn(&RoundMetrics) -> f64| all.iter().map(|m| f(m)).sum::<f64>() / count;
         let series = mean_series(&out.metrics, |m| m.test_metric);
-        let metric_name = all.first().map(|m| m.metric_name.clone()).unwrap_or(initial.0);
+        let metric_name = all
+            .first()
+            .map(|m| m.metric_name.clone())
+            .unwrap_or(initial.0);
         let lower = lower_is_better(&metric_name);
         let better = |a: f64, b: f64| if lower { a < b } else { a > b };
         let (mut best, mut best_round) = (f64::NAN, 0);
@@ -106,7 +119,10 @@ impl Summary {
             if reached(initial.1, target) {
                 return Some(0);
             }
-            series.iter().position(|&v| reached(v, target)).map(|t| t as u64 + 1)
+            series
+                .iter()
+                .position(|&v| reached(v, target))
+                .map(|t| t as u64 + 1)
         });
         let l = &s.learning;
         let mut extra = out.extra.clone();
@@ -117,7 +133,10 @@ impl Summary {
             algo: setting.algo().to_string(),
             mode: s.mode.to_string(),
             dataset: l.dataset.to_string(),
-            model: l.model.as_ref().map_or_else(|| "default".into(), |m| m.to_string()),
+            model: l
+                .model
+                .as_ref()
+                .map_or_else(|| "default".into(), |m| m.to_string()),
             nodes: s.nodes,
             vns: setting.vns,
             degree: s.degree,
@@ -144,7 +163,11 @@ impl Summary {
             batch: l.train.batch_size,
             partition: l.partition.to_string(),
             seed: l.seed,
-            timing: if s.mode == crate::cli::Mode::Sim { "virtual".into() } else { s.timing_name.into() },
+            timing: if s.mode == crate::cli::Mode::Sim {
+                "virtual".into()
+            } else {
+                s.timing_name.into()
+            },
             interrupted: out.interrupted,
             extra,
         }
@@ -152,7 +175,11 @@ impl Summary {
 }
 
 /// Appends one line per RN per round to `metrics.jsonl`.
-pub fn append_metrics(path: &Path, setting: Setting, metrics: &[Vec<RoundMetrics>]) -> anyhow::Result<()> {
+pub fn append_metrics(
+    path: &Path,
+    setting: Setting,
+    metrics: &[Vec<RoundMetrics>],
+) -> anyhow::Result<()> {
     #[derive(Serialize)]
     struct Line<'a> {
         vns: usize,
@@ -161,29 +188,50 @@ pub fn append_metrics(path: &Path, setting: Setting, metrics: &[Vec<RoundMetrics
         #[serde(flatten)]
         m: &'a RoundMetrics,
     }
-    let f = std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
     let mut w = std::io::BufWriter::new(f);
     for (node, ms) in metrics.iter().enumerate() {
         for m in ms {
-            let line = serde_json::to_string(&Line { vns: setting.vns, algo: setting.algo().to_string(), node, m })?;
+            let line = serde_json::to_string(&Line {
+                vns: setting.vns,
+                algo: setting.algo().to_string(),
+                node,
+                m,
+            })?;
             writeln!(w, "{line}").with_context(|| format!("writing {}", path.display()))?;
         }
     }
-    w.flush().with_context(|| format!("writing {}", path.display()))?;
+    w.flush()
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
 /// Writes `summary.json`: one object, or an array for a sweep.
 pub fn write_summary(path: &Path, summaries: &[Summary]) -> anyhow::Result<()> {
-    let text = if summaries.len() == 1 { serde_json::to_string_pretty(&summaries[0])? } else { serde_json::to_string_pretty(summaries)? };
+    let text = if summaries.len() == 1 {
+        serde_json::to_string_pretty(&summaries[0])?
+    } else {
+        serde_json::to_string_pretty(summaries)?
+    };
     std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
 
 /// A plain text table with right-aligned columns after the first.
 fn table(header: &[String], rows: &[Vec<String>]) -> String {
     let cols = header.len();
-    let widths: Vec<usize> =
-        (0..cols).map(|c| rows.iter().map(|r| r[c].chars().count()).chain([header[c].chars().count()]).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].chars().count())
+                .chain([header[c].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let fmt_row = |r: &[String]| -> String {
         let mut s = String::new();
         for (c, cell) in r.iter().enumerate() {
@@ -197,7 +245,11 @@ fn table(header: &[String], rows: &[Vec<String>]) -> String {
         s.trim_end().to_string()
     };
     let mut out = fmt_row(header) + "\n";
-    out += &widths.iter().enumerate().map(|(c, w)| "-".repeat(*w + if c == 0 { 0 } else { 2 })).collect::<String>();
+    out += &widths
+        .iter()
+        .enumerate()
+        .map(|(c, w)| "-".repeat(*w + if c == 0 { 0 } else { 2 }))
+        .collect::<String>();
     out += "\n";
     for r in rows {
         out += &fmt_row(r);
@@ -210,34 +262,101 @@ fn opt_round(v: Option<u64>) -> String {
     v.map_or_else(|| "never".into(), |r| r.to_string())
 }
 
+/// A table row: its name and how to fill one setting's cell.
+type Row = (String, Box<dyn Fn(&Summary) -> String>);
+
 /// The comparison of settings, side by side (one column per setting: EL next to Shatter).
 pub fn settings_table(summaries: &[Summary]) -> String {
     let mut header = vec![String::new()];
     header.extend(summaries.iter().map(|s| format!("k={} {}", s.vns, s.algo)));
-    let metric = summaries.first().map_or("metric", |s| s.metric_name.as_str());
-    let mut rows: Vec<(String, Box<dyn Fn(&Summary) -> String>)> = vec![
-        (format!("initial {metric}"), Box::new(|s| format!("{:.4}", s.initial_metric))),
-        (format!("final {metric} (mean over RNs)"), Box::new(|s| format!("{:.4}", s.final_metric))),
-        (format!("best {metric} (round)"), Box::new(|s| format!("{:.4} ({})", s.best_metric, s.best_round))),
+    let metric = summaries
+        .first()
+        .map_or("metric", |s| s.metric_name.as_str());
+    let mut rows: Vec<Row> = vec![
+        (
+            format!("initial {metric}"),
+            Box::new(|s| format!("{:.4}", s.initial_metric)),
+        ),
+        (
+            format!("final {metric} (mean over RNs)"),
+            Box::new(|s| format!("{:.4}", s.final_metric)),
+        ),
+        (
+            format!("best {metric} (round)"),
+            Box::new(|s| format!("{:.4} ({})", s.best_metric, s.best_round)),
+        ),
     ];
     if let Some(t) = summaries.first().and_then(|s| s.target_metric) {
-        rows.push((format!("rounds to {metric} {} {t}", if lower_is_better(metric) { "≤" } else { "≥" }), Box::new(|s| opt_round(s.rounds_to_target))));
+        rows.push((
+            format!(
+                "rounds to {metric} {} {t}",
+                if lower_is_better(metric) {
+                    "≤"
+                } else {
+                    "≥"
+                }
+            ),
+            Box::new(|s| opt_round(s.rounds_to_target)),
+        ));
     }
-    rows.extend::<Vec<(String, Box<dyn Fn(&Summary) -> String>)>>(vec![
-        ("rounds completed".into(), Box::new(|s| format!("{}/{}", s.rounds_completed, s.rounds))),
-        ("wire bytes / RN / round".into(), Box::new(|s| human_bytes(s.wire_bytes_per_rn_per_round))),
-        ("chunk bytes / RN / round".into(), Box::new(|s| human_bytes(s.chunk_bytes_per_rn_per_round))),
-        ("cost model 4·d·r".into(), Box::new(|s| human_bytes(s.cost_model_bytes_per_rn_per_round))),
-        ("messages / RN / round".into(), Box::new(|s| format!("{:.0}", s.messages_per_rn_per_round))),
-        ("neighbours / VN (r)".into(), Box::new(|s| format!("{:.2} ({})", s.neighbours_per_vn, s.degree))),
-        ("round time (s)".into(), Box::new(|s| format!("{:.2}{}", s.mean_round_seconds, if s.mode == "sim" { " virt." } else { "" }))),
-        ("training time (s)".into(), Box::new(|s| format!("{:.3}", s.mean_train_seconds))),
-        ("wall time (s)".into(), Box::new(|s| format!("{:.1}", s.wall_seconds))),
-        ("peak RSS".into(), Box::new(|s| s.peak_rss_bytes.map_or_else(|| "n/a".into(), |b| human_bytes(b as f64)))),
+    rows.extend::<Vec<Row>>(vec![
+        (
+            "rounds completed".into(),
+            Box::new(|s| format!("{}/{}", s.rounds_completed, s.rounds)),
+        ),
+        (
+            "wire bytes / RN / round".into(),
+            Box::new(|s| human_bytes(s.wire_bytes_per_rn_per_round)),
+        ),
+        (
+            "chunk bytes / RN / round".into(),
+            Box::new(|s| human_bytes(s.chunk_bytes_per_rn_per_round)),
+        ),
+        (
+            "cost model 4·d·r".into(),
+            Box::new(|s| human_bytes(s.cost_model_bytes_per_rn_per_round)),
+        ),
+        (
+            "messages / RN / round".into(),
+            Box::new(|s| format!("{:.0}", s.messages_per_rn_per_round)),
+        ),
+        (
+            "neighbours / VN (r)".into(),
+            Box::new(|s| format!("{:.2} ({})", s.neighbours_per_vn, s.degree)),
+        ),
+        (
+            "round time (s)".into(),
+            Box::new(|s| {
+                format!(
+                    "{:.2}{}",
+                    s.mean_round_seconds,
+                    if s.mode == "sim" { " virt." } else { "" }
+                )
+            }),
+        ),
+        (
+            "training time (s)".into(),
+            Box::new(|s| format!("{:.3}", s.mean_train_seconds)),
+        ),
+        (
+            "wall time (s)".into(),
+            Box::new(|s| format!("{:.1}", s.wall_seconds)),
+        ),
+        (
+            "peak RSS".into(),
+            Box::new(|s| {
+                s.peak_rss_bytes
+                    .map_or_else(|| "n/a".into(), |b| human_bytes(b as f64))
+            }),
+        ),
     ]);
     let body: Vec<Vec<String>> = rows
         .iter()
-        .map(|(name, f)| std::iter::once(name.clone()).chain(summaries.iter().map(|s| f(s))).collect())
+        .map(|(name, f)| {
+            std::iter::once(name.clone())
+                .chain(summaries.iter().map(f))
+                .collect()
+        })
         .collect();
     table(&header, &body)
 }
@@ -262,7 +381,13 @@ pub fn per_rn_table(summaries: &[Summary], runs: &[&[Vec<RoundMetrics>]]) -> Str
             ms.iter().map(|m| m.round_secs).sum::<f64>() / n,
         ]
     };
-    let cells = |v: [f64; 3]| vec![format!("{:.4}", v[0]), human_bytes(v[1]), format!("{:.2}", v[2])];
+    let cells = |v: [f64; 3]| {
+        vec![
+            format!("{:.4}", v[0]),
+            human_bytes(v[1]),
+            format!("{:.2}", v[2]),
+        ]
+    };
     let nodes = runs.iter().map(|r| r.len()).max().unwrap_or(0);
     let mut rows = Vec::new();
     if nodes <= PER_RN_ROWS {
@@ -282,7 +407,10 @@ pub fn per_rn_table(summaries: &[Summary], runs: &[&[Vec<RoundMetrics>]]) -> Str
                 for (c, slot) in v.iter_mut().enumerate() {
                     let mut col: Vec<f64> = vals.iter().map(|x| x[c]).collect();
                     col.sort_by(f64::total_cmp);
-                    *slot = col.get(((col.len().saturating_sub(1)) as f64 * q).round() as usize).copied().unwrap_or(f64::NAN);
+                    *slot = col
+                        .get(((col.len().saturating_sub(1)) as f64 * q).round() as usize)
+                        .copied()
+                        .unwrap_or(f64::NAN);
                 }
                 row.extend(cells(v));
             }
@@ -291,7 +419,10 @@ pub fn per_rn_table(summaries: &[Summary], runs: &[&[Vec<RoundMetrics>]]) -> Str
     }
     let mut out = table(&header, &rows);
     if nodes > PER_RN_ROWS {
-        let _ = writeln!(out, "({nodes} RNs: per-column min/median/max; every RN's rounds are in metrics.jsonl)");
+        let _ = writeln!(
+            out,
+            "({nodes} RNs: per-column min/median/max; every RN's rounds are in metrics.jsonl)"
+        );
     }
     out
 }
@@ -301,18 +432,30 @@ mod tests {
     use super::*;
 
     fn m(round: u64, metric: f64) -> RoundMetrics {
-        RoundMetrics { round, metric_name: "rmse".into(), test_metric: metric, bytes_sent: 100, ..Default::default() }
+        RoundMetrics {
+            round,
+            metric_name: "rmse".into(),
+            test_metric: metric,
+            bytes_sent: 100,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn series_and_target_use_complete_rounds() {
-        let runs = vec![vec![m(0, 2.0), m(1, 1.2), m(2, 1.0)], vec![m(0, 2.0), m(1, 1.0)]];
+        let runs = vec![
+            vec![m(0, 2.0), m(1, 1.2), m(2, 1.0)],
+            vec![m(0, 2.0), m(1, 1.0)],
+        ];
         assert_eq!(mean_series(&runs, |m| m.test_metric), vec![2.0, 1.1]);
     }
 
     #[test]
     fn tables_align() {
-        let t = table(&["a".into(), "bb".into()], &[vec!["xyz".into(), "1".into()]]);
+        let t = table(
+            &["a".into(), "bb".into()],
+            &[vec!["xyz".into(), "1".into()]],
+        );
         assert_eq!(t, "a    bb\n-------\nxyz   1\n");
     }
 }

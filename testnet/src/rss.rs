@@ -44,7 +44,10 @@ mod tests {
 
     #[test]
     fn parses_the_status_line() {
-        assert_eq!(parse_hwm("Name:\tx\nVmPeak:\t  10 kB\nVmHWM:\t   2048 kB\nVmRSS:\t 1 kB\n"), Some(2048 * 1024));
+        assert_eq!(
+            parse_hwm("Name:\tx\nVmPeak:\t  10 kB\nVmHWM:\t   2048 kB\nVmRSS:\t 1 kB\n"),
+            Some(2048 * 1024)
+        );
         assert_eq!(parse_hwm("Name:\tx\n"), None);
     }
 

@@ -20,25 +20,46 @@ use crate::scenario::{Setting, Settings};
 /// Events buffered between the nodes' streams and the progress display: a round of 100 RNs fits.
 const EVENT_BUFFER: usize = 4096;
 
-pub fn run(s: &Settings, setting: Setting, learners: Vec<Learner>, progress: &mut Progress) -> anyhow::Result<RunOutput> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+pub fn run(
+    s: &Settings,
+    setting: Setting,
+    learners: Vec<Learner>,
+    progress: &mut Progress,
+) -> anyhow::Result<RunOutput> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(run_async(s, setting, learners, progress))
 }
 
-async fn run_async(s: &Settings, setting: Setting, learners: Vec<Learner>, progress: &mut Progress) -> anyhow::Result<RunOutput> {
+async fn run_async(
+    s: &Settings,
+    setting: Setting,
+    learners: Vec<Learner>,
+    progress: &mut Progress,
+) -> anyhow::Result<RunOutput> {
     let (n, k) = (s.nodes, setting.vns);
     let t0 = Instant::now();
     // Fresh random identities, as `node keygen` makes them: VN keys are never derived from a seed (keys.rs).
-    let keys: Vec<Vec<Keypair>> = (0..n).map(|_| (0..k).map(|_| Keypair::generate_ed25519()).collect()).collect();
-    let ids: Vec<PeerId> = keys.iter().flatten().map(|k| k.public().to_peer_id()).collect();
+    let keys: Vec<Vec<Keypair>> = (0..n)
+        .map(|_| (0..k).map(|_| Keypair::generate_ed25519()).collect())
+        .collect();
+    let ids: Vec<PeerId> = keys
+        .iter()
+        .flatten()
+        .map(|k| k.public().to_peer_id())
+        .collect();
     let mut boot: Vec<(PeerId, Multiaddr)> = Vec::new();
     let mut handles = Vec::with_capacity(n);
     let (tx, mut rx) = mpsc::channel::<(usize, NodeEvent)>(EVENT_BUFFER);
     let mut per_node_spawn = Duration::ZERO;
     for (i, (ks, learner)) in keys.into_iter().zip(learners).enumerate() {
-        let peers = PeerList::from_entries(
-            ids.iter().map(|p| (*p, boot.iter().find(|(b, _)| b == p).map(|(_, a)| a.clone()))),
-        );
+        let peers = PeerList::from_entries(ids.iter().map(|p| {
+            (
+                *p,
+                boot.iter().find(|(b, _)| b == p).map(|(_, a)| a.clone()),
+            )
+        }));
         // Nodes start their rounds a warm-up after they spawn. Spawning hundreds of swarms takes seconds, so
         // early nodes wait longer: every node starts round 0 at about the same time, once all are up.
         let mut timing = s.timing.clone();
@@ -54,7 +75,11 @@ async fn run_async(s: &Settings, setting: Setting, learners: Vec<Learner>, progr
             .await
             .map_err(|e| anyhow::anyhow!("starting node {i}: {e}"))?;
         if i == 0 {
-            boot = h.addresses().iter().map(|a| (a.peer, a.addr.clone())).collect();
+            boot = h
+                .addresses()
+                .iter()
+                .map(|a| (a.peer, a.addr.clone()))
+                .collect();
             per_node_spawn = t0.elapsed();
         }
         let tx = tx.clone();

@@ -43,38 +43,63 @@ enum ChildEvent {
     StdoutClosed,
 }
 
-pub fn run(s: &Settings, setting: Setting, out: &Path, progress: &mut Progress) -> anyhow::Result<RunOutput> {
+pub fn run(
+    s: &Settings,
+    setting: Setting,
+    out: &Path,
+    progress: &mut Progress,
+) -> anyhow::Result<RunOutput> {
     let bin = node_binary(s)?;
     let dir = out.join(format!("procs-k{}", setting.vns));
     if dir.join("peers.toml").is_file() {
         // Our own files from an earlier run into the same --out: keys are never overwritten by `generate`.
-        std::fs::remove_dir_all(&dir).with_context(|| format!("removing the previous run's {}", dir.display()))?;
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("removing the previous run's {}", dir.display()))?;
     }
     let configs = write_deployment(s, setting, &dir)?;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(launch(setting, &bin, &configs, progress))
 }
 
 /// Writes keys, the peer list and the node configs; returns the config paths.
-pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write_deployment(
+    s: &Settings,
+    setting: Setting,
+    dir: &Path,
+) -> anyhow::Result<Vec<PathBuf>> {
     let (n, k) = (s.nodes, setting.vns);
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
         let keys = node::keys::generate(&dir.join(format!("node-{i}")).join("keys"), k)?;
-        ids.push(keys.iter().map(|k| k.public().to_peer_id()).collect::<Vec<_>>());
+        ids.push(
+            keys.iter()
+                .map(|k| k.public().to_peer_id())
+                .collect::<Vec<_>>(),
+        );
     }
     // Free ports: bind them all at once (so none repeats), then release them for the nodes.
     let listeners = (0..n * k)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
         .collect::<std::io::Result<Vec<_>>>()
         .context("finding free ports on 127.0.0.1")?;
-    let ports: Vec<u16> = listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<std::io::Result<_>>()?;
+    let ports: Vec<u16> = listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<std::io::Result<_>>()?;
     drop(listeners);
-    let addr = |i: usize, s: usize| -> Multiaddr { format!("/ip4/127.0.0.1/tcp/{}", ports[i * k + s]).parse().expect("valid multiaddr") };
+    let addr = |i: usize, s: usize| -> Multiaddr {
+        format!("/ip4/127.0.0.1/tcp/{}", ports[i * k + s])
+            .parse()
+            .expect("valid multiaddr")
+    };
     // Node 0's VNs are the bootstrap entries, as a real deployment names a few well-known peers.
-    let peers = PeerList::from_entries(
-        ids.iter().enumerate().flat_map(|(i, v)| v.iter().enumerate().map(move |(s, p)| (*p, (i == 0).then(|| addr(i, s))))),
-    );
+    let peers = PeerList::from_entries(ids.iter().enumerate().flat_map(|(i, v)| {
+        v.iter()
+            .enumerate()
+            .map(move |(s, p)| (*p, (i == 0).then(|| addr(i, s))))
+    }));
     write(&dir.join("peers.toml"), &peers.to_toml())?;
 
     let l = &s.learning;
@@ -124,7 +149,8 @@ pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::R
         let p = dir.join(format!("node-{i}")).join("node.toml");
         write(&p, &text)?;
         // Check our own output with the node's parser: a mistake here should fail now, not in n processes.
-        node::config::NodeConfig::parse(&p, &text).map_err(|e| anyhow::anyhow!("generated config is invalid: {e}"))?;
+        node::config::NodeConfig::parse(&p, &text)
+            .map_err(|e| anyhow::anyhow!("generated config is invalid: {e}"))?;
         configs.push(p);
     }
     Ok(configs)
@@ -134,7 +160,12 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-async fn launch(setting: Setting, bin: &Path, configs: &[PathBuf], progress: &mut Progress) -> anyhow::Result<RunOutput> {
+async fn launch(
+    setting: Setting,
+    bin: &Path,
+    configs: &[PathBuf],
+    progress: &mut Progress,
+) -> anyhow::Result<RunOutput> {
     let n = configs.len();
     let t0 = Instant::now();
     let (tx, mut rx) = mpsc::channel::<(usize, ChildEvent)>(4096);
@@ -142,8 +173,9 @@ async fn launch(setting: Setting, bin: &Path, configs: &[PathBuf], progress: &mu
     let mut logs = Vec::with_capacity(n);
     for (i, cfg) in configs.iter().enumerate() {
         let log = cfg.with_file_name("node.log");
-        let child = spawn_node(bin, cfg, &log, i, tx.clone())
-            .with_context(|| format!("starting {} run --config {}", bin.display(), cfg.display()))?;
+        let child = spawn_node(bin, cfg, &log, i, tx.clone()).with_context(|| {
+            format!("starting {} run --config {}", bin.display(), cfg.display())
+        })?;
         children.push(child);
         logs.push(log);
         if i == 0 {
@@ -155,10 +187,16 @@ async fn launch(setting: Setting, bin: &Path, configs: &[PathBuf], progress: &mu
                     Ok(Some((0, ChildEvent::Listening))) => listening += 1,
                     Ok(Some((0, ChildEvent::StdoutClosed))) | Ok(None) => {
                         let status = children[0].wait().await.ok();
-                        bail!("node 0 exited before listening ({status:?}):\n{}", tail(&logs[0]));
+                        bail!(
+                            "node 0 exited before listening ({status:?}):\n{}",
+                            tail(&logs[0])
+                        );
                     }
                     Ok(Some(_)) => {}
-                    Err(_) => bail!("node 0 did not listen within {NODE0_START_TIMEOUT:?}:\n{}", tail(&logs[0])),
+                    Err(_) => bail!(
+                        "node 0 did not listen within {NODE0_START_TIMEOUT:?}:\n{}",
+                        tail(&logs[0])
+                    ),
                 }
             }
         }
@@ -214,10 +252,21 @@ async fn launch(setting: Setting, bin: &Path, configs: &[PathBuf], progress: &mu
         let _ = c.wait().await;
     }
     let mut extra = BTreeMap::new();
-    extra.insert("peak_rss_bytes_max_process".into(), json!(peaks.iter().max()));
+    extra.insert(
+        "peak_rss_bytes_max_process".into(),
+        json!(peaks.iter().max()),
+    );
     extra.insert("peak_rss_is".into(), json!("sum over node processes"));
     extra.insert("node_binary".into(), json!(bin.display().to_string()));
-    extra.insert("deployment_dir".into(), json!(configs[0].parent().and_then(Path::parent).map(|p| p.display().to_string())));
+    extra.insert(
+        "deployment_dir".into(),
+        json!(
+            configs[0]
+                .parent()
+                .and_then(Path::parent)
+                .map(|p| p.display().to_string())
+        ),
+    );
     if !errors.is_empty() {
         bail!("{}", errors.join("\n"));
     }
@@ -239,7 +288,13 @@ fn sample(pids: &[Option<u32>], peaks: &mut [u64]) {
     }
 }
 
-fn spawn_node(bin: &Path, cfg: &Path, log: &Path, i: usize, tx: mpsc::Sender<(usize, ChildEvent)>) -> anyhow::Result<Child> {
+fn spawn_node(
+    bin: &Path,
+    cfg: &Path,
+    log: &Path,
+    i: usize,
+    tx: mpsc::Sender<(usize, ChildEvent)>,
+) -> anyhow::Result<Child> {
     let mut cmd = Command::new(bin);
     cmd.arg("run")
         .arg("--config")
@@ -255,7 +310,8 @@ fn spawn_node(bin: &Path, cfg: &Path, log: &Path, i: usize, tx: mpsc::Sender<(us
     let mut child = cmd.spawn()?;
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
-    let mut file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let mut file =
+        std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let etx = tx.clone();
     tokio::spawn(async move {
         let mut lines = BufReader::new(stderr).lines();
@@ -286,7 +342,11 @@ fn spawn_node(bin: &Path, cfg: &Path, log: &Path, i: usize, tx: mpsc::Sender<(us
 fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].iter().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..]
+        .iter()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The `node` binary: `--node-bin`, else next to this executable (or one directory up, for test binaries in
@@ -308,10 +368,18 @@ pub fn node_binary(s: &Settings) -> anyhow::Result<PathBuf> {
         return Ok(p);
     }
     let release = !cfg!(debug_assertions);
-    let command = format!("cargo build{} -p node", if release { " --release" } else { "" });
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf);
+    let command = format!(
+        "cargo build{} -p node",
+        if release { " --release" } else { "" }
+    );
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf);
     let Some(ws) = workspace.filter(|w| w.join("Cargo.toml").is_file()) else {
-        bail!("the node binary is not next to {} and this is not a source checkout: run `{command}` and pass --node-bin PATH", exe.display());
+        bail!(
+            "the node binary is not next to {} and this is not a source checkout: run `{command}` and pass --node-bin PATH",
+            exe.display()
+        );
     };
     eprintln!("building the node binary: {command} (in {})", ws.display());
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -320,9 +388,13 @@ pub fn node_binary(s: &Settings) -> anyhow::Result<PathBuf> {
     if release {
         cmd.arg("--release");
     }
-    let status = cmd.status().with_context(|| format!("running `{command}`"))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("running `{command}`"))?;
     if !status.success() {
-        bail!("`{command}` failed ({status}); fix the build, or pass an existing binary with --node-bin PATH");
+        bail!(
+            "`{command}` failed ({status}); fix the build, or pass an existing binary with --node-bin PATH"
+        );
     }
     candidates(&exe).into_iter().find(|p| p.is_file()).ok_or_else(|| {
         anyhow::anyhow!("`{command}` succeeded but no node binary is next to {}: pass --node-bin PATH (e.g. target/debug/node)", exe.display())

@@ -29,7 +29,10 @@ pub fn run(
     let mut extra = BTreeMap::new();
     extra.insert("round_seconds_are".into(), json!("virtual"));
     extra.insert("virtual_seconds".into(), json!(report.virtual_secs));
-    extra.insert("wall_seconds_per_round".into(), json!(wall / s.rounds as f64));
+    extra.insert(
+        "wall_seconds_per_round".into(),
+        json!(wall / s.rounds as f64),
+    );
     extra.insert("sim_messages".into(), json!(report.messages));
     extra.insert("sim_messages_lost".into(), json!(report.lost));
     Ok(RunOutput {

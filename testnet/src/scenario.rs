@@ -36,7 +36,11 @@ pub struct Setting {
 impl Setting {
     /// k = 1 is Epidemic Learning on the same code path.
     pub fn algo(&self) -> Algo {
-        if self.vns == 1 { Algo::El } else { Algo::Shatter }
+        if self.vns == 1 {
+            Algo::El
+        } else {
+            Algo::Shatter
+        }
     }
 
     pub fn label(&self) -> String {
@@ -82,7 +86,9 @@ impl Settings {
         let seed = o.seed.unwrap_or(DEFAULT_SEED);
         let vns = match (o.algo, o.vns) {
             (Some(Algo::El), Some(v)) if v != [1] => {
-                bail!("--algo el is one virtual node per real node (k = 1), but --vns {v:?} was given: drop --vns, or use --algo shatter (a sweep that includes 1 compares EL with Shatter)")
+                bail!(
+                    "--algo el is one virtual node per real node (k = 1), but --vns {v:?} was given: drop --vns, or use --algo shatter (a sweep that includes 1 compares EL with Shatter)"
+                )
             }
             (Some(Algo::El), _) => vec![1],
             (_, Some(v)) => v,
@@ -129,18 +135,27 @@ impl Settings {
             .transpose()
             .map_err(|e| anyhow::anyhow!("--model: {e}"))?;
 
-        let ratings_or_users = matches!(dataset, DatasetSpec::MovieLens { .. } | DatasetSpec::Sent140 { .. });
+        let ratings_or_users = matches!(
+            dataset,
+            DatasetSpec::MovieLens { .. } | DatasetSpec::Sent140 { .. }
+        );
         let partition = match (o.partition.as_deref(), o.alpha) {
             (Some(p), alpha) => {
-                let mut part: Partition = p.parse().map_err(|e| anyhow::anyhow!("--partition: {e}"))?;
+                let mut part: Partition =
+                    p.parse().map_err(|e| anyhow::anyhow!("--partition: {e}"))?;
                 match (&mut part, alpha) {
                     (Partition::Dirichlet { alpha: a, .. }, Some(x)) => *a = x,
-                    (_, Some(_)) => bail!("--alpha is the Dirichlet concentration; it needs --partition dirichlet, not {p}"),
+                    (_, Some(_)) => bail!(
+                        "--alpha is the Dirichlet concentration; it needs --partition dirichlet, not {p}"
+                    ),
                     _ => {}
                 }
                 part
             }
-            (None, Some(alpha)) => Partition::Dirichlet { alpha, min_samples: DEFAULT_MIN_SAMPLES },
+            (None, Some(alpha)) => Partition::Dirichlet {
+                alpha,
+                min_samples: DEFAULT_MIN_SAMPLES,
+            },
             // Real per-user data is naturally non-IID; the paper splits MovieLens and Sent140 by user.
             (None, None) if ratings_or_users => Partition::ByUser,
             (None, None) => Partition::Iid,
@@ -148,10 +163,15 @@ impl Settings {
         if let Partition::Dirichlet { alpha, .. } = partition
             && !(alpha.is_finite() && alpha > 0.0)
         {
-            bail!("--alpha must be a positive number (paper: {DEFAULT_DIRICHLET_ALPHA}), got {alpha}");
+            bail!(
+                "--alpha must be a positive number (paper: {DEFAULT_DIRICHLET_ALPHA}), got {alpha}"
+            );
         }
         if matches!(partition, Partition::ByUser) && !ratings_or_users {
-            bail!("--partition user needs a dataset with users (movielens, sent140), not {}", dataset.name());
+            bail!(
+                "--partition user needs a dataset with users (movielens, sent140), not {}",
+                dataset.name()
+            );
         }
 
         // Paper §6 learning rates.
@@ -178,17 +198,25 @@ impl Settings {
         if o.test_samples == Some(0) {
             bail!("--test-samples must be at least 1");
         }
-        let target = o.target.or(matches!(dataset, DatasetSpec::MovieLens { .. }).then_some(MOVIELENS_TARGET_RMSE));
+        let target = o
+            .target
+            .or(matches!(dataset, DatasetSpec::MovieLens { .. }).then_some(MOVIELENS_TARGET_RMSE));
 
         let max_vns = nodes * vns.iter().max().copied().unwrap_or(1);
         let (timing, timing_name) = match o.timing.unwrap_or(TimingChoice::Auto) {
             TimingChoice::Loopback => (Timing::loopback(), "loopback"),
             TimingChoice::Lan => (Timing::default(), "lan"),
-            TimingChoice::Auto if max_vns <= AUTO_LOOPBACK_MAX_VNS => (Timing::loopback(), "loopback"),
+            TimingChoice::Auto if max_vns <= AUTO_LOOPBACK_MAX_VNS => {
+                (Timing::loopback(), "loopback")
+            }
             TimingChoice::Auto => (Timing::default(), "lan"),
         };
         let out = o.out.clone().unwrap_or_else(|| {
-            Path::new("target").join("testnet").join(format!("{}-{mode}-{}", timestamp(), dataset.name()))
+            Path::new("target").join("testnet").join(format!(
+                "{}-{mode}-{}",
+                timestamp(),
+                dataset.name()
+            ))
         });
         Ok(Settings {
             mode,
@@ -201,7 +229,11 @@ impl Settings {
                 model,
                 partition,
                 nodes,
-                train: TrainConfig { lr, batch_size: batch, work },
+                train: TrainConfig {
+                    lr,
+                    batch_size: batch,
+                    work,
+                },
                 seed,
                 max_test_samples: o.test_samples,
             },
@@ -230,7 +262,12 @@ impl Settings {
             .load()
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| match data_dir(spec) {
-                Some(dir) => format!("loading {} from {}\n  {}", spec.name(), dir.display(), data_hint(spec)),
+                Some(dir) => format!(
+                    "loading {} from {}\n  {}",
+                    spec.name(),
+                    dir.display(),
+                    data_hint(spec)
+                ),
                 None => format!("generating {spec} data"),
             })
     }
@@ -258,9 +295,10 @@ pub fn check_graph(nodes: usize, k: usize, degree: usize) -> anyhow::Result<()> 
 pub fn data_dir(spec: &DatasetSpec) -> Option<&Path> {
     match spec {
         DatasetSpec::Synthetic(_) => None,
-        DatasetSpec::MovieLens { dir } | DatasetSpec::Sent140 { dir, .. } | DatasetSpec::Cifar10 { dir, .. } | DatasetSpec::Mnist { dir } => {
-            Some(dir)
-        }
+        DatasetSpec::MovieLens { dir }
+        | DatasetSpec::Sent140 { dir, .. }
+        | DatasetSpec::Cifar10 { dir, .. }
+        | DatasetSpec::Mnist { dir } => Some(dir),
     }
 }
 
@@ -285,7 +323,10 @@ pub fn data_hint(spec: &DatasetSpec) -> &'static str {
 
 /// `YYYYMMDD-HHMMSS` (UTC) for default output directories, without a date crate.
 pub fn timestamp() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
     let z = days as i64 + 719_468;
@@ -297,7 +338,12 @@ pub fn timestamp() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}{m:02}{d:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 #[cfg(test)]
@@ -311,7 +357,10 @@ mod tests {
     #[test]
     fn defaults_are_the_documented_network() {
         let s = resolve(Options::default()).unwrap();
-        assert_eq!((s.mode, s.nodes, s.degree, s.rounds), (Mode::Inproc, 8, 4, 20));
+        assert_eq!(
+            (s.mode, s.nodes, s.degree, s.rounds),
+            (Mode::Inproc, 8, 4, 20)
+        );
         assert_eq!(s.settings, vec![Setting { vns: 4 }]);
         assert_eq!(s.timing_name, "loopback");
         assert_eq!(s.learning.partition, Partition::Iid);
@@ -320,22 +369,60 @@ mod tests {
 
     #[test]
     fn impossible_graphs_are_refused() {
-        let e = resolve(Options { nodes: Some(2), vns: Some(vec![2]), degree: Some(4), ..Default::default() }).unwrap_err();
-        assert!(e.to_string().contains("degree r = 4") && e.to_string().contains("= 4"), "{e}");
-        let e = resolve(Options { nodes: Some(3), vns: Some(vec![1]), degree: Some(1), ..Default::default() }).unwrap_err();
+        let e = resolve(Options {
+            nodes: Some(2),
+            vns: Some(vec![2]),
+            degree: Some(4),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("degree r = 4") && e.to_string().contains("= 4"),
+            "{e}"
+        );
+        let e = resolve(Options {
+            nodes: Some(3),
+            vns: Some(vec![1]),
+            degree: Some(1),
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(e.to_string().contains("odd"), "{e}");
         // The sweep checks every k.
-        let e = resolve(Options { nodes: Some(3), vns: Some(vec![2, 1]), degree: Some(3), ..Default::default() }).unwrap_err();
+        let e = resolve(Options {
+            nodes: Some(3),
+            vns: Some(vec![2, 1]),
+            degree: Some(3),
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(e.to_string().contains("3 nodes × 1 VNs"), "{e}");
-        assert!(resolve(Options { vns: Some(vec![4, 4]), ..Default::default() }).is_err());
+        assert!(
+            resolve(Options {
+                vns: Some(vec![4, 4]),
+                ..Default::default()
+            })
+            .is_err()
+        );
     }
 
     #[test]
     fn el_is_k_1_and_conflicts_with_a_sweep() {
-        let s = resolve(Options { algo: Some(Algo::El), ..Default::default() }).unwrap();
+        let s = resolve(Options {
+            algo: Some(Algo::El),
+            ..Default::default()
+        })
+        .unwrap();
         assert_eq!(s.settings, vec![Setting { vns: 1 }]);
         assert_eq!(s.settings[0].algo(), Algo::El);
-        assert!(resolve(Options { algo: Some(Algo::El), vns: Some(vec![4]), ..Default::default() }).is_err());
+        assert!(
+            resolve(Options {
+                algo: Some(Algo::El),
+                vns: Some(vec![4]),
+                ..Default::default()
+            })
+            .is_err()
+        );
     }
 
     #[test]
@@ -350,18 +437,63 @@ mod tests {
         assert_eq!(s.learning.train.lr, 0.075);
         assert_eq!(s.target, Some(1.10));
         let e = s.load_data().unwrap_err().to_string();
-        assert!(e.contains("/nonexistent/ml") && e.contains("ml-latest-small.zip"), "{e}");
+        assert!(
+            e.contains("/nonexistent/ml") && e.contains("ml-latest-small.zip"),
+            "{e}"
+        );
     }
 
     #[test]
     fn contradictions_are_refused() {
-        assert!(resolve(Options { dataset: Some("synthetic".into()), data_dir: Some("x".into()), ..Default::default() }).is_err());
-        assert!(resolve(Options { partition: Some("iid".into()), alpha: Some(0.5), ..Default::default() }).is_err());
-        assert!(resolve(Options { partition: Some("user".into()), ..Default::default() }).is_err());
-        assert!(resolve(Options { dataset: Some("imagenet".into()), ..Default::default() }).is_err());
-        assert!(resolve(Options { model: Some("gpt".into()), ..Default::default() }).is_err());
-        let s = resolve(Options { alpha: Some(0.5), ..Default::default() }).unwrap();
-        assert_eq!(s.learning.partition, Partition::Dirichlet { alpha: 0.5, min_samples: DEFAULT_MIN_SAMPLES });
+        assert!(
+            resolve(Options {
+                dataset: Some("synthetic".into()),
+                data_dir: Some("x".into()),
+                ..Default::default()
+            })
+            .is_err()
+        );
+        assert!(
+            resolve(Options {
+                partition: Some("iid".into()),
+                alpha: Some(0.5),
+                ..Default::default()
+            })
+            .is_err()
+        );
+        assert!(
+            resolve(Options {
+                partition: Some("user".into()),
+                ..Default::default()
+            })
+            .is_err()
+        );
+        assert!(
+            resolve(Options {
+                dataset: Some("imagenet".into()),
+                ..Default::default()
+            })
+            .is_err()
+        );
+        assert!(
+            resolve(Options {
+                model: Some("gpt".into()),
+                ..Default::default()
+            })
+            .is_err()
+        );
+        let s = resolve(Options {
+            alpha: Some(0.5),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            s.learning.partition,
+            Partition::Dirichlet {
+                alpha: 0.5,
+                min_samples: DEFAULT_MIN_SAMPLES
+            }
+        );
     }
 
     #[test]

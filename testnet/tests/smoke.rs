@@ -41,14 +41,28 @@ fn options(mode: Mode, out: &Path, vns: Vec<usize>) -> Options {
     }
 }
 
-fn check(out: &Path, settings: usize, nodes: usize, rounds: usize, mode: &str) -> Vec<serde_json::Value> {
+fn check(
+    out: &Path,
+    settings: usize,
+    nodes: usize,
+    rounds: usize,
+    mode: &str,
+) -> Vec<serde_json::Value> {
     let lines = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
-    assert_eq!(lines.lines().count(), settings * nodes * rounds, "one line per RN per round per setting");
+    assert_eq!(
+        lines.lines().count(),
+        settings * nodes * rounds,
+        "one line per RN per round per setting"
+    );
     for l in lines.lines() {
         let v: serde_json::Value = serde_json::from_str(l).unwrap();
-        assert!(v["node"].is_u64() && v["round"].is_u64() && v["test_metric"].is_f64(), "{l}");
+        assert!(
+            v["node"].is_u64() && v["round"].is_u64() && v["test_metric"].is_f64(),
+            "{l}"
+        );
     }
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     let list = match summary {
         serde_json::Value::Array(a) => a,
         one => vec![one],
@@ -61,11 +75,17 @@ fn check(out: &Path, settings: usize, nodes: usize, rounds: usize, mode: &str) -
         assert_eq!(s["mode"], mode);
         assert_eq!(s["rounds_completed"], rounds as u64);
         assert!(s["final_metric"].as_f64().unwrap() > 0.0);
-        assert!(s["wire_bytes_per_rn_per_round"].as_f64().unwrap() > 0.0, "{s}");
+        assert!(
+            s["wire_bytes_per_rn_per_round"].as_f64().unwrap() > 0.0,
+            "{s}"
+        );
     }
     for plot in ["metric.svg", "bytes.svg", "round_time.svg"] {
         let svg = std::fs::read_to_string(out.join(plot)).unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("polyline"), "{plot}");
+        assert!(
+            svg.starts_with("<svg") && svg.contains("polyline"),
+            "{plot}"
+        );
     }
     list
 }
@@ -86,34 +106,56 @@ fn tiny_sim_sweep_compares_el_and_shatter() {
     let dir = tempfile::tempdir().unwrap();
     let s = Settings::resolve(options(Mode::Sim, dir.path(), vec![1, 2])).unwrap();
     let report = testnet::run(&s).unwrap();
-    assert!(report.tables.contains("k=1 el") && report.tables.contains("k=2 shatter"), "{}", report.tables);
+    assert!(
+        report.tables.contains("k=1 el") && report.tables.contains("k=2 shatter"),
+        "{}",
+        report.tables
+    );
     let list = check(dir.path(), 2, 3, 2, "sim");
-    assert_eq!((list[0]["algo"].as_str(), list[1]["algo"].as_str()), (Some("el"), Some("shatter")));
+    assert_eq!(
+        (list[0]["algo"].as_str(), list[1]["algo"].as_str()),
+        (Some("el"), Some("shatter"))
+    );
     // The simulator's overlay is near-regular: chunk bytes close to the 4·d·r cost model.
     for s in &list {
         let chunk = s["chunk_bytes_per_rn_per_round"].as_f64().unwrap();
         let model = s["cost_model_bytes_per_rn_per_round"].as_f64().unwrap();
-        assert!(chunk > 0.7 * model && chunk < 1.1 * model, "{chunk} vs {model}");
+        assert!(
+            chunk > 0.7 * model && chunk < 1.1 * model,
+            "{chunk} vs {model}"
+        );
     }
 }
 
 #[test]
 fn the_binary_refuses_impossible_parameters_with_a_clear_error() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_testnet"))
-        .args(["--nodes", "3", "--vns", "1", "--degree", "3", "--mode", "sim"])
+        .args([
+            "--nodes", "3", "--vns", "1", "--degree", "3", "--mode", "sim",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("degree r = 3") && err.contains("3 nodes × 1 VNs"), "{err}");
+    assert!(
+        err.contains("degree r = 3") && err.contains("3 nodes × 1 VNs"),
+        "{err}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "nodes = 4\nrouds = 3\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_testnet")).arg("--scenario").arg(&bad).output().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_testnet"))
+        .arg("--scenario")
+        .arg(&bad)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.toml") && err.contains("line 2") && err.contains("rouds"), "{err}");
+    assert!(
+        err.contains("bad.toml") && err.contains("line 2") && err.contains("rouds"),
+        "{err}"
+    );
 }
 
 /// The deployment path end to end: generated keys, peer list and configs, real `node` processes. Needs the
