@@ -3,11 +3,11 @@
 //! validation never panic.
 use libfuzzer_sys::fuzz_target;
 use protocol::codec::decode_control;
-use protocol::control::ControlMsg;
+use protocol::control::{ControlEnvelope, ControlMsg};
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(msg) = decode_control::<ControlMsg<(Vec<u8>, Vec<u8>)>>(data) {
-        let _ = msg.validate();
+    if let Ok(env) = decode_control::<ControlEnvelope<(Vec<u8>, Vec<u8>)>>(data) {
+        let _ = env.validate();
     }
     let _ = decode_control::<ControlMsg<u32>>(data);
 });

@@ -158,6 +158,22 @@ impl<I> ControlMsg<I> {
     }
 }
 
+/// What travels on the control protocol: the sender's own identity and the message. The receiver checks the
+/// identity against the authenticated peer of the connection and refuses a mismatch, so the claim only adds
+/// what a bare peer id cannot carry — the node's identity type includes the address to dial the sender back
+/// at, which a connection's remote address (an ephemeral port for the dialer) does not give.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlEnvelope<I> {
+    pub sender: I,
+    pub msg: ControlMsg<I>,
+}
+
+impl<I> ControlEnvelope<I> {
+    pub fn validate(&self) -> Result<(), DecodeError> {
+        self.msg.validate()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

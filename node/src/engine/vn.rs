@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use protocol::control::{ControlMsg, CyclonMsg, OverlayMsg};
+use protocol::control::{ControlEnvelope, ControlMsg, CyclonMsg, OverlayMsg};
 use protocol::rnvn::{FromVirtualNode, RoundSummary, ToVirtualNode};
 use protocol::{ChunkFrame, ChunkReply, RefuseReason};
 use sampling::{
@@ -353,10 +353,10 @@ impl<I: VnIdentity> VnEngine<I> {
             });
             return;
         }
-        let msg: ControlMsg<I> = match protocol::codec::decode_control(&bytes)
-            .and_then(|m: ControlMsg<I>| m.validate().map(|_| m))
+        let env: ControlEnvelope<I> = match protocol::codec::decode_control(&bytes)
+            .and_then(|e: ControlEnvelope<I>| e.validate().map(|_| e))
         {
-            Ok(m) => m,
+            Ok(e) => e,
             Err(e) => {
                 self.counters.refused += 1;
                 out.push(VnOutput::Refused {
@@ -366,6 +366,16 @@ impl<I: VnIdentity> VnEngine<I> {
                 return;
             }
         };
+        if env.sender != from {
+            self.counters.refused += 1;
+            out.push(VnOutput::Refused {
+                from,
+                what: RefusalKind::Malformed("claimed sender is not the connection's peer".into()),
+            });
+            return;
+        }
+        // The sender's own claim carries its dial address, which the connection alone may not.
+        let (from, msg) = (env.sender, env.msg);
         match msg {
             ControlMsg::Cyclon(m) => {
                 // Gossip about peers that are not on the list is dropped entry by entry: they never enter a view.
@@ -631,7 +641,11 @@ impl<I: VnIdentity> VnEngine<I> {
         if !(self.allowed)(&to) {
             return;
         }
-        match protocol::codec::encode_control(&msg) {
+        let env = ControlEnvelope {
+            sender: self.me.clone(),
+            msg,
+        };
+        match protocol::codec::encode_control(&env) {
             Ok(bytes) => {
                 self.counters.sent(bytes.len());
                 out.push(VnOutput::SendControl { to, bytes });
@@ -866,14 +880,43 @@ mod tests {
                 protocol::control::ViewEntry { id: 5, age: 0 },
             ],
         });
+        let env = ControlEnvelope {
+            sender: 5u32,
+            msg: gossip.clone(),
+        };
         e.handle(
             t,
             VnInput::Control {
                 from: 5,
-                bytes: protocol::codec::encode_control(&gossip).unwrap(),
+                bytes: protocol::codec::encode_control(&env).unwrap(),
             },
         );
-        assert!(!e.view().contains(&66), "{:?}", e.view());
+        assert!(
+            e.view().contains(&5) && !e.view().contains(&66),
+            "{:?}",
+            e.view()
+        );
+
+        // A sender claiming another identity than its connection's is refused.
+        let spoof = ControlEnvelope {
+            sender: 7u32,
+            msg: gossip,
+        };
+        let out = e.handle(
+            t,
+            VnInput::Control {
+                from: 8,
+                bytes: protocol::codec::encode_control(&spoof).unwrap(),
+            },
+        );
+        assert!(out.iter().any(|o| matches!(
+            o,
+            VnOutput::Refused {
+                what: RefusalKind::Malformed(_),
+                ..
+            }
+        )));
+        assert!(!e.view().contains(&7) && !e.view().contains(&8));
     }
 
     #[test]
