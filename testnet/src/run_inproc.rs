@@ -1,6 +1,7 @@
 //! `--mode inproc`: every RN and VN in this process, one libp2p Swarm per VN on 127.0.0.1, as
-//! `node/tests/libp2p_loopback.rs` does: node 0 starts first and every other node bootstraps from its
-//! addresses through the peer list. One multi-threaded tokio runtime; training runs on its blocking pool.
+//! a growing network does: node 0 starts first, and every later node's peer list carries the addresses of all
+//! nodes already up (each VN joins from its own random sample of them). One multi-threaded tokio runtime;
+//! training runs on its blocking pool.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -49,17 +50,18 @@ async fn run_async(
         .flatten()
         .map(|k| k.public().to_peer_id())
         .collect();
-    let mut boot: Vec<(PeerId, Multiaddr)> = Vec::new();
+    let mut boot: BTreeMap<PeerId, Multiaddr> = BTreeMap::new();
+    // One partition for all in-process nodes: it takes ~10 bytes per parameter.
+    let partition = std::sync::Arc::new(
+        s.learning
+            .chunk_partition(&learners[0].model, k)
+            .map_err(|e| anyhow::anyhow!("chunk partition: {e}"))?,
+    );
     let mut handles = Vec::with_capacity(n);
     let (tx, mut rx) = mpsc::channel::<(usize, NodeEvent)>(EVENT_BUFFER);
     let mut per_node_spawn = Duration::ZERO;
     for (i, (ks, learner)) in keys.into_iter().zip(learners).enumerate() {
-        let peers = PeerList::from_entries(ids.iter().map(|p| {
-            (
-                *p,
-                boot.iter().find(|(b, _)| b == p).map(|(_, a)| a.clone()),
-            )
-        }));
+        let peers = PeerList::from_entries(ids.iter().map(|p| (*p, boot.get(p).cloned())));
         // Nodes start their rounds a warm-up after they spawn. Spawning hundreds of swarms takes seconds, so
         // early nodes wait longer: every node starts round 0 at about the same time, once all are up.
         let mut timing = s.timing.clone();
@@ -67,6 +69,7 @@ async fn run_async(
         timing.warmup_ms += expected_end.saturating_sub(t0.elapsed()).as_millis() as u64;
         let (h, mut events) = NodeBuilder::new(ks, s.learning.clone(), i)
             .learner(learner)
+            .partition(partition.clone())
             .peers(peers)
             .degree(s.degree)
             .rounds(s.rounds)
@@ -74,12 +77,8 @@ async fn run_async(
             .spawn()
             .await
             .map_err(|e| anyhow::anyhow!("starting node {i}: {e}"))?;
+        boot.extend(h.addresses().iter().map(|a| (a.peer, a.addr.clone())));
         if i == 0 {
-            boot = h
-                .addresses()
-                .iter()
-                .map(|a| (a.peer, a.addr.clone()))
-                .collect();
             per_node_spawn = t0.elapsed();
         }
         let tx = tx.clone();
