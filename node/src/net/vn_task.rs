@@ -229,6 +229,10 @@ impl VnTask {
                 });
                 None
             }
+            SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
+                tracing::debug!(vn = self.index, peer = ?peer_id, %error, "dial failed");
+                None
+            }
             SwarmEvent::IncomingConnectionError {
                 error,
                 send_back_addr,
