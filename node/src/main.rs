@@ -88,6 +88,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Run { config } => {
             let cfg = NodeConfig::load(&config)?;
+            let limit = node::limits::raise_open_files_limit();
+            // Peers of other nodes run elsewhere: one descriptor per connection.
+            let need = node::limits::open_files_needed(cfg.vns as u64, u64::MAX, false);
+            if let Some(limit) = limit.filter(|l| *l < need) {
+                tracing::warn!(
+                    limit,
+                    need,
+                    "the open-files limit may be too low for this many VNs in a large network (ulimit -n)"
+                );
+            }
             let builder = cfg.builder()?;
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(async move {

@@ -40,6 +40,16 @@ async fn run_async(
     progress: &mut Progress,
 ) -> anyhow::Result<RunOutput> {
     let (n, k) = (s.nodes, setting.vns);
+    // Every VN of the network lives in this process and holds a socket per peer it talks to.
+    let vns = (n * k) as u64;
+    let need = node::limits::open_files_needed(vns, vns, true);
+    if let Some(limit) = node::limits::raise_open_files_limit().filter(|l| *l < need) {
+        eprintln!(
+            "warning: {vns} in-process virtual nodes may need about {need} open files but this process may \
+             open {limit} (ulimit -n): dials will fail with \"Too many open files\" and the overlay will \
+             not form. Use --mode procs (one process per node) or --mode sim, or raise the hard limit."
+        );
+    }
     let t0 = Instant::now();
     // Fresh random identities, as `node keygen` makes them: VN keys are never derived from a seed (keys.rs).
     let keys: Vec<Vec<Keypair>> = (0..n)

@@ -224,7 +224,11 @@ impl<I: VnIdentity> VnEngine<I> {
     /// Joins the network from bootstrap entries (those not allowed, and ourselves, are skipped). The entries
     /// are shuffled with this VN's own RNG before Cyclon keeps the first c: with a long peer list every VN,
     /// siblings included, starts from its own random sample instead of the same first entries (DESIGN §5).
-    pub fn join(&mut self, now: Duration, bootstrap: impl IntoIterator<Item = I>) -> Vec<VnOutput<I>> {
+    pub fn join(
+        &mut self,
+        now: Duration,
+        bootstrap: impl IntoIterator<Item = I>,
+    ) -> Vec<VnOutput<I>> {
         use rand::seq::SliceRandom;
         let mut entries: Vec<I> = bootstrap
             .into_iter()
