@@ -466,33 +466,11 @@ impl<I: PeerId> OverlayBuilder<I> {
                 s.accepted = false;
                 s.role = Role::Idle;
                 let deficit = cfg.degree.saturating_sub(s.degree());
-                if i < cfg.substeps {
-                    if deficit > 0 {
-                        s.role = if self.rng.random_bool(0.5) {
-                            Role::Proposer
-                        } else {
-                            Role::Acceptor
-                        };
-                    }
-                    if s.role == Role::Proposer
-                        && let Some(to) = view.choose(&mut self.rng)
-                    {
-                        let nonce = self.rng.random::<u64>();
-                        s.walks.insert(nonce, Walk::Propose);
-                        let msg = OverlayMsg::Propose {
-                            round,
-                            origin: self.me.clone(),
-                            nonce,
-                            ttl: cfg.ttl,
-                        };
-                        out.push(OverlayOutput::Send {
-                            to: to.clone(),
-                            msg,
-                        });
-                    }
-                } else if deficit == 1 {
-                    // Short by one: splicing cannot help (it adds two edges), so keep matching with other
-                    // VNs short by one, as in the proposal sub-steps.
+                // Proposal sub-steps: every VN below degree r matches. Repair sub-steps: a VN short by one
+                // keeps matching (a splice adds two edges, so it cannot help); short by two or more, it splices.
+                let repairing = i >= cfg.substeps;
+                let matching = if repairing { deficit == 1 } else { deficit > 0 };
+                if matching {
                     s.role = if self.rng.random_bool(0.5) {
                         Role::Proposer
                     } else {
@@ -514,7 +492,8 @@ impl<I: PeerId> OverlayBuilder<I> {
                             msg,
                         });
                     }
-                } else if deficit >= 2
+                } else if repairing
+                    && deficit >= 2
                     && let Some(to) = view.choose(&mut self.rng)
                 {
                     let nonce = self.rng.random::<u64>();
