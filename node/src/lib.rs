@@ -9,6 +9,7 @@
 //! - `engine/`: the sans-IO round engine: `rn.rs` (real node), `vn.rs` (virtual node), `metrics.rs`,
 //!   `counters.rs`.
 //! - `limits.rs`: the open-files limit many VNs need.
+//! - `observe.rs`: [`observe::Observer`], hooks for research harnesses (privacy audits).
 //! - `learner.rs`: one real node's model, data and training ([`learner::Learner`]), shared by the drivers.
 //! - `sim.rs`: the in-memory driver (many nodes on a virtual clock), used by tests and `testnet --mode sim`.
 //! - `net/`: the libp2p shell: `behaviour.rs`, `codec.rs`, `transport.rs`, and `vn_task.rs` (one task per
@@ -26,6 +27,7 @@ pub mod keys;
 pub mod learner;
 pub mod limits;
 pub mod net;
+pub mod observe;
 pub mod peers;
 mod runtime;
 pub mod sim;

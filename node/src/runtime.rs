@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use libp2p::Multiaddr;
 use libp2p::identity::Keypair;
 use libp2p::pnet::PreSharedKey;
+use libp2p::{Multiaddr, PeerId};
 use models::chunking::ChunkPartition;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use sampling::{CyclonConfig, OverlayConfig, derive_rng};
@@ -24,6 +24,7 @@ use crate::learner::{Learner, LearningConfig, Trained};
 use crate::net::behaviour::Timeouts;
 use crate::net::transport::build_swarm;
 use crate::net::vn_task::{VnCommand, VnTask, listen};
+use crate::observe::{Observer, notify_round_start};
 use crate::peers::PeerList;
 use crate::{NodeError, Result, VnAddr};
 
@@ -158,6 +159,7 @@ pub struct NodeBuilder {
     timing: Timing,
     timeouts: Timeouts,
     metrics_path: Option<PathBuf>,
+    observer: Option<Arc<dyn Observer<PeerId>>>,
 }
 
 impl NodeBuilder {
@@ -178,6 +180,7 @@ impl NodeBuilder {
             timing: Timing::default(),
             timeouts: Timeouts::default(),
             metrics_path: None,
+            observer: None,
         }
     }
 
@@ -226,6 +229,13 @@ impl NodeBuilder {
     /// Appends one JSON line per round to this file.
     pub fn metrics_file(mut self, path: Option<PathBuf>) -> Self {
         self.metrics_path = path;
+        self
+    }
+
+    /// Lets a research harness watch the node (see [`crate::observe`]): the model each round starts from and
+    /// every accepted chunk copy with the sending VN's PeerId.
+    pub fn observer(mut self, observer: Arc<dyn Observer<PeerId>>) -> Self {
+        self.observer = Some(observer);
         self
     }
 
@@ -352,6 +362,8 @@ impl NodeBuilder {
                 to_rn: to_rn.clone(),
                 events: events.clone(),
                 epoch,
+                node: self.index,
+                observer: self.observer.clone(),
             });
             addrs.push(me);
         }
@@ -373,6 +385,7 @@ impl NodeBuilder {
             stop: stop_rx,
             metrics_file,
             epoch,
+            observer: self.observer.clone(),
             warmup: Duration::from_millis(self.timing.warmup_ms),
         };
         tokio::spawn(rn.run());
@@ -412,6 +425,7 @@ struct RnTask {
     stop: watch::Receiver<bool>,
     metrics_file: Option<(PathBuf, std::fs::File)>,
     epoch: Instant,
+    observer: Option<Arc<dyn Observer<PeerId>>>,
     warmup: Duration,
 }
 
@@ -457,8 +471,13 @@ impl RnTask {
                     }
                     RnOutput::Train { round } => {
                         let mut l = self.learner.take().ok_or(NodeError::Stopped)?;
+                        let (observer, node) = (self.observer.clone(), self.index);
                         job = Some(tokio::task::spawn_blocking(move || {
-                            let r = l.train();
+                            let r = notify_round_start(observer.as_deref(), node, round, || {
+                                l.model.flat_params()
+                            })
+                            .map_err(NodeError::from)
+                            .and_then(|()| l.train());
                             (l, Job::Trained(round, r))
                         }));
                     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use models::chunking::ChunkPartition;
-use protocol::rnvn::ToVirtualNode;
+use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use rand::Rng;
 use rand::seq::index::sample;
 use sampling::sim::{Event, NetConfig, Network};
@@ -20,6 +20,7 @@ use crate::engine::{
     RnEngine, RnInput, RnOutput, RoundMetrics, VnConfig, VnEngine, VnInput, VnOutput,
 };
 use crate::learner::Learner;
+use crate::observe::{Observer, notify_round_start};
 use crate::{NodeError, Result};
 
 /// Bootstrap entries each VN starts with (drawn at random from the peer list, as an operator would give a
@@ -96,9 +97,21 @@ enum Work {
 /// is called as each RN finishes a round (progress display).
 pub fn run(
     cfg: &SimConfig,
+    learners: Vec<Learner>,
+    partition: Arc<ChunkPartition>,
+    on_round: impl FnMut(usize, &RoundMetrics),
+) -> Result<SimReport> {
+    run_observed(cfg, learners, partition, on_round, None)
+}
+
+/// [`run`] with an [`Observer`]. VN `g` (the sender id the observer sees) belongs to real node `g / cfg.vns`;
+/// observer calls happen on this thread, in the simulation's deterministic order.
+pub fn run_observed(
+    cfg: &SimConfig,
     mut learners: Vec<Learner>,
     partition: Arc<ChunkPartition>,
     mut on_round: impl FnMut(usize, &RoundMetrics),
+    observer: Option<&dyn Observer<u32>>,
 ) -> Result<SimReport> {
     let n = learners.len();
     let k = cfg.vns;
@@ -166,6 +179,7 @@ pub fn run(
             &mut wake,
             &mut work,
             k,
+            observer,
         );
     }
     // RN timers live on network indices after the VNs'.
@@ -234,6 +248,7 @@ pub fn run(
                         &mut wake,
                         &mut work,
                         k,
+                        observer,
                     );
                 }
                 Work::Rn(rn, input) => {
@@ -252,7 +267,10 @@ pub fn run(
                                     ));
                                 }
                             }
-                            RnOutput::Train { .. } => {
+                            RnOutput::Train { round } => {
+                                notify_round_start(observer, rn, round, || {
+                                    learners[rn].model.flat_params()
+                                })?;
                                 trained[rn] = Some(learners[rn].train()?);
                                 let j = cfg.train_jitter.clamp(0.0, 1.0);
                                 let f = 1.0 + j * (2.0 * rng.random::<f64>() - 1.0);
@@ -314,6 +332,7 @@ fn apply_vn(
     wake: &mut [Option<Duration>],
     work: &mut VecDeque<Work>,
     k: usize,
+    observer: Option<&dyn Observer<u32>>,
 ) {
     for o in out {
         match o {
@@ -346,6 +365,19 @@ fn apply_vn(
                 let rn = g as usize / k;
                 let vn = g as usize % k;
                 work.push_back(Work::Rn(rn, RnInput::FromVn { vn, msg }));
+            }
+            VnOutput::Received { from, frame } => {
+                let (rn, vn) = (g as usize / k, g as usize % k);
+                if let Some(o) = observer {
+                    o.chunk_received(rn, vn, &from, &frame);
+                }
+                work.push_back(Work::Rn(
+                    rn,
+                    RnInput::FromVn {
+                        vn,
+                        msg: FromVirtualNode::Received(frame),
+                    },
+                ));
             }
             VnOutput::Refused { from, what } => tracing::debug!(vn = g, from, ?what, "refused"),
         }

@@ -165,6 +165,22 @@ pub struct Options {
     #[serde(alias = "node-bin")]
     pub node_bin: Option<PathBuf>,
 
+    /// Privacy audit (inproc and sim): every RN attacks chunks its VNs received (membership inference and
+    /// linkability against the true sender, known only to the harness); results per round in metrics.jsonl,
+    /// summary.json and audit_*.svg.
+    #[arg(long)]
+    pub audit: bool,
+
+    /// Chunks each RN attacks per audited round (the first ones its VNs accept). [default: 8 (paper)]
+    #[arg(long)]
+    #[serde(alias = "audit-chunks")]
+    pub audit_chunks: Option<usize>,
+
+    /// Audit every this many rounds (rounds 0, n, 2n, …; the last round is always audited). [default: 1]
+    #[arg(long)]
+    #[serde(alias = "audit-every")]
+    pub audit_every: Option<u64>,
+
     /// Print one line per round instead of a progress bar, even on a terminal.
     #[arg(long)]
     #[serde(skip)]
@@ -220,6 +236,9 @@ impl Options {
             test_samples: self.test_samples.or(file.test_samples),
             timing: self.timing.or(file.timing),
             node_bin: self.node_bin.or(file.node_bin),
+            audit: self.audit || file.audit,
+            audit_chunks: self.audit_chunks.or(file.audit_chunks),
+            audit_every: self.audit_every.or(file.audit_every),
             plain: self.plain || file.plain,
         }
     }
@@ -238,7 +257,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, node_bin",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, node_bin, audit, audit_chunks, audit_every",
                 path.display(),
                 e.message().trim_end()
             )

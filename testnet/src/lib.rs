@@ -13,11 +13,13 @@
 //! - `run_procs.rs`: `--mode procs`, generated deployment files and `node run` child processes.
 //! - `run_sim.rs`: `--mode sim`, `node::sim::run` on a virtual clock.
 //! - `progress.rs`: `indicatif` bar on a terminal, one line per round otherwise.
+//! - `audit.rs`: `--audit`, the privacy audit run inside training (ground truth from the harness only).
 //! - `report.rs`: [`report::Summary`], `metrics.jsonl`, `summary.json`, the printed tables.
 //! - `plots.rs`: `metric.svg`, `bytes.svg`, `round_time.svg` (plotters, SVG only).
 //! - `rss.rs`: peak resident memory from `/proc`.
 //! - `tests/smoke.rs`: tiny inproc and sim runs through the library, checking every output file.
 
+pub mod audit;
 pub mod cli;
 pub mod plots;
 pub mod progress;
@@ -53,6 +55,8 @@ pub struct RunOutput {
     pub errors: Vec<String>,
     /// Stopped by Ctrl-C: the report covers the rounds completed.
     pub interrupted: bool,
+    /// `--audit` results.
+    pub audit: Option<audit::AuditReport>,
 }
 
 /// A finished invocation.
@@ -126,6 +130,11 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
         initial.0, initial.1
     );
 
+    let audit_data = s
+        .audit
+        .is_some()
+        .then(|| Arc::new(audit::AuditData::new(&split, &parts)));
+
     let mut summaries = Vec::new();
     let mut runs: Vec<Vec<Vec<RoundMetrics>>> = Vec::new();
     let mut failed = false;
@@ -133,22 +142,27 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
         let reset = rss::reset_peak();
         let mut progress = Progress::new(setting.label(), s.nodes, s.rounds, bar);
         let out = match s.mode {
-            Mode::Sim => {
+            Mode::Sim | Mode::Inproc => {
                 let learners = s.learning.learners(&split, &parts, 0..s.nodes)?;
+                // One partition for all in-process nodes (and the audit): it takes ~10 bytes per parameter.
                 let partition = Arc::new(
                     s.learning
                         .chunk_partition(&learners[0].model, setting.vns)?,
                 );
-                run_sim::run(s, setting, learners, partition, &mut progress)?
-            }
-            Mode::Inproc => {
-                let learners = s.learning.learners(&split, &parts, 0..s.nodes)?;
-                run_inproc::run(s, setting, learners, &mut progress)?
+                let plan = match &audit_data {
+                    Some(data) => audit::AuditPlan::new(s, data, &split, partition.clone())?,
+                    None => None,
+                };
+                if s.mode == Mode::Sim {
+                    run_sim::run(s, setting, learners, partition, plan, &mut progress)?
+                } else {
+                    run_inproc::run(s, setting, learners, partition, plan, &mut progress)?
+                }
             }
             Mode::Procs => run_procs::run(s, setting, &s.out, &mut progress)?,
         };
         progress.finish();
-        report::append_metrics(&metrics_path, setting, &out.metrics)?;
+        report::append_metrics(&metrics_path, setting, &out.metrics, out.audit.as_ref())?;
         let mut summary = Summary::new(s, setting, d, initial.clone(), &out);
         if !reset && i > 0 && s.mode != Mode::Procs {
             summary.extra.insert(

@@ -44,14 +44,18 @@ fn run(opts: Options) -> anyhow::Result<ExitCode> {
     println!("  metrics.jsonl   one line per node per round");
     for p in &report.plots {
         println!(
-            "  {:<15} {}",
+            "  {:<17} {}",
             p.file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             match p.file_name().and_then(|f| f.to_str()) {
                 Some("metric.svg") => "test metric vs round",
                 Some("bytes.svg") => "bytes sent per node per round vs the 4·d·r cost model",
-                _ => "round time",
+                Some("round_time.svg") => "round time",
+                Some("audit_round.svg") => "MIA AUC and LA success vs round",
+                Some("audit_cdf.svg") => "CDF of the per-victim MIA AUC",
+                Some("audit_k.svg") => "MIA AUC and LA success vs k (last audited round)",
+                _ => "",
             }
         );
     }

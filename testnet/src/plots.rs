@@ -55,7 +55,13 @@ pub fn line_plot(
             .x_desc(x_desc)
             .y_desc(y_desc)
             .y_label_formatter(&|v| short(*v))
-            .x_label_formatter(&|v| format!("{v:.0}"))
+            .x_label_formatter(&|v| {
+                if x1 - x0 <= 5.0 {
+                    format!("{v:.2}")
+                } else {
+                    format!("{v:.0}")
+                }
+            })
             .draw()?;
         let mut colour = 0;
         for l in lines {
@@ -236,7 +242,123 @@ pub fn write_all(
         unit,
         &lines,
     )?;
-    Ok(vec![metric_path, bytes_path, time_path])
+    let mut paths = vec![metric_path, bytes_path, time_path];
+    if summaries.iter().any(|s| s.audit.is_some()) {
+        paths.extend(write_audit(dir, summaries)?);
+    }
+    Ok(paths)
+}
+
+fn solid(label: String, points: Vec<(f64, f64)>) -> Line {
+    Line {
+        label,
+        points,
+        faint: false,
+        dashed_gray: false,
+    }
+}
+
+fn reference(label: &str, x0: f64, x1: f64, y: f64) -> Line {
+    Line {
+        label: label.into(),
+        points: vec![(x0, y), (x1, y)],
+        faint: false,
+        dashed_gray: true,
+    }
+}
+
+/// `audit_round.svg` (AUC and LA per audited round), `audit_cdf.svg` (per-victim AUC), and for a sweep
+/// `audit_k.svg` (last audited round against k).
+fn write_audit(dir: &Path, summaries: &[Summary]) -> anyhow::Result<Vec<PathBuf>> {
+    let audited: Vec<(&Summary, &crate::audit::AuditReport)> = summaries
+        .iter()
+        .filter_map(|s| s.audit.as_ref().map(|a| (s, a)))
+        .collect();
+    let first = audited[0].1;
+    let chance = first.overall.la_chance;
+    let x1 = summaries.iter().map(|s| s.rounds).max().unwrap_or(1) as f64;
+    let mut lines = Vec::new();
+    for (s, a) in &audited {
+        let pts = |f: &dyn Fn(&crate::audit::RoundAudit) -> f64| {
+            a.rounds
+                .iter()
+                .map(|r| (r.round as f64 + 1.0, f(r)))
+                .collect()
+        };
+        lines.push(solid(
+            format!("k={} {} MIA AUC (median)", s.vns, s.algo),
+            pts(&|r| r.summary.mia_auc_median),
+        ));
+        lines.push(solid(
+            format!("k={} {} LA success", s.vns, s.algo),
+            pts(&|r| r.summary.la_success),
+        ));
+    }
+    lines.push(reference("AUC 0.5", 1.0, x1, 0.5));
+    lines.push(reference("LA chance", 1.0, x1, chance));
+    let round_path = dir.join("audit_round.svg");
+    line_plot(
+        &round_path,
+        &format!(
+            "Privacy audit: {} nodes, {} chunks per node per round",
+            audited[0].0.nodes, first.chunks_per_rn
+        ),
+        "round",
+        "MIA AUC / LA success rate",
+        &lines,
+    )?;
+
+    let mut lines = Vec::new();
+    for (s, a) in &audited {
+        let mut aucs: Vec<f64> = a.per_victim_auc.iter().flatten().copied().collect();
+        aucs.sort_by(f64::total_cmp);
+        let n = aucs.len() as f64;
+        let pts = aucs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &v)| [(v, i as f64 / n), (v, (i + 1) as f64 / n)])
+            .collect();
+        lines.push(solid(format!("k={} {}", s.vns, s.algo), pts));
+    }
+    let cdf_path = dir.join("audit_cdf.svg");
+    line_plot(
+        &cdf_path,
+        "Per-victim MIA AUC (mean over the chunks attacked of each node)",
+        "MIA AUC",
+        "fraction of victims",
+        &lines,
+    )?;
+    let mut paths = vec![round_path, cdf_path];
+
+    if audited.len() > 1 {
+        let by_k = |f: &dyn Fn(&models::privacy::AuditSummary) -> f64| {
+            audited
+                .iter()
+                .filter_map(|(s, a)| a.last.as_ref().map(|l| (s.vns as f64, f(&l.summary))))
+                .collect::<Vec<_>>()
+        };
+        let (k0, k1) = (
+            audited.iter().map(|(s, _)| s.vns).min().unwrap_or(1) as f64,
+            audited.iter().map(|(s, _)| s.vns).max().unwrap_or(1) as f64,
+        );
+        let lines = vec![
+            solid("MIA AUC (mean)".into(), by_k(&|x| x.mia_auc_mean)),
+            solid("MIA AUC (median)".into(), by_k(&|x| x.mia_auc_median)),
+            solid("LA success".into(), by_k(&|x| x.la_success)),
+            reference("AUC 0.5", k0, k1, 0.5),
+            reference("LA chance", k0, k1, chance),
+        ];
+        let k_path = dir.join("audit_k.svg");
+        line_plot(
+            &k_path,
+            "Privacy audit against k (last audited round)",
+            "virtual nodes per real node (k; 1 = EL)",
+            "MIA AUC / LA success rate",
+            &lines,
+        )?;
+        paths.push(k_path);
+    }
+    Ok(paths)
 }
 
 #[cfg(test)]

@@ -65,6 +65,9 @@ pub struct Summary {
     pub seed: u64,
     pub timing: String,
     pub interrupted: bool,
+    /// `--audit` results: MIA AUC and LA success overall, in the last audited round, per round, per victim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<crate::audit::AuditReport>,
     /// Mode-specific figures, and room for later options (e.g. privacy audits) without changing this type.
     #[serde(flatten)]
     pub extra: BTreeMap<String, serde_json::Value>,
@@ -169,6 +172,7 @@ impl Summary {
                 s.timing_name.into()
             },
             interrupted: out.interrupted,
+            audit: out.audit.clone(),
             extra,
         }
     }
@@ -179,6 +183,7 @@ pub fn append_metrics(
     path: &Path,
     setting: Setting,
     metrics: &[Vec<RoundMetrics>],
+    audit: Option<&crate::audit::AuditReport>,
 ) -> anyhow::Result<()> {
     #[derive(Serialize)]
     struct Line<'a> {
@@ -187,6 +192,13 @@ pub fn append_metrics(
         node: usize,
         #[serde(flatten)]
         m: &'a RoundMetrics,
+        /// This node's attacks in this round (audited rounds only).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        audit_chunks: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        mia_auc_mean: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        la_success: Option<f64>,
     }
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -196,11 +208,15 @@ pub fn append_metrics(
     let mut w = std::io::BufWriter::new(f);
     for (node, ms) in metrics.iter().enumerate() {
         for m in ms {
+            let a = audit.and_then(|a| a.attacker_round(node, m.round));
             let line = serde_json::to_string(&Line {
                 vns: setting.vns,
                 algo: setting.algo().to_string(),
                 node,
                 m,
+                audit_chunks: a.map(|a| a.0),
+                mia_auc_mean: a.map(|a| a.1),
+                la_success: a.map(|a| a.2),
             })?;
             writeln!(w, "{line}").with_context(|| format!("writing {}", path.display()))?;
         }
@@ -350,6 +366,42 @@ pub fn settings_table(summaries: &[Summary]) -> String {
             }),
         ),
     ]);
+    if summaries.iter().any(|s| s.audit.is_some()) {
+        let last = |s: &Summary| s.audit.as_ref().and_then(|a| a.last.clone());
+        rows.extend::<Vec<Row>>(vec![
+            (
+                "MIA AUC mean / median (last audit)".into(),
+                Box::new(move |s| {
+                    last(s).map_or_else(
+                        || "-".into(),
+                        |l| {
+                            format!(
+                                "{:.3} / {:.3}",
+                                l.summary.mia_auc_mean, l.summary.mia_auc_median
+                            )
+                        },
+                    )
+                }),
+            ),
+            (
+                "LA success (chance)".into(),
+                Box::new(move |s| {
+                    last(s).map_or_else(
+                        || "-".into(),
+                        |l| format!("{:.3} ({:.3})", l.summary.la_success, l.summary.la_chance),
+                    )
+                }),
+            ),
+            (
+                "chunks attacked (all rounds)".into(),
+                Box::new(|s| {
+                    s.audit
+                        .as_ref()
+                        .map_or_else(|| "-".into(), |a| a.overall.chunks.to_string())
+                }),
+            ),
+        ]);
+    }
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|(name, f)| {

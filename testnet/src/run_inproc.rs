@@ -3,11 +3,13 @@
 //! nodes already up (each VN joins from its own random sample of them). One multi-threaded tokio runtime;
 //! training runs on its blocking pool.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use libp2p::identity::Keypair;
 use libp2p::{Multiaddr, PeerId};
+use models::chunking::ChunkPartition;
 use node::learner::Learner;
 use node::peers::PeerList;
 use node::{NodeBuilder, NodeEvent};
@@ -15,6 +17,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::RunOutput;
+use crate::audit::AuditPlan;
 use crate::progress::Progress;
 use crate::scenario::{Setting, Settings};
 
@@ -25,18 +28,22 @@ pub fn run(
     s: &Settings,
     setting: Setting,
     learners: Vec<Learner>,
+    partition: Arc<ChunkPartition>,
+    audit: Option<AuditPlan>,
     progress: &mut Progress,
 ) -> anyhow::Result<RunOutput> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(run_async(s, setting, learners, progress))
+    rt.block_on(run_async(s, setting, learners, partition, audit, progress))
 }
 
 async fn run_async(
     s: &Settings,
     setting: Setting,
     learners: Vec<Learner>,
+    partition: Arc<ChunkPartition>,
+    audit: Option<AuditPlan>,
     progress: &mut Progress,
 ) -> anyhow::Result<RunOutput> {
     let (n, k) = (s.nodes, setting.vns);
@@ -61,12 +68,17 @@ async fn run_async(
         .map(|k| k.public().to_peer_id())
         .collect();
     let mut boot: BTreeMap<PeerId, Multiaddr> = BTreeMap::new();
-    // One partition for all in-process nodes: it takes ~10 bytes per parameter.
-    let partition = std::sync::Arc::new(
-        s.learning
-            .chunk_partition(&learners[0].model, k)
-            .map_err(|e| anyhow::anyhow!("chunk partition: {e}"))?,
-    );
+    // The audit's ground truth: which node owns each VN identity. The harness made the keys; no node sees this.
+    let observer = match audit {
+        Some(plan) => {
+            let owner: HashMap<PeerId, usize> =
+                ids.iter().enumerate().map(|(g, p)| (*p, g / k)).collect();
+            Some(Arc::new(
+                plan.threaded(move |p: &PeerId| owner.get(p).copied())?,
+            ))
+        }
+        None => None,
+    };
     let mut handles = Vec::with_capacity(n);
     let (tx, mut rx) = mpsc::channel::<(usize, NodeEvent)>(EVENT_BUFFER);
     let mut per_node_spawn = Duration::ZERO;
@@ -77,7 +89,11 @@ async fn run_async(
         let mut timing = s.timing.clone();
         let expected_end = per_node_spawn.mul_f64(n as f64 * 1.5);
         timing.warmup_ms += expected_end.saturating_sub(t0.elapsed()).as_millis() as u64;
-        let (h, mut events) = NodeBuilder::new(ks, s.learning.clone(), i)
+        let mut builder = NodeBuilder::new(ks, s.learning.clone(), i);
+        if let Some(o) = &observer {
+            builder = builder.observer(o.clone());
+        }
+        let (h, mut events) = builder
             .learner(learner)
             .partition(partition.clone())
             .peers(peers)
@@ -155,5 +171,6 @@ async fn run_async(
         extra,
         errors,
         interrupted,
+        audit: observer.map(|o| o.finish()),
     })
 }

@@ -277,6 +277,7 @@ async fn launch(
         extra,
         errors,
         interrupted,
+        audit: None,
     })
 }
 

@@ -12,6 +12,7 @@ use node::sim::SimConfig;
 use serde_json::json;
 
 use crate::RunOutput;
+use crate::audit::AuditPlan;
 use crate::progress::Progress;
 use crate::scenario::{Setting, Settings};
 
@@ -20,11 +21,25 @@ pub fn run(
     setting: Setting,
     learners: Vec<Learner>,
     partition: Arc<ChunkPartition>,
+    audit: Option<AuditPlan>,
     progress: &mut Progress,
 ) -> anyhow::Result<RunOutput> {
     let cfg = SimConfig::new(setting.vns, s.degree, s.rounds, s.learning.seed);
+    let k = setting.vns as u32;
+    // The simulator numbers VNs node by node: VN g belongs to real node g / k. Only the harness uses this.
+    let observer = audit
+        .map(|p| p.inline(move |g: &u32| Some((*g / k) as usize)))
+        .transpose()?;
     let t = Instant::now();
-    let report = node::sim::run(&cfg, learners, partition, |rn, m| progress.on_round(rn, m))?;
+    let report = node::sim::run_observed(
+        &cfg,
+        learners,
+        partition,
+        |rn, m| progress.on_round(rn, m),
+        observer
+            .as_ref()
+            .map(|o| o as &dyn node::observe::Observer<u32>),
+    )?;
     let wall = t.elapsed().as_secs_f64();
     let mut extra = BTreeMap::new();
     extra.insert("round_seconds_are".into(), json!("virtual"));
@@ -42,5 +57,6 @@ pub fn run(
         extra,
         errors: Vec::new(),
         interrupted: false,
+        audit: observer.map(|o| o.finish()),
     })
 }

@@ -25,6 +25,9 @@ pub const DEFAULT_SEED: u64 = 1;
 pub const MOVIELENS_TARGET_RMSE: f64 = 1.10;
 /// Above this many VNs `--timing auto` picks the LAN timing: hundreds of swarms on a few cores cannot keep
 /// 100 ms overlay sub-steps.
+/// Chunks each RN attacks per audited round (Shatter, PETS 2025, §6).
+pub const DEFAULT_AUDIT_CHUNKS: usize = 8;
+
 pub const AUTO_LOOPBACK_MAX_VNS: usize = 64;
 
 /// One run of the network: one value of k.
@@ -63,6 +66,8 @@ pub struct Settings {
     pub timing: Timing,
     pub timing_name: &'static str,
     pub node_bin: Option<PathBuf>,
+    /// `--audit`: the privacy audit's settings.
+    pub audit: Option<crate::audit::AuditSettings>,
     pub plain: bool,
 }
 
@@ -202,6 +207,22 @@ impl Settings {
             .target
             .or(matches!(dataset, DatasetSpec::MovieLens { .. }).then_some(MOVIELENS_TARGET_RMSE));
 
+        let audit = match (o.audit, o.audit_chunks, o.audit_every) {
+            (false, None, None) => None,
+            (false, _, _) => bail!("--audit-chunks and --audit-every need --audit"),
+            (true, _, _) if mode == Mode::Procs => bail!(
+                "--audit runs inside the harness (--mode inproc or sim); with --mode procs the nodes are separate processes it cannot watch"
+            ),
+            (true, _, _) if nodes < 2 => {
+                bail!("--audit needs at least 2 nodes (an attacker and a victim)")
+            }
+            (true, Some(0), _) => bail!("--audit-chunks must be at least 1"),
+            (true, _, Some(0)) => bail!("--audit-every must be at least 1"),
+            (true, c, e) => Some(crate::audit::AuditSettings {
+                chunks: c.unwrap_or(DEFAULT_AUDIT_CHUNKS),
+                every: e.unwrap_or(1),
+            }),
+        };
         let max_vns = nodes * vns.iter().max().copied().unwrap_or(1);
         let (timing, timing_name) = match o.timing.unwrap_or(TimingChoice::Auto) {
             TimingChoice::Loopback => (Timing::loopback(), "loopback"),
@@ -242,6 +263,7 @@ impl Settings {
             timing,
             timing_name,
             node_bin: o.node_bin,
+            audit,
             plain: o.plain,
         })
     }

@@ -111,6 +111,12 @@ pub enum VnOutput<I> {
         at: Duration,
     },
     ToRn(FromVirtualNode),
+    /// Hand an accepted chunk copy to the RN as `FromVirtualNode::Received(frame)`. `from` (the neighbour VN
+    /// that sent it) is for the driver's [`crate::observe::Observer`] only and never reaches the RN.
+    Received {
+        from: I,
+        frame: ChunkFrame,
+    },
     /// Something was refused; counted in the round summary, surfaced for logs and the event stream.
     Refused {
         from: I,
@@ -514,10 +520,10 @@ impl<I: VnIdentity> VnEngine<I> {
             self.refuse(from, token, RefuseReason::NotNeighbour, out);
             return;
         }
-        r.received_from.insert(from);
+        r.received_from.insert(from.clone());
         r.summary.received += 1;
         self.reply(token, ChunkReply::Accepted, out);
-        out.push(VnOutput::ToRn(FromVirtualNode::Received(frame)));
+        out.push(VnOutput::Received { from, frame });
     }
 
     fn refuse(
@@ -837,8 +843,7 @@ mod tests {
         let out = e.handle(deadline + Duration::from_millis(1), VnInput::Tick);
         assert_eq!(refused(&out), Some(RefuseReason::NotNeighbour));
         assert!(
-            !out.iter()
-                .any(|o| matches!(o, VnOutput::ToRn(FromVirtualNode::Received(_)))),
+            !out.iter().any(|o| matches!(o, VnOutput::Received { .. })),
             "nothing reached the RN"
         );
         assert_eq!(e.counters.refused, 8);

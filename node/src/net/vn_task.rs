@@ -21,6 +21,7 @@ use super::behaviour::{VnBehaviour, VnBehaviourEvent};
 use crate::VnAddr;
 use crate::engine::{RefusalKind, VnEngine, VnInput, VnOutput};
 use crate::events::{EventSink, NodeEvent};
+use crate::observe::Observer;
 use crate::peers::PeerList;
 
 /// Commands from the RN task.
@@ -44,6 +45,9 @@ pub struct VnTask {
     pub to_rn: mpsc::Sender<(usize, FromVirtualNode)>,
     pub events: EventSink,
     pub epoch: Instant,
+    /// The real node's index and the harness's observer, if any.
+    pub node: usize,
+    pub observer: Option<Arc<dyn Observer<PeerId>>>,
 }
 
 impl VnTask {
@@ -298,6 +302,15 @@ impl VnTask {
                     *wake = Some(self.epoch + at);
                 }
                 VnOutput::ToRn(msg) => {
+                    if self.to_rn.send((self.index, msg)).await.is_err() {
+                        return false;
+                    }
+                }
+                VnOutput::Received { from, frame } => {
+                    if let Some(o) = &self.observer {
+                        o.chunk_received(self.node, self.index, &from.peer, &frame);
+                    }
+                    let msg = FromVirtualNode::Received(frame);
                     if self.to_rn.send((self.index, msg)).await.is_err() {
                         return false;
                     }
