@@ -125,7 +125,10 @@ impl Aggregator {
 /// `v - v` is 0 for a finite `v` and NaN for NaN or ±inf, and eight independent lane accumulators let the
 /// compiler keep the sums in SIMD registers (float adds cannot be reassociated, so one accumulator would stay
 /// scalar). Only a block whose accumulators turned NaN is searched element by element.
-#[expect(clippy::eq_op, reason = "v - v is deliberate: 0 for finite v, NaN otherwise")]
+#[expect(
+    clippy::eq_op,
+    reason = "v - v is deliberate: 0 for finite v, NaN otherwise"
+)]
 fn first_non_finite(values: &[f32]) -> Option<usize> {
     const LANES: usize = 8;
     const BLOCK: usize = 256;
