@@ -84,7 +84,10 @@ fn bench_training(c: &mut Criterion) {
         ),
         (
             "mf_610x9724x20",
-            ModelSpec::MatrixFactorization { factors: 20 },
+            ModelSpec::MatrixFactorization {
+                factors: 20,
+                centred: false,
+            },
             random_ratings(4096, 610, 9724),
             32,
         ),

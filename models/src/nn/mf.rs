@@ -3,23 +3,57 @@
 //! product. No bias terms, so 20 factors on ml-latest-small (610 users, 9,724 rated movies) are exactly the
 //! paper's 206,680 parameters.
 //!
-//! A constant `offset` (not a parameter, never trained or exchanged) is added to every prediction. With it the
-//! small random initial embeddings predict roughly the offset (use the global mean rating) instead of 0: items
-//! and users with few or no training ratings then cost little instead of a squared error of ~3.5², which is what
-//! dominates the test RMSE of a bias-free factorisation.
+//! Two flavours ([`MfInit`]):
+//! - the reference implementation's (`mf`, the default): predictions are the raw dot product, embeddings
+//!   start uniform in ±0.05. The initial model predicts ~0 (test RMSE ~3.65 on ml-latest-small) and must
+//!   learn the rating scale; centrally (lr 0.075, batch 32) it reaches ~1.14 after 30 epochs.
+//! - centred (`mf-centred`): a constant `offset` (the mean training rating; not a parameter, never trained or
+//!   exchanged) is added to every prediction and embeddings start N(0, 0.1²). Items and users with few or no
+//!   training ratings then cost little instead of a squared error of ~3.5², which dominates the test RMSE of
+//!   a bias-free factorisation: centrally it reaches ~0.963 (initial model: 1.041).
 
 use candle_core::{D, Module, Tensor};
 use candle_nn::{Init, VarBuilder};
 
 use crate::{ModelsError, Result};
 
-/// Standard deviation of the initial embedding entries. Small, so that initial predictions stay close to the
-/// offset (20 factors: the dot product has std 20^½·0.1² ≈ 0.045) and the embeddings of items that are rarely or
-/// never rated in training add little noise, yet not zero, where the gradient of each factor (proportional to
-/// the other one) would vanish. Measured centrally on ml-latest-small (lr 0.075, batch 32): 0.1 reaches a test
-/// RMSE of ~0.963 after ~28 epochs; 0.3 and 0.5 start from a noisier model and were at 1.067 and 1.130 after 12
-/// epochs (0.1: 1.030 after 12, 0.963 at its best).
-pub const DEFAULT_INIT_STD: f64 = 0.1;
+/// How both embeddings are initialised.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MfInit {
+    /// Uniform in `[-half_width, half_width]`.
+    Uniform { half_width: f64 },
+    /// Normal with mean 0.
+    Normal { std: f64 },
+}
+
+impl MfInit {
+    /// The reference implementation's: uniform in ±0.05.
+    pub const REFERENCE: MfInit = MfInit::Uniform { half_width: 0.05 };
+    /// The centred model's. Small, so that initial predictions stay close to the offset (20 factors: the
+    /// dot product has std 20^½·0.1² ≈ 0.045) and the embeddings of items that are rarely or never rated in
+    /// training add little noise, yet not zero, where the gradient of each factor (proportional to the other
+    /// one) would vanish. Measured centrally on ml-latest-small (lr 0.075, batch 32): std 0.1 reaches a test
+    /// RMSE of ~0.963 after ~28 epochs; 0.3 and 0.5 start from a noisier model and were at 1.067 and 1.130
+    /// after 12 epochs (0.1: 1.030 after 12).
+    pub const CENTRED: MfInit = MfInit::Normal { std: 0.1 };
+
+    fn valid(&self) -> bool {
+        match *self {
+            MfInit::Uniform { half_width: w } => w.is_finite() && w >= 0.0,
+            MfInit::Normal { std } => std.is_finite() && std >= 0.0,
+        }
+    }
+
+    fn candle(&self) -> Init {
+        match *self {
+            MfInit::Uniform { half_width: w } => Init::Uniform { lo: -w, up: w },
+            MfInit::Normal { std } => Init::Randn {
+                mean: 0.0,
+                stdev: std,
+            },
+        }
+    }
+}
 
 /// Shape of a [`MatrixFactorization`].
 #[derive(Clone, Debug, PartialEq)]
@@ -27,10 +61,9 @@ pub struct Config {
     pub num_users: usize,
     pub num_items: usize,
     pub factors: usize,
-    /// Added to every prediction; not a parameter.
+    /// Added to every prediction; not a parameter (0 for the reference model).
     pub offset: f32,
-    /// Standard deviation of the normal initialisation of both embeddings.
-    pub init_std: f64,
+    pub init: MfInit,
 }
 
 /// Variables: `users` `[num_users, factors]`, `items` `[num_items, factors]`.
@@ -48,15 +81,12 @@ impl MatrixFactorization {
                 "matrix factorisation needs users, items and factors, got {cfg:?}"
             )));
         }
-        if !(cfg.offset.is_finite() && cfg.init_std.is_finite() && cfg.init_std >= 0.0) {
+        if !(cfg.offset.is_finite() && cfg.init.valid()) {
             return Err(ModelsError::Config(format!(
-                "matrix factorisation offset and init std must be finite (std >= 0), got {cfg:?}"
+                "matrix factorisation offset and init scale must be finite (scale >= 0), got {cfg:?}"
             )));
         }
-        let init = Init::Randn {
-            mean: 0.0,
-            stdev: cfg.init_std,
-        };
+        let init = cfg.init.candle();
         let users = vb.get_with_hints((cfg.num_users, cfg.factors), "users", init)?;
         let items = vb.get_with_hints((cfg.num_items, cfg.factors), "items", init)?;
         Ok(Self {

@@ -31,7 +31,7 @@ pub const DEFAULT_MF_FACTORS: usize = 20;
 
 /// Which architecture to build. Text form (for CLIs and config files): `mlp` (hidden widths
 /// [`DEFAULT_MLP_HIDDEN`]), `mlp:256,64` (explicit widths; `mlp:` is logistic regression), `lenet`, `resnet8`,
-/// `resnet18`, `mf` ([`DEFAULT_MF_FACTORS`] factors) or `mf:<factors>`.
+/// `resnet18`, `mf` ([`DEFAULT_MF_FACTORS`] factors), `mf:<factors>`, `mf-centred` or `mf-centred:<factors>`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ModelSpec {
     /// ReLU multi-layer perceptron over flattened inputs (feature vectors, bag-of-words, small images).
@@ -42,8 +42,12 @@ pub enum ModelSpec {
     ResNet8,
     /// ResNet-18 without normalisation, the paper's CIFAR-10 model (~11.2M parameters).
     ResNet18,
-    /// Bias-free matrix factorisation for (user, item) → rating, the paper's MovieLens model.
-    MatrixFactorization { factors: usize },
+    /// Bias-free matrix factorisation for (user, item) → rating, the paper's MovieLens model. `centred: false`
+    /// (`mf`) is the reference implementation's model: raw dot product, embeddings uniform in ±0.05.
+    /// `centred: true` (`mf-centred`) adds the mean training rating (a constant, not a parameter) and starts
+    /// from N(0, 0.1²) embeddings: better centrally (see [`mf`]), but its initial model already predicts the
+    /// mean.
+    MatrixFactorization { factors: usize, centred: bool },
 }
 
 impl ModelSpec {
@@ -52,6 +56,7 @@ impl ModelSpec {
         match info {
             TaskInfo::Rating { .. } => ModelSpec::MatrixFactorization {
                 factors: DEFAULT_MF_FACTORS,
+                centred: false,
             },
             TaskInfo::Classification { .. } => ModelSpec::Mlp {
                 hidden: DEFAULT_MLP_HIDDEN.to_vec(),
@@ -59,14 +64,15 @@ impl ModelSpec {
         }
     }
 
-    /// The short name: `mlp`, `lenet`, `resnet8`, `resnet18` or `mf`.
+    /// The short name: `mlp`, `lenet`, `resnet8`, `resnet18`, `mf` or `mf-centred`.
     pub fn name(&self) -> &'static str {
         match self {
             ModelSpec::Mlp { .. } => "mlp",
             ModelSpec::LeNet => "lenet",
             ModelSpec::ResNet8 => "resnet8",
             ModelSpec::ResNet18 => "resnet18",
-            ModelSpec::MatrixFactorization { .. } => "mf",
+            ModelSpec::MatrixFactorization { centred: false, .. } => "mf",
+            ModelSpec::MatrixFactorization { centred: true, .. } => "mf-centred",
         }
     }
 }
@@ -81,10 +87,9 @@ impl fmt::Display for ModelSpec {
                 let widths: Vec<String> = hidden.iter().map(|h| h.to_string()).collect();
                 write!(f, "mlp:{}", widths.join(","))
             }
-            ModelSpec::MatrixFactorization { factors } if *factors == DEFAULT_MF_FACTORS => {
-                f.write_str("mf")
+            ModelSpec::MatrixFactorization { factors, .. } if *factors != DEFAULT_MF_FACTORS => {
+                write!(f, "{}:{factors}", self.name())
             }
-            ModelSpec::MatrixFactorization { factors } => write!(f, "mf:{factors}"),
             other => f.write_str(other.name()),
         }
     }
@@ -117,15 +122,13 @@ impl FromStr for ModelSpec {
             ("lenet", None) => Ok(ModelSpec::LeNet),
             ("resnet8", None) => Ok(ModelSpec::ResNet8),
             ("resnet18", None) => Ok(ModelSpec::ResNet18),
-            ("mf", None) => Ok(ModelSpec::MatrixFactorization {
-                factors: DEFAULT_MF_FACTORS,
-            }),
-            ("mf", Some(a)) => Ok(ModelSpec::MatrixFactorization {
-                factors: parse_usize(a)?,
+            ("mf" | "mf-centred", _) => Ok(ModelSpec::MatrixFactorization {
+                factors: arg.map_or(Ok(DEFAULT_MF_FACTORS), parse_usize)?,
+                centred: name == "mf-centred",
             }),
             ("lenet" | "resnet8" | "resnet18", Some(_)) => Err(bad("this model takes no argument")),
             _ => Err(bad(
-                "unknown model; expected mlp[:w1,w2,..], lenet, resnet8, resnet18 or mf[:factors]",
+                "unknown model; expected mlp[:w1,w2,..], lenet, resnet8, resnet18, mf[:factors] or mf-centred[:factors]",
             )),
         }
     }
@@ -330,7 +333,7 @@ impl Model {
                 }
             }
             (
-                ModelSpec::MatrixFactorization { factors },
+                ModelSpec::MatrixFactorization { factors, centred },
                 TaskInfo::Rating {
                     num_users,
                     num_items,
@@ -341,8 +344,13 @@ impl Model {
                     num_users: *num_users,
                     num_items: *num_items,
                     factors: *factors,
-                    offset: *offset,
-                    init_std: mf::DEFAULT_INIT_STD,
+                    // The reference model predicts from 0; the centred one from the mean rating.
+                    offset: if *centred { *offset } else { 0.0 },
+                    init: if *centred {
+                        mf::MfInit::CENTRED
+                    } else {
+                        mf::MfInit::REFERENCE
+                    },
                 },
                 vb,
             )?),

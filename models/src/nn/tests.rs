@@ -34,7 +34,10 @@ fn zoo() -> Vec<(ModelSpec, TaskInfo)> {
         (ModelSpec::LeNet, classification(&[1, 28, 28], 10)),
         (ModelSpec::ResNet8, classification(&[3, 16, 16], 10)),
         (
-            ModelSpec::MatrixFactorization { factors: 4 },
+            ModelSpec::MatrixFactorization {
+                factors: 4,
+                centred: true,
+            },
             rating(30, 50),
         ),
     ]
@@ -98,7 +101,10 @@ fn init_values_are_pinned() {
 fn mf_has_the_papers_parameter_count() {
     // Shatter (PETS 2025), experimental setup: ml-latest-small, 610 users x 9,724 rated movies, 20 factors, no biases = 206,680.
     let m = build(
-        &ModelSpec::MatrixFactorization { factors: 20 },
+        &ModelSpec::MatrixFactorization {
+            factors: 20,
+            centred: true,
+        },
         &rating(610, 9724),
         0,
     );
@@ -217,7 +223,10 @@ fn forward_shapes() {
     }
 
     let m = build(
-        &ModelSpec::MatrixFactorization { factors: 3 },
+        &ModelSpec::MatrixFactorization {
+            factors: 3,
+            centred: true,
+        },
         &rating(4, 6),
         1,
     );
@@ -231,13 +240,42 @@ fn forward_shapes() {
 }
 
 #[test]
+fn reference_mf_ignores_the_offset_and_starts_uniform_in_005() {
+    let spec = ModelSpec::MatrixFactorization {
+        factors: 4,
+        centred: false,
+    };
+    let mut m = build(&spec, &rating(5, 7), 3);
+    let p = m.flat_params().unwrap();
+    assert_eq!(p.len(), (5 + 7) * 4);
+    assert!(p.iter().all(|v| v.abs() <= 0.05), "{p:?}");
+    // Not degenerate: the entries spread over the interval.
+    assert!(p.iter().any(|v| *v > 0.03) && p.iter().any(|v| *v < -0.03));
+    // Flat order: items (7x4) then users (5x4). The offset 3.5 of the task is not added.
+    let mut q = vec![0.0f32; p.len()];
+    q[0] = 2.0; // item 0, factor 0
+    q[28] = 1.5; // user 0, factor 0
+    m.set_flat_params(&q).unwrap();
+    let pairs = Tensor::from_vec(vec![0u32, 0, 1, 0], (2, 2), &Device::Cpu).unwrap();
+    let y = m.forward(&pairs).unwrap().to_vec1::<f32>().unwrap();
+    assert_eq!(y, vec![3.0, 0.0]);
+}
+
+#[test]
 fn mf_prediction_is_dot_product_plus_offset() {
     let info = TaskInfo::Rating {
         num_users: 2,
         num_items: 3,
         offset: 1.0,
     };
-    let mut m = build(&ModelSpec::MatrixFactorization { factors: 2 }, &info, 0);
+    let mut m = build(
+        &ModelSpec::MatrixFactorization {
+            factors: 2,
+            centred: true,
+        },
+        &info,
+        0,
+    );
     // Flat order: items (3x2) then users (2x2).
     m.set_flat_params(&[1., 2., 3., 4., 5., 6., 0.5, -1., 2., 0.])
         .unwrap();
@@ -251,7 +289,10 @@ fn spec_and_task_that_do_not_fit_are_config_errors() {
     let dev = Device::Cpu;
     let bad = [
         (
-            ModelSpec::MatrixFactorization { factors: 20 },
+            ModelSpec::MatrixFactorization {
+                factors: 20,
+                centred: true,
+            },
             classification(&[3, 32, 32], 10),
         ),
         (ModelSpec::LeNet, classification(&[784], 10)),
@@ -260,7 +301,13 @@ fn spec_and_task_that_do_not_fit_are_config_errors() {
         (ModelSpec::Mlp { hidden: vec![8] }, rating(3, 3)),
         (ModelSpec::ResNet8, rating(3, 3)),
         (ModelSpec::Mlp { hidden: vec![0] }, classification(&[4], 2)),
-        (ModelSpec::MatrixFactorization { factors: 0 }, rating(3, 3)),
+        (
+            ModelSpec::MatrixFactorization {
+                factors: 0,
+                centred: true,
+            },
+            rating(3, 3),
+        ),
     ];
     for (spec, info) in bad {
         match Model::new(&spec, &info, 0, &dev) {
@@ -281,6 +328,8 @@ fn spec_text_round_trips() {
         "resnet18",
         "mf",
         "mf:32",
+        "mf-centred",
+        "mf-centred:8",
     ] {
         let spec: ModelSpec = s.parse().unwrap();
         assert_eq!(spec.to_string(), s);
@@ -290,7 +339,10 @@ fn spec_text_round_trips() {
     }
     assert_eq!(
         "MF".parse::<ModelSpec>().unwrap(),
-        ModelSpec::MatrixFactorization { factors: 20 }
+        ModelSpec::MatrixFactorization {
+            factors: 20,
+            centred: false
+        }
     );
     assert_eq!(
         "mlp".parse::<ModelSpec>().unwrap(),
@@ -346,7 +398,10 @@ fn task_info_of_datasets() {
     assert!(classification(&[3, 4, 4], 9).check(&images).is_err());
     assert_eq!(
         ModelSpec::default_for(&info),
-        ModelSpec::MatrixFactorization { factors: 20 }
+        ModelSpec::MatrixFactorization {
+            factors: 20,
+            centred: false
+        }
     );
 
     let odd = Dataset::new(

@@ -171,7 +171,14 @@ fn resnet8_overfits_tiny_images() {
 #[test]
 fn mf_fits_a_low_rank_matrix() {
     let data = low_rank_ratings(12, 15, 4);
-    let mut m = model_for(ModelSpec::MatrixFactorization { factors: 4 }, &data, 0);
+    let mut m = model_for(
+        ModelSpec::MatrixFactorization {
+            factors: 4,
+            centred: true,
+        },
+        &data,
+        0,
+    );
     let before = evaluate(&m, &data).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     train_local(&mut m, &data, &sgd(0.1, 8, LocalWork::Epochs(60)), &mut rng).unwrap();
@@ -195,7 +202,10 @@ fn evaluate_agrees_with_per_sample_losses() {
         ),
         (
             low_rank_ratings(13, 17, 2),
-            ModelSpec::MatrixFactorization { factors: 3 },
+            ModelSpec::MatrixFactorization {
+                factors: 3,
+                centred: true,
+            },
         ),
     ] {
         let m = model_for(spec, &data, 4);
@@ -315,7 +325,14 @@ fn empty_data_and_bad_configs() {
 #[test]
 fn divergence_is_reported_not_hidden() {
     let data = low_rank_ratings(5, 5, 0);
-    let mut m = model_for(ModelSpec::MatrixFactorization { factors: 2 }, &data, 0);
+    let mut m = model_for(
+        ModelSpec::MatrixFactorization {
+            factors: 2,
+            centred: true,
+        },
+        &data,
+        0,
+    );
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let err =
         train_local(&mut m, &data, &sgd(1e6, 5, LocalWork::Epochs(50)), &mut rng).unwrap_err();
