@@ -98,7 +98,8 @@ pub struct Options {
     #[arg(long, value_enum)]
     pub algo: Option<Algo>,
 
-    /// synthetic | synthetic-images | movielens | sent140 | cifar10 | mnist. [default: synthetic]
+    /// synthetic | synthetic-images | synthetic-images-small | movielens | sent140 | cifar10 | mnist.
+    /// [default: synthetic]
     #[arg(long)]
     pub dataset: Option<String>,
 

@@ -429,6 +429,50 @@ mod tests {
     }
 
     #[test]
+    fn audit_options_are_checked() {
+        let s = resolve(Options {
+            audit: true,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            s.audit,
+            Some(crate::audit::AuditSettings {
+                chunks: 8,
+                every: 1
+            })
+        );
+        for (o, needle) in [
+            (
+                Options {
+                    audit_chunks: Some(4),
+                    ..Default::default()
+                },
+                "need --audit",
+            ),
+            (
+                Options {
+                    audit: true,
+                    mode: Some(Mode::Procs),
+                    ..Default::default()
+                },
+                "--mode procs",
+            ),
+            (
+                Options {
+                    audit: true,
+                    audit_every: Some(0),
+                    ..Default::default()
+                },
+                "at least 1",
+            ),
+        ] {
+            let e = resolve(o).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+        }
+    }
+
+    #[test]
     fn el_is_k_1_and_conflicts_with_a_sweep() {
         let s = resolve(Options {
             algo: Some(Algo::El),

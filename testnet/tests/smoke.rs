@@ -93,12 +93,69 @@ fn check(
 #[test]
 fn tiny_inproc_network_over_loopback_writes_a_full_report() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Settings::resolve(options(Mode::Inproc, dir.path(), vec![2])).unwrap();
+    let mut o = options(Mode::Inproc, dir.path(), vec![2]);
+    o.audit = true;
+    let s = Settings::resolve(o).unwrap();
     let report = testnet::run(&s).unwrap();
     assert!(!report.failed);
     assert!(report.tables.contains("k=2 shatter"), "{}", report.tables);
     let list = check(dir.path(), 1, 3, 2, "inproc");
     assert_eq!(list[0]["algo"], "shatter");
+    // The audit ran on the threaded worker and its results reached the summary.
+    let a = &list[0]["audit"];
+    assert!(a["overall"]["chunks"].as_u64().unwrap() > 0, "{a}");
+    assert!(a["errors"].as_array().unwrap().is_empty(), "{a}");
+}
+
+/// Runs a sim scenario with `--audit` and returns the summaries.
+fn audited_sim(out: &Path, vns: Vec<usize>, partition: Option<&str>) -> Vec<serde_json::Value> {
+    let mut o = options(Mode::Sim, out, vns.clone());
+    o.nodes = Some(4);
+    o.audit = true;
+    o.partition = partition.map(str::to_string);
+    let s = Settings::resolve(o).unwrap();
+    let report = testnet::run(&s).unwrap();
+    assert!(!report.failed);
+    assert!(report.tables.contains("LA success"), "{}", report.tables);
+    check(out, vns.len(), 4, 2, "sim")
+}
+
+#[test]
+fn sim_audit_reports_every_round_and_is_deterministic() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = audited_sim(a.path(), vec![1, 2], None);
+    let again = audited_sim(b.path(), vec![1, 2], None);
+    for (s, t) in first.iter().zip(&again) {
+        let audit = &s["audit"];
+        assert_eq!(audit, &t["audit"], "same seed, same audit");
+        let k = s["vns"].as_u64().unwrap();
+        // Each RN attacks at most 8 chunks per round, and can only attack what its VNs received (r per VN).
+        let chunks = audit["overall"]["chunks"].as_u64().unwrap();
+        assert!(chunks > 0 && chunks <= 4 * 2 * (2 * k).min(8), "{audit}");
+        assert_eq!(audit["rounds"].as_array().unwrap().len(), 2);
+        for key in ["mia_auc_mean", "mia_auc_median", "la_success"] {
+            let v = audit["last"][key].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&v), "{key} = {v}");
+        }
+        assert_eq!(audit["per_victim_auc"].as_array().unwrap().len(), 4);
+    }
+    // Audited rounds carry the attacker's own figures in metrics.jsonl.
+    let lines = std::fs::read_to_string(a.path().join("metrics.jsonl")).unwrap();
+    assert!(lines.lines().any(|l| l.contains("\"mia_auc_mean\"")));
+    for plot in ["audit_round.svg", "audit_cdf.svg", "audit_k.svg"] {
+        let svg = std::fs::read_to_string(a.path().join(plot)).unwrap();
+        assert!(svg.starts_with("<svg"), "{plot}");
+    }
+}
+
+#[test]
+fn sim_audit_ground_truth_lets_el_linkability_beat_chance_on_non_iid_data() {
+    // In EL (k = 1) a received "chunk" is the sender's whole freshly trained model; on strongly non-IID data
+    // its loss is lowest on the sender's own training set. A wrong sender mapping would score near chance (1/3).
+    let dir = tempfile::tempdir().unwrap();
+    let list = audited_sim(dir.path(), vec![1], Some("dirichlet:0.1"));
+    let la = list[0]["audit"]["overall"]["la_success"].as_f64().unwrap();
+    assert!(la > 0.6, "LA success {la}");
 }
 
 #[test]

@@ -41,7 +41,9 @@ pub const MAX_FILE_BYTES: u64 = 1 << 30;
 /// Which dataset to use, as written in a config file or on a command line.
 ///
 /// Text form ([`FromStr`]): `synthetic` (the [`SyntheticConfig::default`] vectors), `synthetic-images`
-/// (`SyntheticConfig::images(3, 32, 10)`, a CIFAR-10 stand-in), and `movielens`, `sent140`, `cifar10`, `mnist`,
+/// (`SyntheticConfig::images(3, 32, 10)`, a CIFAR-10 stand-in), `synthetic-images-small`
+/// (`SyntheticConfig::images(1, 16, 10)`: the same kind of task at 1/12 of the pixels, for CNN runs that must
+/// fit a few CPU cores), and `movielens`, `sent140`, `cifar10`, `mnist`,
 /// each optionally followed by `:<dir>`; without a directory they are looked up under
 /// [`DEFAULT_DATA_ROOT`] (`movielens/ml-latest-small`, `sent140`, `cifar10`, `mnist`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -76,6 +78,11 @@ impl DatasetSpec {
     /// The CIFAR-10 stand-in of the text form `synthetic-images`.
     pub fn synthetic_images() -> Self {
         DatasetSpec::Synthetic(SyntheticConfig::images(3, 32, 10))
+    }
+
+    /// The smaller stand-in of the text form `synthetic-images-small`: 1×16×16 images, 10 classes.
+    pub fn synthetic_images_small() -> Self {
+        DatasetSpec::Synthetic(SyntheticConfig::images(1, 16, 10))
     }
 
     /// Loads (or generates) the train/test split. `seed` drives synthetic generation and the MovieLens
@@ -125,6 +132,9 @@ impl fmt::Display for DatasetSpec {
             DatasetSpec::Synthetic(c) if *c == SyntheticConfig::images(3, 32, 10) => {
                 f.write_str("synthetic-images")
             }
+            DatasetSpec::Synthetic(c) if *c == SyntheticConfig::images(1, 16, 10) => {
+                f.write_str("synthetic-images-small")
+            }
             DatasetSpec::Synthetic(c) => write!(
                 f,
                 "synthetic(custom: {} classes of {:?}, {} train / {} test)",
@@ -157,6 +167,7 @@ impl FromStr for DatasetSpec {
         match name {
             "synthetic" if dir.is_none() => Ok(DatasetSpec::default()),
             "synthetic-images" if dir.is_none() => Ok(DatasetSpec::synthetic_images()),
+            "synthetic-images-small" if dir.is_none() => Ok(DatasetSpec::synthetic_images_small()),
             "movielens" => Ok(DatasetSpec::MovieLens {
                 dir: dir_or("movielens/ml-latest-small"),
             }),
@@ -172,7 +183,7 @@ impl FromStr for DatasetSpec {
                 dir: dir_or("mnist"),
             }),
             _ => Err(ModelsError::Config(format!(
-                "unknown dataset {s:?}: expected synthetic, synthetic-images, movielens[:<dir>], \
+                "unknown dataset {s:?}: expected synthetic, synthetic-images, synthetic-images-small, movielens[:<dir>], \
                  sent140[:<dir>], cifar10[:<dir>] or mnist[:<dir>]"
             ))),
         }
@@ -255,6 +266,7 @@ pub(crate) mod tests {
             "movielens:/a/b",
             "synthetic",
             "synthetic-images",
+            "synthetic-images-small",
         ] {
             let spec: DatasetSpec = s.parse().unwrap();
             assert_eq!(spec.to_string(), s);
