@@ -163,3 +163,74 @@ fn same_seed_same_result_and_el_uses_the_same_path() {
     let first = a.metrics.iter().map(|m| m[0].test_metric).sum::<f64>() / NODES as f64;
     assert!(final_mean(&a) > first, "EL learns");
 }
+
+/// Records what an [`node::observe::Observer`] is shown.
+#[derive(Default)]
+struct Recorder {
+    starts: std::sync::Mutex<Vec<(usize, u64, usize)>>,
+    chunks: std::sync::Mutex<Vec<(usize, usize, u32, u64, u32, usize)>>,
+}
+
+impl node::observe::Observer<u32> for Recorder {
+    fn wants_params(&self, _node: usize, round: u64) -> bool {
+        round != 1
+    }
+    fn round_start(&self, node: usize, round: u64, params: &[f32]) {
+        self.starts
+            .lock()
+            .unwrap()
+            .push((node, round, params.len()));
+    }
+    fn chunk_received(&self, node: usize, vn: usize, from: &u32, frame: &protocol::ChunkFrame) {
+        self.chunks.lock().unwrap().push((
+            node,
+            vn,
+            *from,
+            frame.round,
+            frame.chunk,
+            frame.values.len(),
+        ));
+    }
+}
+
+#[test]
+fn observer_sees_every_accepted_copy_and_the_round_start_models() {
+    let (vns, rounds) = (2, 3);
+    let lc = learning();
+    let (split, parts) = lc.load().unwrap();
+    let learners = lc.learners(&split, &parts, 0..NODES).unwrap();
+    let partition = Arc::new(lc.chunk_partition(&learners[0].model, vns).unwrap());
+    let d = partition.d();
+    let rec = Recorder::default();
+    let report = node::sim::run_observed(
+        &SimConfig::new(vns, 3, rounds, SEED),
+        learners,
+        partition.clone(),
+        |_, _| {},
+        Some(&rec),
+    )
+    .unwrap();
+    // Round starts: every node, every round it asked for (not round 1), with the whole model.
+    let starts = rec.starts.into_inner().unwrap();
+    assert_eq!(starts.len(), NODES * 2);
+    assert!(
+        starts
+            .iter()
+            .all(|&(n, r, len)| n < NODES && r != 1 && len == d)
+    );
+    // Chunks: exactly the copies the nodes counted, each whole, from another node's VN.
+    let chunks = rec.chunks.into_inner().unwrap();
+    let counted: u64 = report
+        .metrics
+        .iter()
+        .flatten()
+        .map(|m| m.copies_received as u64)
+        .sum();
+    assert_eq!(chunks.len() as u64, counted);
+    assert!(counted > 0);
+    for &(node, vn, from, round, chunk, len) in &chunks {
+        assert!(node < NODES && vn < vns && round < rounds);
+        assert!((from as usize) < NODES * vns && from as usize != node * vns + vn);
+        assert_eq!(len, partition.chunk_len(chunk as usize));
+    }
+}
