@@ -15,7 +15,7 @@
 //! [learning]
 //! dataset = "movielens"                 # synthetic | synthetic-images | movielens | sent140 | cifar10 | mnist
 //! data_dir = "../shared/data/movielens/ml-latest-small"
-//! model = "mf"                          # optional: mlp[:w,..] | lenet | resnet8 | resnet18 | mf[:factors]
+//! model = "mf"                          # optional: mlp[:w,..] | lenet | resnet8 | resnet18 | mf[:factors] | mf-centred[:factors]
 //! partition = "user"                    # iid | dirichlet[:alpha[,min]] | user
 //! nodes = 100                           # real nodes the data is split across
 //! index = 0                             # this node's share

@@ -109,7 +109,8 @@ pub struct Options {
     #[serde(alias = "data-dir")]
     pub data_dir: Option<PathBuf>,
 
-    /// mlp[:w1,w2,..] | lenet | resnet8 | resnet18 | mf[:factors]. [default: mf for ratings, mlp otherwise]
+    /// mlp[:w1,w2,..] | lenet | resnet8 | resnet18 | mf[:factors] | mf-centred[:factors]. [default: mf for
+    /// ratings, mlp otherwise]
     #[arg(long)]
     pub model: Option<String>,
 
