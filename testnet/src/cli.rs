@@ -59,6 +59,16 @@ pub enum TimingChoice {
     Lan,
 }
 
+/// How in-process VNs connect (`--mode inproc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportChoice {
+    /// TCP on 127.0.0.1: every connection costs two file descriptors in this process.
+    Tcp,
+    /// libp2p's in-process memory transport (`/memory/<port>`): the same noise + yamux stack, no sockets.
+    Memory,
+}
+
 /// `cargo run -p testnet -- [OPTIONS]`: run a local Shatter network and write a report.
 ///
 /// Every option can also be given in a `--scenario FILE.toml` under the same name (snake_case, e.g.
@@ -162,6 +172,11 @@ pub struct Options {
     #[arg(long, value_enum)]
     pub timing: Option<TimingChoice>,
 
+    /// How in-process VNs connect (inproc): tcp (127.0.0.1) | memory (libp2p's in-process transport: no file
+    /// descriptor per connection). [default: tcp]
+    #[arg(long, value_enum)]
+    pub transport: Option<TransportChoice>,
+
     /// The `node` binary for --mode procs. [default: next to this binary; built with cargo if absent]
     #[arg(long, value_name = "PATH")]
     #[serde(alias = "node-bin")]
@@ -238,6 +253,7 @@ impl Options {
             test_samples: self.test_samples.or(file.test_samples),
             timing: self.timing.or(file.timing),
             node_bin: self.node_bin.or(file.node_bin),
+            transport: self.transport.or(file.transport),
             audit: self.audit || file.audit,
             audit_chunks: self.audit_chunks.or(file.audit_chunks),
             audit_every: self.audit_every.or(file.audit_every),
@@ -259,7 +275,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, node_bin, audit, audit_chunks, audit_every",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, transport, node_bin, audit, audit_chunks, audit_every",
                 path.display(),
                 e.message().trim_end()
             )

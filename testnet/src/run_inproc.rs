@@ -1,4 +1,5 @@
-//! `--mode inproc`: every RN and VN in this process, one libp2p Swarm per VN on 127.0.0.1, as
+//! `--mode inproc`: every RN and VN in this process, one libp2p Swarm per VN on 127.0.0.1 (or, with
+//! `--transport memory`, on libp2p's in-process memory transport: no socket per connection), as
 //! a growing network does: node 0 starts first, and every later node's peer list carries the addresses of all
 //! nodes already up (each VN joins from its own random sample of them). One multi-threaded tokio runtime;
 //! training runs on its blocking pool.
@@ -18,6 +19,7 @@ use tokio::sync::mpsc;
 
 use crate::RunOutput;
 use crate::audit::AuditPlan;
+use crate::cli::TransportChoice;
 use crate::progress::Progress;
 use crate::scenario::{Setting, Settings};
 
@@ -50,13 +52,23 @@ async fn run_async(
     // Every VN of the network lives in this process and holds a socket per peer it talks to.
     let vns = (n * k) as u64;
     let need = node::limits::open_files_needed(vns, vns, true);
-    if let Some(limit) = node::limits::raise_open_files_limit().filter(|l| *l < need) {
+    let limit = node::limits::raise_open_files_limit();
+    let memory = s.transport == TransportChoice::Memory;
+    if let Some(limit) = limit.filter(|l| *l < need && !memory) {
         eprintln!(
             "warning: {vns} in-process virtual nodes may need about {need} open files but this process may \
              open {limit} (ulimit -n): dials will fail with \"Too many open files\" and the overlay will \
-             not form. Use --mode procs (one process per node) or --mode sim, or raise the hard limit."
+             not fully form. Use --transport memory (no sockets), --mode procs (one process per node) or \
+             --mode sim, or raise the hard limit."
         );
     }
+    let listen: Multiaddr = if memory {
+        "/memory/0"
+    } else {
+        "/ip4/127.0.0.1/tcp/0"
+    }
+    .parse()
+    .expect("valid multiaddr");
     let t0 = Instant::now();
     // Fresh random identities, as `node keygen` makes them: VN keys are never derived from a seed (keys.rs).
     let keys: Vec<Vec<Keypair>> = (0..n)
@@ -100,6 +112,7 @@ async fn run_async(
             .degree(s.degree)
             .rounds(s.rounds)
             .timing(timing)
+            .listen(vec![listen.clone()])
             .spawn()
             .await
             .map_err(|e| anyhow::anyhow!("starting node {i}: {e}"))?;
@@ -163,6 +176,10 @@ async fn run_async(
     }
     let mut extra = BTreeMap::new();
     extra.insert("spawn_seconds".into(), json!(spawn_secs));
+    extra.insert(
+        "transport".into(),
+        json!(if memory { "memory" } else { "tcp" }),
+    );
     extra.insert("peers_refused".into(), json!(refused));
     Ok(RunOutput {
         metrics,

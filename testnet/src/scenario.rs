@@ -66,6 +66,7 @@ pub struct Settings {
     pub timing: Timing,
     pub timing_name: &'static str,
     pub node_bin: Option<PathBuf>,
+    pub transport: crate::cli::TransportChoice,
     /// `--audit`: the privacy audit's settings.
     pub audit: Option<crate::audit::AuditSettings>,
     pub plain: bool,
@@ -263,6 +264,7 @@ impl Settings {
             timing,
             timing_name,
             node_bin: o.node_bin,
+            transport: o.transport.unwrap_or(crate::cli::TransportChoice::Tcp),
             audit,
             plain: o.plain,
         })

@@ -107,6 +107,19 @@ fn tiny_inproc_network_over_loopback_writes_a_full_report() {
     assert!(a["errors"].as_array().unwrap().is_empty(), "{a}");
 }
 
+#[test]
+fn tiny_inproc_network_over_the_memory_transport() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(Mode::Inproc, dir.path(), vec![2]);
+    o.transport = Some(testnet::cli::TransportChoice::Memory);
+    let s = Settings::resolve(o).unwrap();
+    let report = testnet::run(&s).unwrap();
+    assert!(!report.failed);
+    let list = check(dir.path(), 1, 3, 2, "inproc");
+    assert_eq!(list[0]["transport"], "memory");
+    assert!(list[0]["neighbours_per_vn"].as_f64().unwrap() > 0.0);
+}
+
 /// Runs a sim scenario with `--audit` and returns the summaries.
 fn audited_sim(out: &Path, vns: Vec<usize>, partition: Option<&str>) -> Vec<serde_json::Value> {
     let mut o = options(Mode::Sim, out, vns.clone());

@@ -1,5 +1,10 @@
 //! Building one virtual node's Swarm: TCP + (optional pre-shared-key private network) + noise + yamux.
+//!
+//! The same stack also runs over libp2p's in-process memory transport (`/memory/<port>` addresses): a network
+//! whose VNs all live in one process (`testnet --mode inproc` at hundreds of VNs) then needs no socket per
+//! connection. A memory address is reachable only from the same process; deployments listen on TCP.
 
+use libp2p::core::transport::MemoryTransport;
 use libp2p::core::transport::upgrade::Version;
 use libp2p::core::{Transport, muxing::StreamMuxerBox, transport::Boxed};
 use libp2p::identity::Keypair;
@@ -10,7 +15,8 @@ use super::behaviour::{Timeouts, VnBehaviour};
 use crate::{NodeError, Result};
 
 fn transport(key: &Keypair, psk: Option<PreSharedKey>) -> Result<Boxed<(PeerId, StreamMuxerBox)>> {
-    let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true));
+    let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true))
+        .or_transport(MemoryTransport::default());
     let noise = noise::Config::new(key).map_err(|e| NodeError::Network(format!("noise: {e}")))?;
     let yamux = yamux::Config::default();
     Ok(match psk {
