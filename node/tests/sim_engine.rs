@@ -164,11 +164,14 @@ fn same_seed_same_result_and_el_uses_the_same_path() {
     assert!(final_mean(&a) > first, "EL learns");
 }
 
+/// One observed copy: (node, vn, from, round, chunk, values).
+type Seen = (usize, usize, u32, u64, u32, usize);
+
 /// Records what an [`node::observe::Observer`] is shown.
 #[derive(Default)]
 struct Recorder {
     starts: std::sync::Mutex<Vec<(usize, u64, usize)>>,
-    chunks: std::sync::Mutex<Vec<(usize, usize, u32, u64, u32, usize)>>,
+    chunks: std::sync::Mutex<Vec<Seen>>,
 }
 
 impl node::observe::Observer<u32> for Recorder {

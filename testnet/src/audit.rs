@@ -42,7 +42,7 @@ pub struct AuditSettings {
 impl AuditSettings {
     /// Rounds 0, every, 2·every, … and always the last one.
     pub fn audits(&self, round: u64, rounds: u64) -> bool {
-        round % self.every == 0 || round + 1 == rounds
+        round.is_multiple_of(self.every) || round + 1 == rounds
     }
 }
 
@@ -136,7 +136,10 @@ impl AuditPlan {
         &self,
         owner: impl Fn(&I) -> Option<usize> + Send + Sync + 'static,
     ) -> anyhow::Result<AuditObserver<I>> {
-        Ok(self.observer(owner, Sink::Inline(Mutex::new(Some(self.worker()?)))))
+        Ok(self.observer(
+            owner,
+            Sink::Inline(Mutex::new(Some(Box::new(self.worker()?)))),
+        ))
     }
 
     /// Attacks run on a thread of their own (the libp2p runtime: nodes never wait for them).
@@ -240,8 +243,11 @@ fn attack_seed(seed: u64, round: u64, attacker: usize, chunk: usize) -> u64 {
     h
 }
 
+/// The harness's map from a VN identity to the real node that owns it.
+type Owner<I> = Box<dyn Fn(&I) -> Option<usize> + Send + Sync>;
+
 enum Sink {
-    Inline(Mutex<Option<Worker>>),
+    Inline(Mutex<Option<Box<Worker>>>),
     Thread(Mutex<Option<(mpsc::Sender<Job>, JoinHandle<Worker>)>>),
 }
 
@@ -261,7 +267,7 @@ pub struct AuditObserver<I> {
     settings: AuditSettings,
     rounds: u64,
     nodes: usize,
-    owner: Box<dyn Fn(&I) -> Option<usize> + Send + Sync>,
+    owner: Owner<I>,
     state: Mutex<State>,
     sink: Sink,
 }
@@ -270,7 +276,11 @@ impl<I> AuditObserver<I> {
     /// Waits for the attacks still queued and returns the results. Chunks that arrive afterwards are ignored.
     pub fn finish(&self) -> AuditReport {
         let worker = match &self.sink {
-            Sink::Inline(w) => w.lock().unwrap_or_else(PoisonError::into_inner).take(),
+            Sink::Inline(w) => w
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+                .map(|w| *w),
             Sink::Thread(t) => t
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
