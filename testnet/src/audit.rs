@@ -148,7 +148,10 @@ impl AuditPlan {
         owner: impl Fn(&I) -> Option<usize> + Send + Sync + 'static,
     ) -> anyhow::Result<AuditObserver<I>> {
         let mut worker = self.worker()?;
-        let (tx, rx) = mpsc::channel::<Job>();
+        // Bounded (DESIGN: bound everything): a few audited rounds of work in flight. Chunks that find it full
+        // are skipped and counted rather than making the node's tasks wait.
+        let bound = AUDIT_QUEUE_ROUNDS * self.data.train.len() * self.settings.chunks;
+        let (tx, rx) = mpsc::sync_channel::<Job>(bound);
         let thread = std::thread::Builder::new()
             .name("audit".into())
             .spawn(move || {
@@ -161,6 +164,9 @@ impl AuditPlan {
         Ok(self.observer(owner, Sink::Thread(Mutex::new(Some((tx, thread))))))
     }
 }
+
+/// Audited rounds of attacks the inproc worker's queue holds.
+const AUDIT_QUEUE_ROUNDS: usize = 4;
 
 /// One attacked chunk.
 #[derive(Debug, Clone, Serialize)]
@@ -248,7 +254,7 @@ type Owner<I> = Box<dyn Fn(&I) -> Option<usize> + Send + Sync>;
 
 enum Sink {
     Inline(Mutex<Option<Box<Worker>>>),
-    Thread(Mutex<Option<(mpsc::Sender<Job>, JoinHandle<Worker>)>>),
+    Thread(Mutex<Option<(mpsc::SyncSender<Job>, JoinHandle<Worker>)>>),
 }
 
 #[derive(Default)]
@@ -316,6 +322,8 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
     fn round_start(&self, node: usize, round: u64, params: &[f32]) {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         st.base.insert(node, (round, Arc::new(params.to_vec())));
+        // Chunks of earlier rounds can no longer be attacked by this node (no base): forget their counts.
+        st.taken.retain(|&(n, r), _| n != node || r >= round);
     }
 
     fn chunk_received(&self, node: usize, _vn: usize, from: &I, frame: &ChunkFrame) {
@@ -364,8 +372,11 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
                 }
             }
             Sink::Thread(t) => {
-                if let Some((tx, _)) = t.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
-                    let _ = tx.send(job);
+                if let Some((tx, _)) = t.lock().unwrap_or_else(PoisonError::into_inner).as_ref()
+                    && tx.try_send(job).is_err()
+                {
+                    let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+                    *st.skipped.entry("audit queue full").or_default() += 1;
                 }
             }
         }

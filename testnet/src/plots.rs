@@ -152,21 +152,14 @@ pub fn write_all(
         let pts = std::iter::once((0.0, s.initial_metric))
             .chain(series.iter().enumerate().map(|(t, v)| (t as f64 + 1.0, *v)))
             .collect();
-        lines.push(Line {
-            label: format!("k={} {} (mean over RNs)", s.vns, s.algo),
-            points: pts,
-            faint: false,
-            dashed_gray: false,
-        });
+        lines.push(solid(
+            format!("k={} {} (mean over RNs)", s.vns, s.algo),
+            pts,
+        ));
     }
     if let Some(t) = summaries.first().and_then(|s| s.target_metric) {
         let x1 = summaries.iter().map(|s| s.rounds).max().unwrap_or(1) as f64;
-        lines.push(Line {
-            label: format!("target {t}"),
-            points: vec![(0.0, t), (x1, t)],
-            faint: false,
-            dashed_gray: true,
-        });
+        lines.push(reference(&format!("target {t}"), 0.0, x1, t));
     }
     let first = &summaries[0];
     let title = format!(
@@ -182,29 +175,10 @@ pub fn write_all(
         &lines,
     )?;
 
-    let mut lines = Vec::new();
-    for (s, run) in summaries.iter().zip(runs) {
-        let series = mean_series(run, |m| m.bytes_sent as f64);
-        let pts = series
-            .iter()
-            .enumerate()
-            .map(|(t, v)| (t as f64 + 1.0, *v))
-            .collect();
-        lines.push(Line {
-            label: format!("k={} {} wire bytes", s.vns, s.algo),
-            points: pts,
-            faint: false,
-            dashed_gray: false,
-        });
-    }
+    let mut lines = per_setting(summaries, runs, "wire bytes", |m| m.bytes_sent as f64);
     let x1 = first.rounds as f64;
     let model = first.cost_model_bytes_per_rn_per_round;
-    lines.push(Line {
-        label: "cost model 4·d·r".into(),
-        points: vec![(1.0, model), (x1.max(2.0), model)],
-        faint: false,
-        dashed_gray: true,
-    });
+    lines.push(reference("cost model 4·d·r", 1.0, x1.max(2.0), model));
     let bytes_path = dir.join("bytes.svg");
     line_plot(
         &bytes_path,
@@ -214,21 +188,7 @@ pub fn write_all(
         &lines,
     )?;
 
-    let mut lines = Vec::new();
-    for (s, run) in summaries.iter().zip(runs) {
-        let series = mean_series(run, |m| m.round_secs);
-        let pts = series
-            .iter()
-            .enumerate()
-            .map(|(t, v)| (t as f64 + 1.0, *v))
-            .collect();
-        lines.push(Line {
-            label: format!("k={} {}", s.vns, s.algo),
-            points: pts,
-            faint: false,
-            dashed_gray: false,
-        });
-    }
+    let lines = per_setting(summaries, runs, "", |m| m.round_secs);
     let time_path = dir.join("round_time.svg");
     let unit = if first.mode == "sim" {
         "virtual seconds"
@@ -247,6 +207,28 @@ pub fn write_all(
         paths.extend(write_audit(dir, summaries)?);
     }
     Ok(paths)
+}
+
+/// One line per setting: the mean over RNs of `f` at rounds 1, 2, …
+fn per_setting(
+    summaries: &[Summary],
+    runs: &[&[Vec<RoundMetrics>]],
+    what: &str,
+    f: impl Fn(&RoundMetrics) -> f64,
+) -> Vec<Line> {
+    summaries
+        .iter()
+        .zip(runs)
+        .map(|(s, run)| {
+            let pts = mean_series(run, &f)
+                .iter()
+                .enumerate()
+                .map(|(t, v)| (t as f64 + 1.0, *v))
+                .collect();
+            let label = format!("k={} {} {what}", s.vns, s.algo);
+            solid(label.trim_end().to_string(), pts)
+        })
+        .collect()
 }
 
 fn solid(label: String, points: Vec<(f64, f64)>) -> Line {
