@@ -65,6 +65,42 @@ pub struct TrainReport {
     pub samples: usize,
 }
 
+/// Which test metric a task reports. Serialised as `"accuracy"` / `"rmse"` (the names in metrics files).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricKind {
+    /// Classification accuracy in [0, 1]: higher is better.
+    #[default]
+    Accuracy,
+    /// Root mean squared error of rating predictions: lower is better.
+    Rmse,
+}
+
+impl MetricKind {
+    /// `"accuracy"` or `"rmse"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MetricKind::Accuracy => "accuracy",
+            MetricKind::Rmse => "rmse",
+        }
+    }
+
+    pub fn higher_is_better(self) -> bool {
+        self == MetricKind::Accuracy
+    }
+
+    /// Whether `a` is a better value of this metric than `b`.
+    pub fn better(self, a: f64, b: f64) -> bool {
+        if self.higher_is_better() { a > b } else { a < b }
+    }
+}
+
+impl std::fmt::Display for MetricKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The result of [`evaluate`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Evaluation {
@@ -83,12 +119,17 @@ pub enum Evaluation {
 }
 
 impl Evaluation {
+    /// Which metric [`Evaluation::metric`] is.
+    pub fn metric_kind(&self) -> MetricKind {
+        match self {
+            Evaluation::Classification { .. } => MetricKind::Accuracy,
+            Evaluation::Rating { .. } => MetricKind::Rmse,
+        }
+    }
+
     /// `"accuracy"` or `"rmse"`.
     pub fn metric_name(&self) -> &'static str {
-        match self {
-            Evaluation::Classification { .. } => "accuracy",
-            Evaluation::Rating { .. } => "rmse",
-        }
+        self.metric_kind().name()
     }
 
     /// Accuracy in [0, 1] or RMSE.
@@ -101,7 +142,7 @@ impl Evaluation {
 
     /// True for accuracy, false for RMSE.
     pub fn higher_is_better(&self) -> bool {
-        matches!(self, Evaluation::Classification { .. })
+        self.metric_kind().higher_is_better()
     }
 
     pub fn mean_loss(&self) -> f64 {

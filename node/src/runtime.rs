@@ -514,7 +514,7 @@ impl RnTask {
                         }
                         Job::Evaluated(round, e) => {
                             let (e, secs) = e?;
-                            RnInput::Evaluated { round, metric_name: e.metric_name().into(), metric: e.metric(), loss: e.mean_loss(), secs }
+                            RnInput::Evaluated { round, metric_name: e.metric_kind(), metric: e.metric(), loss: e.mean_loss(), secs }
                         }
                     }
                 }

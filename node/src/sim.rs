@@ -288,7 +288,7 @@ pub fn run_observed(
                                     rn,
                                     RnInput::Evaluated {
                                         round,
-                                        metric_name: eval.metric_name().to_string(),
+                                        metric_name: eval.metric_kind(),
                                         metric: eval.metric(),
                                         loss: eval.mean_loss(),
                                         secs,

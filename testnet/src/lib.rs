@@ -123,7 +123,7 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
     let probe = s.learning.learners(&split, &parts, [0])?.remove(0);
     let d = probe.model.flat_params()?.len();
     let init = models::train::evaluate(&probe.model, &probe.test)?;
-    let initial = (init.metric_name().to_string(), init.metric());
+    let initial = (init.metric_kind(), init.metric());
     drop(probe);
     eprintln!(
         "d = {d} parameters; initial test {} {:.4}",

@@ -131,7 +131,7 @@ pub fn write_all(
 ) -> anyhow::Result<Vec<PathBuf>> {
     let metric = summaries
         .first()
-        .map_or("metric".into(), |s| s.metric_name.clone());
+        .map_or("metric".into(), |s| s.metric_name.to_string());
     let mut lines = Vec::new();
     // Per-RN lines behind the mean when one setting is shown and they are few enough to read.
     if runs.len() == 1 && runs[0].len() <= 32 {

@@ -66,7 +66,7 @@ impl Progress {
         agg.metric += m.test_metric;
         agg.bytes += m.bytes_sent;
         agg.secs += m.round_secs;
-        agg.name.clone_from(&m.metric_name);
+        agg.name = m.metric_name.to_string();
         let complete = agg.count == self.nodes;
         let line = complete.then(|| {
             let n = self.nodes as f64;
@@ -152,7 +152,7 @@ mod tests {
         let mut p = Progress::new("t".into(), 2, 3, false);
         let m = RoundMetrics {
             round: 0,
-            metric_name: "accuracy".into(),
+            metric_name: models::train::MetricKind::Accuracy,
             test_metric: 0.5,
             ..Default::default()
         };

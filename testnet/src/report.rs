@@ -7,6 +7,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
+use models::train::MetricKind;
 use node::engine::RoundMetrics;
 use serde::Serialize;
 
@@ -32,7 +33,7 @@ pub struct Summary {
     /// Model parameters.
     pub d: usize,
     /// "accuracy" (higher is better) or "rmse" (lower is better).
-    pub metric_name: String,
+    pub metric_name: MetricKind,
     /// Test metric of the shared initial model, before any training.
     pub initial_metric: f64,
     /// Mean over RNs after the last round every RN completed.
@@ -88,16 +89,12 @@ pub fn mean_series(metrics: &[Vec<RoundMetrics>], f: impl Fn(&RoundMetrics) -> f
         .collect()
 }
 
-fn lower_is_better(metric_name: &str) -> bool {
-    metric_name != "accuracy"
-}
-
 impl Summary {
     pub fn new(
         s: &Settings,
         setting: Setting,
         d: usize,
-        initial: (String, f64),
+        initial: (MetricKind, f64),
         out: &RunOutput,
     ) -> Summary {
         let all: Vec<&RoundMetrics> = out.metrics.iter().flatten().collect();
@@ -106,10 +103,10 @@ impl Summary {
         let series = mean_series(&out.metrics, |m| m.test_metric);
         let metric_name = all
             .first()
-            .map(|m| m.metric_name.clone())
+            .map(|m| m.metric_name)
             .unwrap_or(initial.0);
-        let lower = lower_is_better(&metric_name);
-        let better = |a: f64, b: f64| if lower { a < b } else { a > b };
+        let lower = !metric_name.higher_is_better();
+        let better = |a: f64, b: f64| metric_name.better(a, b);
         let (mut best, mut best_round) = (f64::NAN, 0);
         for (t, &v) in series.iter().enumerate() {
             if best.is_nan() || better(v, best) {
@@ -285,9 +282,8 @@ type Row = (String, Box<dyn Fn(&Summary) -> String>);
 pub fn settings_table(summaries: &[Summary]) -> String {
     let mut header = vec![String::new()];
     header.extend(summaries.iter().map(|s| format!("k={} {}", s.vns, s.algo)));
-    let metric = summaries
-        .first()
-        .map_or("metric", |s| s.metric_name.as_str());
+    let kind = summaries.first().map(|s| s.metric_name);
+    let metric = kind.map_or("metric", MetricKind::name);
     let mut rows: Vec<Row> = vec![
         (
             format!("initial {metric}"),
@@ -306,10 +302,10 @@ pub fn settings_table(summaries: &[Summary]) -> String {
         rows.push((
             format!(
                 "rounds to {metric} {} {t}",
-                if lower_is_better(metric) {
-                    "≤"
-                } else {
+                if kind.is_some_and(MetricKind::higher_is_better) {
                     "≥"
+                } else {
+                    "≤"
                 }
             ),
             Box::new(|s| opt_round(s.rounds_to_target)),
@@ -486,7 +482,7 @@ mod tests {
     fn m(round: u64, metric: f64) -> RoundMetrics {
         RoundMetrics {
             round,
-            metric_name: "rmse".into(),
+            metric_name: MetricKind::Rmse,
             test_metric: metric,
             bytes_sent: 100,
             ..Default::default()

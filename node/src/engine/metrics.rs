@@ -1,5 +1,6 @@
 //! Per-round metrics of one real node, written as one JSON line per round.
 
+use models::train::MetricKind;
 use serde::{Deserialize, Serialize};
 
 /// What one RN reports for one round. Traffic is VN↔VN traffic summed over this RN's VNs (frame payloads
@@ -7,8 +8,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RoundMetrics {
     pub round: u64,
-    /// "accuracy" or "rmse".
-    pub metric_name: String,
+    /// Which test metric `test_metric` is (written as "accuracy" or "rmse").
+    pub metric_name: MetricKind,
     /// Test metric of the aggregated model.
     pub test_metric: f64,
     pub test_loss: f64,

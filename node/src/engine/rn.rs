@@ -34,7 +34,7 @@ pub enum RnInput {
     /// The aggregated model of `round` was evaluated.
     Evaluated {
         round: u64,
-        metric_name: String,
+        metric_name: models::train::MetricKind,
         metric: f64,
         loss: f64,
         secs: f64,
