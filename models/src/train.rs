@@ -91,7 +91,11 @@ impl MetricKind {
 
     /// Whether `a` is a better value of this metric than `b`.
     pub fn better(self, a: f64, b: f64) -> bool {
-        if self.higher_is_better() { a > b } else { a < b }
+        if self.higher_is_better() {
+            a > b
+        } else {
+            a < b
+        }
     }
 }
 

@@ -7,19 +7,22 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use models::chunking::ChunkPartition;
+use protocol::ChunkFrame;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use rand::Rng;
 use rand::seq::index::sample;
+use rand_chacha::ChaCha12Rng;
 use sampling::sim::{Event, NetConfig, Network};
-use sampling::{CyclonConfig, OverlayConfig, derive_rng};
+use sampling::{CyclonConfig, OverlayConfig, SamplerConfig, derive_rng};
 
 use crate::engine::{
-    RnEngine, RnInput, RnOutput, RoundMetrics, VnConfig, VnEngine, VnInput, VnOutput,
+    RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, VnConfig,
+    VnDriver, VnEngine, VnInput, route_rn, route_vn,
 };
-use crate::learner::Learner;
+use crate::learner::{Learner, Trained};
 use crate::observe::{Observer, notify_round_start};
 use crate::{NodeError, Result};
 
@@ -88,6 +91,7 @@ pub struct SimReport {
     pub lost: u64,
 }
 
+/// An engine input waiting its turn (inputs caused at one virtual instant are handled in order).
 enum Work {
     Vn(u32, VnInput<u32>),
     Rn(usize, RnInput),
@@ -108,93 +112,149 @@ pub fn run(
 /// observer calls happen on this thread, in the simulation's deterministic order.
 pub fn run_observed(
     cfg: &SimConfig,
-    mut learners: Vec<Learner>,
+    learners: Vec<Learner>,
     partition: Arc<ChunkPartition>,
     mut on_round: impl FnMut(usize, &RoundMetrics),
     observer: Option<&dyn Observer<u32>>,
 ) -> Result<SimReport> {
-    let n = learners.len();
-    let k = cfg.vns;
-    let total = n * k;
-    if partition.k() != k {
-        return Err(NodeError::Config(format!(
-            "partition has {} chunks for {k} VNs",
-            partition.k()
-        )));
-    }
-    if n == 0 || cfg.degree >= total {
-        return Err(NodeError::Config(format!(
-            "degree {} needs more than {} virtual nodes ({} nodes × {k})",
-            cfg.degree, total, n
-        )));
-    }
-    let chunk_lens = Arc::new((0..k).map(|s| partition.chunk_len(s)).collect::<Vec<_>>());
-    let vn_cfg = VnConfig {
-        cyclon: cfg.cyclon.clone(),
-        overlay: cfg.overlay.clone(),
-        exchange_timeout: cfg.exchange_timeout,
-        send_jitter: cfg.send_jitter,
-        chunk_lens,
-    };
-    let mut net: Network<Wire> = Network::new(cfg.net.clone(), derive_rng(cfg.seed, u64::MAX));
-    let mut rng = derive_rng(cfg.seed, u64::MAX - 1);
-    let mut vns = (0..total as u32)
-        .map(|g| {
-            // Distinct streams per VN: siblings share no randomness (DESIGN §5).
-            VnEngine::new(
-                g,
-                vn_cfg.clone(),
-                derive_rng(cfg.seed, 4 * g as u64),
-                derive_rng(cfg.seed, 4 * g as u64 + 1),
-                Box::new(|_| true),
-            )
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let mut rns: Vec<RnEngine> = (0..n)
-        .map(|_| RnEngine::new(partition.clone(), cfg.rounds))
-        .collect();
-    let mut metrics: Vec<Vec<RoundMetrics>> = vec![Vec::new(); n];
-    let mut trained: Vec<Option<crate::learner::Trained>> = (0..n).map(|_| None).collect();
-    let mut tokens: BTreeMap<u64, (u32, u64)> = BTreeMap::new();
-    let mut next_token = 0u64;
-    let mut wake: Vec<Option<Duration>> = vec![None; total];
-    let mut finished = 0usize;
-    let mut work: VecDeque<Work> = VecDeque::new();
-
-    // Join: each VN gets a few random bootstrap entries.
-    for g in 0..total as u32 {
-        let boot: Vec<u32> = sample(&mut rng, total, BOOTSTRAP_ENTRIES.min(total - 1) + 1)
-            .into_iter()
-            .map(|i| i as u32)
-            .filter(|&i| i != g)
-            .take(BOOTSTRAP_ENTRIES)
-            .collect();
-        let out = vns[g as usize].join(Duration::ZERO, boot);
-        apply_vn(
-            g,
-            out,
-            &mut net,
-            &mut tokens,
-            &mut next_token,
-            &mut wake,
-            &mut work,
-            k,
-            observer,
-        );
-    }
-    // RN timers live on network indices after the VNs'.
-    for rn in 0..n {
-        net.timer((total + rn) as u32, cfg.warmup, 0);
-    }
-
-    let mut started = vec![false; n];
-    while finished < n {
-        let Some((now, ev)) = net.pop_until(Duration::MAX) else {
+    let mut sim = Sim::new(cfg, learners, partition, observer)?;
+    while sim.finished < sim.rns.len() {
+        let Some((now, ev)) = sim.fabric.net.pop_until(Duration::MAX) else {
             return Err(NodeError::Config(
                 "simulation ran out of events before finishing".into(),
             ));
         };
-        match ev {
+        sim.on_event(now, ev);
+        sim.drain_work(now, &mut on_round)?;
+    }
+    Ok(SimReport {
+        metrics: sim.metrics,
+        virtual_secs: sim.fabric.net.now().as_secs_f64(),
+        messages: sim.fabric.net.sent,
+        lost: sim.fabric.net.lost,
+    })
+}
+
+/// The simulated network and everything the engines' outputs act on.
+struct Fabric {
+    net: Network<Wire>,
+    /// Inbound chunk requests awaiting a reply: token → (sender VN, round).
+    tokens: BTreeMap<u64, (u32, u64)>,
+    next_token: u64,
+    /// Each VN's pending wake-up.
+    wake: Vec<Option<Duration>>,
+    work: VecDeque<Work>,
+}
+
+/// n RNs × k VNs on one [`Fabric`]. VN `g` is VN `g % k` of RN `g / k`; RN `rn`'s timer lives on network
+/// index `n·k + rn`.
+struct Sim<'a> {
+    cfg: &'a SimConfig,
+    k: usize,
+    fabric: Fabric,
+    vns: Vec<VnEngine<u32>>,
+    rns: Vec<RnEngine>,
+    learners: Vec<Learner>,
+    /// Training done at a virtual instant, handed to the RN when its virtual training time is over.
+    trained: Vec<Option<Trained>>,
+    started: Vec<bool>,
+    metrics: Vec<Vec<RoundMetrics>>,
+    finished: usize,
+    /// Virtual training durations and bootstrap choices.
+    rng: ChaCha12Rng,
+    observer: Option<&'a dyn Observer<u32>>,
+}
+
+impl<'a> Sim<'a> {
+    fn new(
+        cfg: &'a SimConfig,
+        learners: Vec<Learner>,
+        partition: Arc<ChunkPartition>,
+        observer: Option<&'a dyn Observer<u32>>,
+    ) -> Result<Self> {
+        let n = learners.len();
+        let k = cfg.vns;
+        let total = n * k;
+        if partition.k() != k {
+            return Err(NodeError::Config(format!(
+                "partition has {} chunks for {k} VNs",
+                partition.k()
+            )));
+        }
+        if n == 0 || cfg.degree >= total {
+            return Err(NodeError::Config(format!(
+                "degree {} needs more than {} virtual nodes ({} nodes × {k})",
+                cfg.degree, total, n
+            )));
+        }
+        let chunk_lens = Arc::new((0..k).map(|s| partition.chunk_len(s)).collect::<Vec<_>>());
+        let vn_cfg = VnConfig {
+            sampler: SamplerConfig {
+                cyclon: cfg.cyclon.clone(),
+                overlay: cfg.overlay.clone(),
+            },
+            exchange_timeout: cfg.exchange_timeout,
+            send_jitter: cfg.send_jitter,
+            chunk_lens,
+        };
+        let net: Network<Wire> = Network::new(cfg.net.clone(), derive_rng(cfg.seed, u64::MAX));
+        let rng = derive_rng(cfg.seed, u64::MAX - 1);
+        let vns = (0..total as u32)
+            .map(|g| {
+                // Distinct streams per VN: siblings share no randomness (DESIGN §5).
+                VnEngine::new(
+                    g,
+                    vn_cfg.clone(),
+                    derive_rng(cfg.seed, 4 * g as u64),
+                    derive_rng(cfg.seed, 4 * g as u64 + 1),
+                    Box::new(|_| true),
+                )
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let mut sim = Self {
+            cfg,
+            k,
+            fabric: Fabric {
+                net,
+                tokens: BTreeMap::new(),
+                next_token: 0,
+                wake: vec![None; total],
+                work: VecDeque::new(),
+            },
+            vns,
+            rns: (0..n)
+                .map(|_| RnEngine::new(partition.clone(), cfg.rounds))
+                .collect(),
+            learners,
+            trained: (0..n).map(|_| None).collect(),
+            started: vec![false; n],
+            metrics: vec![Vec::new(); n],
+            finished: 0,
+            rng,
+            observer,
+        };
+        // Join: each VN gets a few random bootstrap entries.
+        for g in 0..total as u32 {
+            let boot: Vec<u32> = sample(&mut sim.rng, total, BOOTSTRAP_ENTRIES.min(total - 1) + 1)
+                .into_iter()
+                .map(|i| i as u32)
+                .filter(|&i| i != g)
+                .take(BOOTSTRAP_ENTRIES)
+                .collect();
+            let out = sim.vns[g as usize].join(Duration::ZERO, boot);
+            let mut port = sim.fabric.vn_port(g, k, observer);
+            route_vn(&sim.vns[g as usize], out, &mut port);
+        }
+        for rn in 0..n {
+            sim.fabric.net.timer((total + rn) as u32, cfg.warmup, 0);
+        }
+        Ok(sim)
+    }
+
+    /// Turns one network event into engine work.
+    fn on_event(&mut self, now: Duration, ev: Event<Wire>) {
+        let total = self.vns.len();
+        let work = match ev {
             Event::Deliver { from, to, msg } => {
                 let input = match msg {
                     Wire::Control(bytes) => VnInput::Control { from, bytes },
@@ -205,25 +265,24 @@ pub fn run_observed(
                     },
                     Wire::Reply { round, bytes } => VnInput::ChunkReply { from, round, bytes },
                 };
-                work.push_back(Work::Vn(to, input));
+                Work::Vn(to, input)
             }
-            Event::SendFailed { from, to } => {
-                work.push_back(Work::Vn(from, VnInput::SendFailed { to }))
-            }
+            Event::SendFailed { from, to } => Work::Vn(from, VnInput::SendFailed { to }),
             Event::Timer { node, .. } if (node as usize) < total => {
-                if wake[node as usize].is_some_and(|w| w <= now) {
-                    wake[node as usize] = None;
+                let wake = &mut self.fabric.wake[node as usize];
+                if wake.is_some_and(|w| w <= now) {
+                    *wake = None;
                 }
-                work.push_back(Work::Vn(node, VnInput::Tick));
+                Work::Vn(node, VnInput::Tick)
             }
             Event::Timer { node, .. } => {
                 let rn = node as usize - total;
-                if !started[rn] {
-                    started[rn] = true;
-                    work.push_back(Work::Rn(rn, RnInput::Start));
-                } else if let Some(t) = trained[rn].take() {
-                    let round = rns[rn].round();
-                    work.push_back(Work::Rn(
+                if !self.started[rn] {
+                    self.started[rn] = true;
+                    Work::Rn(rn, RnInput::Start)
+                } else if let Some(t) = self.trained[rn].take() {
+                    let round = self.rns[rn].round();
+                    Work::Rn(
                         rn,
                         RnInput::Trained {
                             round,
@@ -231,155 +290,209 @@ pub fn run_observed(
                             train_loss: t.train_loss,
                             secs: t.secs,
                         },
-                    ));
+                    )
+                } else {
+                    return;
                 }
             }
-        }
-        while let Some(w) = work.pop_front() {
+        };
+        self.fabric.work.push_back(work);
+    }
+
+    /// Handles queued inputs (and the inputs they cause) until none is left at this instant.
+    fn drain_work(
+        &mut self,
+        now: Duration,
+        on_round: &mut impl FnMut(usize, &RoundMetrics),
+    ) -> Result<()> {
+        let total = self.vns.len() as u32;
+        while let Some(w) = self.fabric.work.pop_front() {
             match w {
                 Work::Vn(g, input) => {
-                    let out = vns[g as usize].handle(now, input);
-                    apply_vn(
-                        g,
-                        out,
-                        &mut net,
-                        &mut tokens,
-                        &mut next_token,
-                        &mut wake,
-                        &mut work,
-                        k,
-                        observer,
-                    );
+                    let out = self.vns[g as usize].handle(now, input);
+                    let mut port = self.fabric.vn_port(g, self.k, self.observer);
+                    route_vn(&self.vns[g as usize], out, &mut port);
                 }
                 Work::Rn(rn, input) => {
-                    let t = Instant::now();
-                    let out = rns[rn].handle(now, input);
+                    // Wall-clock time of the aggregation, reported beside the virtual times.
+                    #[allow(clippy::disallowed_methods)]
+                    // a measurement, not an input to the engine
+                    let t = std::time::Instant::now();
+                    let out = self.rns[rn].handle(now, input);
                     if out.iter().any(|o| matches!(o, RnOutput::Evaluate { .. })) {
-                        rns[rn].set_aggregate_secs(t.elapsed().as_secs_f64());
+                        self.rns[rn].set_aggregate_secs(t.elapsed().as_secs_f64());
                     }
-                    for o in out {
-                        match o {
-                            RnOutput::StartRound { round } => {
-                                for s in 0..k {
-                                    work.push_back(Work::Vn(
-                                        (rn * k + s) as u32,
-                                        VnInput::StartRound(round),
-                                    ));
-                                }
-                            }
-                            RnOutput::Train { round } => {
-                                notify_round_start(observer, rn, round, || {
-                                    learners[rn].model.flat_params()
-                                })?;
-                                trained[rn] = Some(learners[rn].train()?);
-                                let j = cfg.train_jitter.clamp(0.0, 1.0);
-                                let f = 1.0 + j * (2.0 * rng.random::<f64>() - 1.0);
-                                net.timer((total + rn) as u32, now + cfg.train_time.mul_f64(f), 0);
-                            }
-                            RnOutput::ToVn { vn, msg } => {
-                                work.push_back(Work::Vn(
-                                    (rn * k + vn) as u32,
-                                    VnInput::FromRn(msg),
-                                ));
-                            }
-                            RnOutput::Evaluate { round, params } => {
-                                let (eval, secs) = learners[rn].load_and_evaluate(&params)?;
-                                work.push_back(Work::Rn(
-                                    rn,
-                                    RnInput::Evaluated {
-                                        round,
-                                        metric_name: eval.metric_kind(),
-                                        metric: eval.metric(),
-                                        loss: eval.mean_loss(),
-                                        secs,
-                                    },
-                                ));
-                            }
-                            RnOutput::RoundDone(m) => {
-                                on_round(rn, &m);
-                                metrics[rn].push(m);
-                            }
-                            RnOutput::Finished => {
-                                finished += 1;
-                                for s in 0..k {
-                                    work.push_back(Work::Vn(
-                                        (rn * k + s) as u32,
-                                        VnInput::FromRn(ToVirtualNode::Stop),
-                                    ));
-                                }
-                            }
-                        }
-                    }
+                    let mut port = RnPort {
+                        rn,
+                        now,
+                        first_vn: rn as u32 * self.k as u32,
+                        rn_timer: total + rn as u32,
+                        cfg: self.cfg,
+                        fabric: &mut self.fabric,
+                        learner: &mut self.learners[rn],
+                        trained: &mut self.trained[rn],
+                        metrics: &mut self.metrics[rn],
+                        finished: &mut self.finished,
+                        rng: &mut self.rng,
+                        observer: self.observer,
+                        on_round: &mut *on_round,
+                    };
+                    route_rn(self.k, out, &mut port)?;
                 }
             }
         }
+        Ok(())
     }
-    Ok(SimReport {
-        metrics,
-        virtual_secs: net.now().as_secs_f64(),
-        messages: net.sent,
-        lost: net.lost,
-    })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn apply_vn(
-    g: u32,
-    out: Vec<VnOutput<u32>>,
-    net: &mut Network<Wire>,
-    tokens: &mut BTreeMap<u64, (u32, u64)>,
-    next_token: &mut u64,
-    wake: &mut [Option<Duration>],
-    work: &mut VecDeque<Work>,
-    k: usize,
-    observer: Option<&dyn Observer<u32>>,
-) {
-    for o in out {
-        match o {
-            VnOutput::SendControl { to, bytes } => net.send(g, to, Wire::Control(bytes)),
-            VnOutput::SendChunk { to, round, bytes } => {
-                *next_token += 1;
-                tokens.insert(*next_token, (g, round));
-                net.send(
-                    g,
-                    to,
-                    Wire::Chunk {
-                        bytes,
-                        token: *next_token,
-                    },
-                );
-            }
-            VnOutput::Reply { token, bytes } => {
-                if let Some((sender, round)) = tokens.remove(&token) {
-                    net.send(g, sender, Wire::Reply { round, bytes });
-                }
-            }
-            VnOutput::Timer { at } => {
-                // One pending wake-up per VN, moved earlier when needed; a stale later one only ticks idly.
-                if wake[g as usize].is_none_or(|w| at < w) {
-                    wake[g as usize] = Some(at);
-                    net.timer(g, at, 0);
-                }
-            }
-            VnOutput::ToRn(msg) => {
-                let rn = g as usize / k;
-                let vn = g as usize % k;
-                work.push_back(Work::Rn(rn, RnInput::FromVn { vn, msg }));
-            }
-            VnOutput::Received { from, frame } => {
-                let (rn, vn) = (g as usize / k, g as usize % k);
-                if let Some(o) = observer {
-                    o.chunk_received(rn, vn, &from, &frame);
-                }
-                work.push_back(Work::Rn(
-                    rn,
-                    RnInput::FromVn {
-                        vn,
-                        msg: FromVirtualNode::Received(frame),
-                    },
-                ));
-            }
-            VnOutput::Refused { from, what } => tracing::debug!(vn = g, from, ?what, "refused"),
+impl Fabric {
+    fn vn_port<'b>(
+        &'b mut self,
+        g: u32,
+        k: usize,
+        observer: Option<&'b dyn Observer<u32>>,
+    ) -> VnPort<'b> {
+        VnPort {
+            g,
+            k,
+            fabric: self,
+            observer,
         }
+    }
+}
+
+/// VN `g`'s outputs on the simulated network.
+struct VnPort<'a> {
+    g: u32,
+    k: usize,
+    fabric: &'a mut Fabric,
+    observer: Option<&'a dyn Observer<u32>>,
+}
+
+impl VnDriver<u32> for VnPort<'_> {
+    fn send_control(&mut self, to: u32, bytes: Vec<u8>) {
+        self.fabric.net.send(self.g, to, Wire::Control(bytes));
+    }
+
+    fn send_chunk(&mut self, to: u32, round: u64, bytes: Arc<Vec<u8>>) {
+        let f = &mut *self.fabric;
+        f.next_token += 1;
+        f.tokens.insert(f.next_token, (self.g, round));
+        let token = f.next_token;
+        f.net.send(self.g, to, Wire::Chunk { bytes, token });
+    }
+
+    fn reply(&mut self, token: ReplyToken, bytes: Vec<u8>) {
+        if let Some((sender, round)) = self.fabric.tokens.remove(&token) {
+            self.fabric
+                .net
+                .send(self.g, sender, Wire::Reply { round, bytes });
+        }
+    }
+
+    fn to_rn(&mut self, msg: FromVirtualNode) {
+        let (rn, vn) = (self.g as usize / self.k, self.g as usize % self.k);
+        self.fabric
+            .work
+            .push_back(Work::Rn(rn, RnInput::FromVn { vn, msg }));
+    }
+
+    fn observe_copy(&mut self, from: &u32, frame: &ChunkFrame) {
+        if let Some(o) = self.observer {
+            o.chunk_received(
+                self.g as usize / self.k,
+                self.g as usize % self.k,
+                from,
+                frame,
+            );
+        }
+    }
+
+    fn refused(&mut self, from: u32, what: RefusalKind) {
+        tracing::debug!(vn = self.g, from, ?what, "refused");
+    }
+
+    fn set_timer(&mut self, at: Duration) {
+        // One pending wake-up per VN, moved earlier when needed; a stale later one only ticks idly.
+        let wake = &mut self.fabric.wake[self.g as usize];
+        if wake.is_none_or(|w| at < w) {
+            *wake = Some(at);
+            self.fabric.net.timer(self.g, at, 0);
+        }
+    }
+}
+
+/// RN `rn`'s outputs: its VNs' inputs queued, training and evaluation done at once, virtual training time
+/// drawn from the seeded RNG.
+struct RnPort<'a, F> {
+    rn: usize,
+    now: Duration,
+    first_vn: u32,
+    rn_timer: u32,
+    cfg: &'a SimConfig,
+    fabric: &'a mut Fabric,
+    learner: &'a mut Learner,
+    trained: &'a mut Option<Trained>,
+    metrics: &'a mut Vec<RoundMetrics>,
+    finished: &'a mut usize,
+    rng: &'a mut ChaCha12Rng,
+    observer: Option<&'a dyn Observer<u32>>,
+    on_round: &'a mut F,
+}
+
+impl<F: FnMut(usize, &RoundMetrics)> RnDriver for RnPort<'_, F> {
+    type Error = NodeError;
+
+    fn start_round(&mut self, vn: usize, round: u64) -> Result<()> {
+        let g = self.first_vn + vn as u32;
+        self.fabric
+            .work
+            .push_back(Work::Vn(g, VnInput::StartRound(round)));
+        Ok(())
+    }
+
+    fn to_vn(&mut self, vn: usize, msg: ToVirtualNode) -> Result<()> {
+        let g = self.first_vn + vn as u32;
+        self.fabric
+            .work
+            .push_back(Work::Vn(g, VnInput::FromRn(msg)));
+        Ok(())
+    }
+
+    fn train(&mut self, round: u64) -> Result<()> {
+        let learner = &mut *self.learner;
+        notify_round_start(self.observer, self.rn, round, || {
+            learner.model.flat_params()
+        })?;
+        *self.trained = Some(learner.train()?);
+        let j = self.cfg.train_jitter.clamp(0.0, 1.0);
+        let f = 1.0 + j * (2.0 * self.rng.random::<f64>() - 1.0);
+        let at = self.now + self.cfg.train_time.mul_f64(f);
+        self.fabric.net.timer(self.rn_timer, at, 0);
+        Ok(())
+    }
+
+    fn evaluate(&mut self, round: u64, params: Vec<f32>) -> Result<()> {
+        let (eval, secs) = self.learner.load_and_evaluate(&params)?;
+        let input = RnInput::Evaluated {
+            round,
+            metric_name: eval.metric_kind(),
+            metric: eval.metric(),
+            loss: eval.mean_loss(),
+            secs,
+        };
+        self.fabric.work.push_back(Work::Rn(self.rn, input));
+        Ok(())
+    }
+
+    fn round_done(&mut self, m: RoundMetrics) -> Result<()> {
+        (self.on_round)(self.rn, &m);
+        self.metrics.push(m);
+        Ok(())
+    }
+
+    fn finished(&mut self) -> Result<()> {
+        *self.finished += 1;
+        Ok(())
     }
 }

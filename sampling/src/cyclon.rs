@@ -89,10 +89,6 @@ pub enum CyclonOutput<I> {
         to: I,
         msg: CyclonMsg<I>,
     },
-    /// Call `handle(.., Tick)` at or after `at` (the earliest pending deadline; replaces earlier requests).
-    Timer {
-        at: Duration,
-    },
     /// A shuffle with `peer` failed (timeout or send failure); `peer` was removed from the view.
     ShuffleTimedOut {
         peer: I,
@@ -119,7 +115,6 @@ pub struct Cyclon<I> {
     rng: ChaCha12Rng,
     next_shuffle: Option<Duration>,
     pending: Option<Pending<I>>,
-    last_timer: Option<Duration>,
 }
 
 impl<I: PeerId> Cyclon<I> {
@@ -134,7 +129,6 @@ impl<I: PeerId> Cyclon<I> {
             rng,
             next_shuffle: None,
             pending: None,
-            last_timer: None,
         })
     }
 
@@ -163,12 +157,7 @@ impl<I: PeerId> Cyclon<I> {
     /// Join: put up to c bootstrap peers (age 0) into the view and start shuffling. The first shuffle is
     /// delayed by a random fraction of the period so VNs that join together (e.g. siblings) do not shuffle in
     /// lockstep.
-    pub fn join(
-        &mut self,
-        now: Duration,
-        bootstrap: impl IntoIterator<Item = I>,
-        out: &mut Vec<CyclonOutput<I>>,
-    ) {
+    pub fn join(&mut self, now: Duration, bootstrap: impl IntoIterator<Item = I>) {
         for id in bootstrap {
             if self.view.len() >= self.cfg.view_size {
                 break;
@@ -177,19 +166,44 @@ impl<I: PeerId> Cyclon<I> {
                 self.view.push(ViewEntry { id, age: 0 });
             }
         }
-        self.start(now, out);
+        self.start(now);
     }
 
     /// Start the shuffle timer (no-op if already running).
-    pub fn start(&mut self, now: Duration, out: &mut Vec<CyclonOutput<I>>) {
+    pub fn start(&mut self, now: Duration) {
         if self.next_shuffle.is_none() {
             let jitter = self.cfg.period.mul_f64(self.rng.random::<f64>());
             self.next_shuffle = Some(now + jitter);
         }
-        self.emit_timer(out);
     }
 
-    /// The earliest time the caller must call `handle(.., Tick)`.
+    /// Invariants, for tests and simulations (run after every event): the view holds at most c entries,
+    /// never this VN, never one peer twice, and no age above `MAX_AGE`.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let fail = |what: String| Err(format!("cyclon of {:?}: {what}", self.me));
+        if self.view.len() > self.cfg.view_size {
+            return fail(format!(
+                "{} entries > c = {}",
+                self.view.len(),
+                self.cfg.view_size
+            ));
+        }
+        for (i, e) in self.view.iter().enumerate() {
+            if e.id == self.me {
+                return fail("itself in its view".into());
+            }
+            if self.view[..i].iter().any(|o| o.id == e.id) {
+                return fail(format!("{:?} twice in its view", e.id));
+            }
+            if e.age > MAX_AGE {
+                return fail(format!("age {} > MAX_AGE", e.age));
+            }
+        }
+        Ok(())
+    }
+
+    /// The earliest time the caller must call `handle(.., Tick)` (the `poll_timeout` contract: ask after every
+    /// `handle`; there is no timer output).
     pub fn next_timeout(&self) -> Option<Duration> {
         match (self.next_shuffle, self.pending.as_ref().map(|p| p.deadline)) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -219,17 +233,6 @@ impl<I: PeerId> Cyclon<I> {
                         CyclonMsg::ShuffleReply { entries } => self.on_reply(from, entries),
                     }
                 }
-            }
-        }
-        self.emit_timer(out);
-    }
-
-    fn emit_timer(&mut self, out: &mut Vec<CyclonOutput<I>>) {
-        let t = self.next_timeout();
-        if t != self.last_timer {
-            self.last_timer = t;
-            if let Some(at) = t {
-                out.push(CyclonOutput::Timer { at });
             }
         }
     }
@@ -336,5 +339,23 @@ impl<I: PeerId> Cyclon<I> {
     /// A random peer of the view (for callers that need one outside the protocols here).
     pub fn random_peer(&mut self) -> Option<I> {
         self.view.choose(&mut self.rng).map(|e| e.id.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::derive_rng;
+
+    #[test]
+    fn check_invariants_reports_broken_state() {
+        let mut c = Cyclon::new(0u32, CyclonConfig::default(), derive_rng(1, 1)).unwrap();
+        c.join(Duration::ZERO, [1, 2, 3]);
+        assert!(c.check_invariants().is_ok());
+        c.view.push(ViewEntry { id: 2, age: 0 });
+        assert!(c.check_invariants().unwrap_err().contains("twice"));
+        c.view.pop();
+        c.view.push(ViewEntry { id: 0, age: 0 });
+        assert!(c.check_invariants().unwrap_err().contains("itself"));
     }
 }

@@ -10,10 +10,12 @@
 //! - `lib.rs` — this overview, the [`PeerId`] bound, the crate [`Error`], RNG derivation helper.
 //! - `cyclon.rs` — [`cyclon::Cyclon`], the Cyclon shuffle state machine (Voulgaris et al. 2005).
 //! - `overlay.rs` — [`overlay::OverlayBuilder`], the per-round overlay negotiation (protocol, timing,
-//!   half-open edge handling documented there).
+//!   half-open edge handling documented there; one method per message).
+//! - `sampler.rs` — [`Sampler`], Cyclon + the overlay builder composed once (one input enum, one output
+//!   enum, `poll_timeout`): what the node's VN engine and the simulator both hold.
 //! - `sim/mod.rs` — [`sim::Network`], a deterministic discrete-event network (virtual clock, latency, loss,
 //!   crashes), generic over the message type so the node can reuse it.
-//! - `sim/driver.rs` — [`sim::OverlaySim`], many VNs running Cyclon + overlay on a `Network` for many rounds.
+//! - `sim/driver.rs` — [`sim::OverlaySim`], many VNs, one [`Sampler`] each, on a `Network` for many rounds.
 //! - `metrics.rs` — degree statistics, the paper's privacy quantities, per-round report aggregation.
 //! - `spectral.rs` — λ₂ and λ_min of W = (I + A)/(r + 1) by deflated Lanczos on the sparse graph.
 //! - `uniform.rs` — reference uniform random r-regular graphs (Steger–Wormald pairing).
@@ -26,6 +28,7 @@
 pub mod cyclon;
 pub mod metrics;
 pub mod overlay;
+pub mod sampler;
 pub mod sim;
 pub mod spectral;
 pub mod uniform;
@@ -38,6 +41,7 @@ use rand_chacha::ChaCha12Rng;
 
 pub use cyclon::{Cyclon, CyclonConfig, CyclonInput, CyclonOutput};
 pub use overlay::{OverlayBuilder, OverlayConfig, OverlayInput, OverlayOutput};
+pub use sampler::{Protocol, Sampler, SamplerConfig, SamplerInput, SamplerOutput};
 
 /// What a peer identity must support. Ordered (not just hashed) so iteration order, and with it every
 /// output, is deterministic.

@@ -168,10 +168,6 @@ pub enum OverlayOutput<I> {
         to: I,
         msg: OverlayMsg<I>,
     },
-    /// Call `handle(.., Tick)` at or after `at` (earliest pending deadline; replaces earlier requests).
-    Timer {
-        at: Duration,
-    },
     /// Round `round` is frozen; `neighbours` (sorted) is its neighbour set.
     Frozen {
         round: u64,
@@ -277,7 +273,6 @@ pub struct OverlayBuilder<I> {
     cfg: OverlayConfig,
     rng: ChaCha12Rng,
     rounds: BTreeMap<u64, RoundState<I>>,
-    last_timer: Option<Duration>,
 }
 
 impl<I: PeerId> OverlayBuilder<I> {
@@ -289,7 +284,6 @@ impl<I: PeerId> OverlayBuilder<I> {
             cfg,
             rng,
             rounds: BTreeMap::new(),
-            last_timer: None,
         })
     }
 
@@ -330,7 +324,8 @@ impl<I: PeerId> OverlayBuilder<I> {
         self.rounds.keys().copied()
     }
 
-    /// The earliest time the caller must call `handle(.., Tick)`.
+    /// The earliest time the caller must call `handle(.., Tick)` (the `poll_timeout` contract: ask after every
+    /// `handle`; there is no timer output).
     pub fn next_timeout(&self) -> Option<Duration> {
         let total = self.cfg.substeps + self.cfg.repair_steps;
         let mut best: Option<Duration> = None;
@@ -391,17 +386,6 @@ impl<I: PeerId> OverlayBuilder<I> {
                 } else {
                     self.on_message(now, from, msg, view, out);
                 }
-            }
-        }
-        self.emit_timer(out);
-    }
-
-    fn emit_timer(&mut self, out: &mut Vec<OverlayOutput<I>>) {
-        let t = self.next_timeout();
-        if t != self.last_timer {
-            self.last_timer = t;
-            if let Some(at) = t {
-                out.push(OverlayOutput::Timer { at });
             }
         }
     }
@@ -653,6 +637,7 @@ impl<I: PeerId> OverlayBuilder<I> {
         }
     }
 
+    /// Routes a validated message to its handler (one method per message kind below).
     fn on_message(
         &mut self,
         now: Duration,
@@ -669,288 +654,489 @@ impl<I: PeerId> OverlayBuilder<I> {
         {
             return;
         }
-        let cfg = self.cfg.clone();
-        let me = self.me.clone();
-        let Some(s) = self.rounds.get_mut(&round) else {
-            // Not started (or forgotten): walks are forwarded, commitments refused, the rest ignored.
-            match msg {
-                OverlayMsg::Propose { .. } | OverlayMsg::SpliceRequest { .. } => {
-                    self.forward(&from, msg, view, out)
-                }
-                OverlayMsg::Confirm { nonce, .. }
-                | OverlayMsg::SpliceAccept { nonce, .. }
-                | OverlayMsg::Accept { nonce, .. }
-                | OverlayMsg::SpliceOffer { nonce, .. } => out.push(OverlayOutput::Send {
-                    to: from,
-                    msg: OverlayMsg::Nack { round, nonce },
-                }),
-                OverlayMsg::ConfirmAck { .. } => out.push(OverlayOutput::Send {
-                    to: from,
-                    msg: OverlayMsg::Drop { round },
-                }),
-                _ => {}
-            }
+        if !self.rounds.contains_key(&round) {
+            self.on_unstarted(from, msg, view, out);
             return;
-        };
-        let open = !s.frozen;
-        let send = |out: &mut Vec<OverlayOutput<I>>, to: &I, msg| {
-            out.push(OverlayOutput::Send {
-                to: to.clone(),
-                msg,
-            })
-        };
+        }
         match msg {
-            OverlayMsg::Propose {
-                ref origin, nonce, ..
-            } => {
-                // `role` is Acceptor only inside a sub-step of this VN's own clock (reset at each boundary).
-                if open
-                    && s.role == Role::Acceptor
-                    && !s.accepted
-                    && s.degree() < cfg.degree
-                    && *origin != me
-                    && !s.links.contains_key(origin)
-                {
-                    s.accepted = true;
-                    s.links.insert(
-                        origin.clone(),
-                        Link::Reserved {
-                            nonce,
-                            until: now + cfg.reserve_timeout,
-                        },
-                    );
-                    send(out, origin, OverlayMsg::Accept { round, nonce });
-                } else {
-                    self.forward(&from, msg, view, out);
-                }
+            OverlayMsg::Propose { .. } => self.on_propose(now, round, from, msg, view, out),
+            OverlayMsg::SpliceRequest { .. } => {
+                self.on_splice_request(now, round, from, msg, view, out)
             }
-            OverlayMsg::SpliceRequest {
-                ref origin, nonce, ..
-            } => {
-                let candidates: Vec<I> = s.established();
-                if open
-                    && s.lock.is_none()
-                    && *origin != me
-                    && !s.links.contains_key(origin)
-                    && !candidates.is_empty()
-                {
-                    let other = candidates.choose(&mut self.rng).expect("non-empty").clone();
-                    let until = now + cfg.reserve_timeout;
-                    s.links
-                        .insert(origin.clone(), Link::Reserved { nonce, until });
-                    s.lock = Some(SpliceLock {
-                        nonce,
-                        newcomer: origin.clone(),
-                        other: other.clone(),
-                        until,
-                    });
-                    send(
-                        out,
-                        origin,
-                        OverlayMsg::SpliceOffer {
-                            round,
-                            nonce,
-                            other,
-                        },
-                    );
-                } else {
-                    self.forward(&from, msg, view, out);
-                }
-            }
-            OverlayMsg::Accept { nonce, .. } => {
-                let mine = open && s.walks.get(&nonce) == Some(&Walk::Propose);
-                if mine {
-                    s.walks.remove(&nonce);
-                }
-                if mine && s.degree() < cfg.degree && !s.links.contains_key(&from) {
-                    s.links.insert(
-                        from.clone(),
-                        Link::Committed {
-                            nonce,
-                            retx: Some(now + cfg.retransmit),
-                            splice: None,
-                        },
-                    );
-                    send(out, &from, OverlayMsg::Confirm { round, nonce });
-                } else {
-                    send(out, &from, OverlayMsg::Nack { round, nonce });
-                }
-            }
+            OverlayMsg::Accept { nonce, .. } => self.on_accept(now, round, from, nonce, out),
             OverlayMsg::Reject { nonce, .. } => {
-                s.walks.remove(&nonce);
+                self.state(round).walks.remove(&nonce);
             }
-            OverlayMsg::Confirm { nonce, .. } => match s.links.get(&from) {
-                Some(Link::Reserved { nonce: n, .. }) if *n == nonce && open => {
-                    s.links.insert(from.clone(), Link::Established { nonce });
-                    send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
-                }
-                Some(Link::Established { nonce: n }) if *n == nonce => {
-                    send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
-                }
-                None if open && s.degree() < cfg.degree => {
-                    // Our reservation expired but there is still room: take the edge.
-                    s.links.insert(from.clone(), Link::Established { nonce });
-                    send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
-                }
-                _ => send(out, &from, OverlayMsg::Nack { round, nonce }),
-            },
-            OverlayMsg::ConfirmAck { nonce, .. } => match s.links.get(&from) {
-                Some(Link::Committed { nonce: n, .. }) if *n == nonce && open => {
-                    s.links.insert(from.clone(), Link::Established { nonce });
-                }
-                Some(Link::Established { nonce: n }) if *n == nonce => {}
-                _ => {
-                    // The peer counts an edge we do not: tell it.
-                    send(out, &from, OverlayMsg::Drop { round });
-                }
-            },
-            OverlayMsg::Nack { nonce, .. } => {
-                if s.lock
-                    .as_ref()
-                    .is_some_and(|l| l.nonce == nonce && l.newcomer == from)
-                {
-                    s.lock = None;
-                }
-                let matched = s.links.get(&from).filter(|l| l.nonce() == nonce).cloned();
-                match matched {
-                    Some(Link::Established { .. }) if !open => {
-                        s.links.remove(&from);
-                        out.push(OverlayOutput::EdgeDropped { round, peer: from });
-                    }
-                    Some(Link::Established { .. }) => {
-                        s.links.remove(&from);
-                    }
-                    Some(Link::Committed {
-                        splice: Some(SpliceRole::Splitter { other }),
-                        ..
-                    }) => {
-                        s.links.remove(&from);
-                        if matches!(s.links.get(&other), Some(Link::Committed { nonce: n, .. }) if *n == nonce)
-                        {
-                            s.links.remove(&other);
-                        }
-                    }
-                    Some(_) => {
-                        s.links.remove(&from);
-                    }
-                    None => {}
-                }
-            }
-            OverlayMsg::Drop { .. } => {
-                if let Some(l) = s.links.remove(&from)
-                    && matches!(l, Link::Established { .. })
-                    && !open
-                {
-                    out.push(OverlayOutput::EdgeDropped {
-                        round,
-                        peer: from.clone(),
-                    });
-                }
-                if s.lock
-                    .as_ref()
-                    .is_some_and(|l| l.other == from || l.newcomer == from)
-                {
-                    s.lock = None;
-                }
-            }
+            OverlayMsg::Confirm { nonce, .. } => self.on_confirm(round, from, nonce, out),
+            OverlayMsg::ConfirmAck { nonce, .. } => self.on_confirm_ack(round, from, nonce, out),
+            OverlayMsg::Nack { nonce, .. } => self.on_nack(round, from, nonce, out),
+            OverlayMsg::Drop { .. } => self.on_drop(round, from, out),
             OverlayMsg::SpliceOffer { nonce, other, .. } => {
-                let mine = open && s.walks.get(&nonce) == Some(&Walk::Splice);
-                if mine {
-                    s.walks.remove(&nonce);
-                }
-                let ok = mine
-                    && cfg.degree.saturating_sub(s.degree()) >= 2
-                    && other != from
-                    && other != me
-                    && !s.links.contains_key(&from)
-                    && !s.links.contains_key(&other);
-                if ok {
-                    s.links.insert(
-                        from.clone(),
-                        Link::Committed {
-                            nonce,
-                            retx: Some(now + cfg.retransmit),
-                            splice: Some(SpliceRole::Splitter {
-                                other: other.clone(),
-                            }),
-                        },
-                    );
-                    s.links.insert(
-                        other,
-                        Link::Committed {
-                            nonce,
-                            retx: None,
-                            splice: Some(SpliceRole::Other),
-                        },
-                    );
-                    send(out, &from, OverlayMsg::SpliceAccept { round, nonce });
-                } else {
-                    send(out, &from, OverlayMsg::Nack { round, nonce });
-                }
+                self.on_splice_offer(now, round, from, nonce, other, out)
             }
             OverlayMsg::SpliceAccept { nonce, .. } => {
-                let lock_ok = open
-                    && s.lock.as_ref().is_some_and(|l| {
-                        l.nonce == nonce
-                            && l.newcomer == from
-                            && matches!(s.links.get(&l.other), Some(Link::Established { .. }))
-                    })
-                    && matches!(s.links.get(&from), Some(Link::Reserved { nonce: n, .. }) if *n == nonce);
-                if lock_ok {
-                    let lock = s.lock.take().expect("checked");
-                    s.links.remove(&lock.other);
-                    s.links.insert(from.clone(), Link::Established { nonce });
-                    s.handed_over.push(lock.other.clone());
-                    send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
-                    send(
-                        out,
-                        &lock.other,
-                        OverlayMsg::Handover {
-                            round,
-                            nonce,
-                            newcomer: from,
-                        },
-                    );
-                } else if matches!(s.links.get(&from), Some(Link::Established { nonce: n }) if *n == nonce)
-                {
-                    send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
-                } else {
-                    if s.lock.as_ref().is_some_and(|l| l.nonce == nonce) {
-                        s.lock = None;
-                        s.links.remove(&from);
-                    }
-                    send(out, &from, OverlayMsg::Nack { round, nonce });
-                }
+                self.on_splice_accept(round, from, nonce, out)
             }
             OverlayMsg::Handover {
                 nonce, newcomer, ..
-            } => {
-                if let Some(l) = s.links.get(&from)
-                    && matches!(l, Link::Established { .. })
-                {
-                    s.links.remove(&from);
-                    if !open {
-                        out.push(OverlayOutput::EdgeDropped {
-                            round,
-                            peer: from.clone(),
-                        });
-                    }
-                }
-                if s.lock.as_ref().is_some_and(|l| l.other == from) {
-                    s.lock = None;
-                }
-                if open
-                    && newcomer != me
-                    && !s.links.contains_key(&newcomer)
-                    && s.degree() < cfg.degree
-                {
-                    s.links
-                        .insert(newcomer.clone(), Link::Established { nonce });
-                    send(out, &newcomer, OverlayMsg::ConfirmAck { round, nonce });
-                } else if newcomer != me {
-                    send(out, &newcomer, OverlayMsg::Nack { round, nonce });
-                }
+            } => self.on_handover(round, from, nonce, newcomer, out),
+        }
+    }
+
+    /// The state of a round `on_message` found open or frozen.
+    fn state(&mut self, round: u64) -> &mut RoundState<I> {
+        self.rounds.get_mut(&round).expect("checked by on_message")
+    }
+
+    /// A round not started (or forgotten): walks are forwarded, commitments refused, the rest ignored.
+    fn on_unstarted(
+        &mut self,
+        from: I,
+        msg: OverlayMsg<I>,
+        view: &[I],
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
+        let round = msg.round();
+        match msg {
+            OverlayMsg::Propose { .. } | OverlayMsg::SpliceRequest { .. } => {
+                self.forward(&from, msg, view, out)
+            }
+            OverlayMsg::Confirm { nonce, .. }
+            | OverlayMsg::SpliceAccept { nonce, .. }
+            | OverlayMsg::Accept { nonce, .. }
+            | OverlayMsg::SpliceOffer { nonce, .. } => {
+                send(out, &from, OverlayMsg::Nack { round, nonce })
+            }
+            OverlayMsg::ConfirmAck { .. } => send(out, &from, OverlayMsg::Drop { round }),
+            _ => {}
+        }
+    }
+
+    /// An acceptor of this sub-step with room reserves a slot and answers the origin; anyone else forwards.
+    fn on_propose(
+        &mut self,
+        now: Duration,
+        round: u64,
+        from: I,
+        msg: OverlayMsg<I>,
+        view: &[I],
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
+        let OverlayMsg::Propose {
+            ref origin, nonce, ..
+        } = msg
+        else {
+            return;
+        };
+        let (degree, until) = (self.cfg.degree, now + self.cfg.reserve_timeout);
+        let s = self.rounds.get_mut(&round).expect("checked by on_message");
+        // `role` is Acceptor only inside a sub-step of this VN's own clock (reset at each boundary).
+        if !s.frozen
+            && s.role == Role::Acceptor
+            && !s.accepted
+            && s.degree() < degree
+            && *origin != self.me
+            && !s.links.contains_key(origin)
+        {
+            s.accepted = true;
+            s.links
+                .insert(origin.clone(), Link::Reserved { nonce, until });
+            send(out, origin, OverlayMsg::Accept { round, nonce });
+        } else {
+            self.forward(&from, msg, view, out);
+        }
+    }
+
+    /// A VN with an established edge (x, y) and no splice in progress offers to split it for the origin.
+    fn on_splice_request(
+        &mut self,
+        now: Duration,
+        round: u64,
+        from: I,
+        msg: OverlayMsg<I>,
+        view: &[I],
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
+        let OverlayMsg::SpliceRequest {
+            ref origin, nonce, ..
+        } = msg
+        else {
+            return;
+        };
+        let until = now + self.cfg.reserve_timeout;
+        let s = self.rounds.get_mut(&round).expect("checked by on_message");
+        let candidates: Vec<I> = s.established();
+        if !s.frozen
+            && s.lock.is_none()
+            && *origin != self.me
+            && !s.links.contains_key(origin)
+            && !candidates.is_empty()
+        {
+            let other = candidates.choose(&mut self.rng).expect("non-empty").clone();
+            s.links
+                .insert(origin.clone(), Link::Reserved { nonce, until });
+            s.lock = Some(SpliceLock {
+                nonce,
+                newcomer: origin.clone(),
+                other: other.clone(),
+                until,
+            });
+            send(
+                out,
+                origin,
+                OverlayMsg::SpliceOffer {
+                    round,
+                    nonce,
+                    other,
+                },
+            );
+        } else {
+            self.forward(&from, msg, view, out);
+        }
+    }
+
+    /// Our proposal was accepted: commit (`Confirm`, retransmitted until acknowledged) if we still have room.
+    fn on_accept(
+        &mut self,
+        now: Duration,
+        round: u64,
+        from: I,
+        nonce: u64,
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
+        let (degree, retx) = (self.cfg.degree, now + self.cfg.retransmit);
+        let s = self.state(round);
+        let mine = !s.frozen && s.walks.get(&nonce) == Some(&Walk::Propose);
+        if mine {
+            s.walks.remove(&nonce);
+        }
+        if mine && s.degree() < degree && !s.links.contains_key(&from) {
+            let link = Link::Committed {
+                nonce,
+                retx: Some(retx),
+                splice: None,
+            };
+            s.links.insert(from.clone(), link);
+            send(out, &from, OverlayMsg::Confirm { round, nonce });
+        } else {
+            send(out, &from, OverlayMsg::Nack { round, nonce });
+        }
+    }
+
+    /// The proposer committed to the slot we reserved: count the edge and acknowledge (every retransmission).
+    fn on_confirm(&mut self, round: u64, from: I, nonce: u64, out: &mut Vec<OverlayOutput<I>>) {
+        let degree = self.cfg.degree;
+        let s = self.state(round);
+        let open = !s.frozen;
+        match s.links.get(&from) {
+            Some(Link::Reserved { nonce: n, .. }) if *n == nonce && open => {
+                s.links.insert(from.clone(), Link::Established { nonce });
+                send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
+            }
+            Some(Link::Established { nonce: n }) if *n == nonce => {
+                send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
+            }
+            None if open && s.degree() < degree => {
+                // Our reservation expired but there is still room: take the edge.
+                s.links.insert(from.clone(), Link::Established { nonce });
+                send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
+            }
+            _ => send(out, &from, OverlayMsg::Nack { round, nonce }),
+        }
+    }
+
+    /// The other end counts our commitment: count it too. An ack for an edge we do not count gets a `Drop`.
+    fn on_confirm_ack(&mut self, round: u64, from: I, nonce: u64, out: &mut Vec<OverlayOutput<I>>) {
+        let s = self.state(round);
+        let open = !s.frozen;
+        match s.links.get(&from) {
+            Some(Link::Committed { nonce: n, .. }) if *n == nonce && open => {
+                s.links.insert(from.clone(), Link::Established { nonce });
+            }
+            Some(Link::Established { nonce: n }) if *n == nonce => {}
+            _ => {
+                // The peer counts an edge we do not: tell it.
+                send(out, &from, OverlayMsg::Drop { round });
             }
         }
+    }
+
+    /// The peer refused the link with this nonce: forget it (and, for a splice we started, both halves).
+    fn on_nack(&mut self, round: u64, from: I, nonce: u64, out: &mut Vec<OverlayOutput<I>>) {
+        let s = self.state(round);
+        let open = !s.frozen;
+        if s.lock
+            .as_ref()
+            .is_some_and(|l| l.nonce == nonce && l.newcomer == from)
+        {
+            s.lock = None;
+        }
+        let matched = s.links.get(&from).filter(|l| l.nonce() == nonce).cloned();
+        match matched {
+            Some(Link::Established { .. }) if !open => {
+                s.links.remove(&from);
+                out.push(OverlayOutput::EdgeDropped { round, peer: from });
+            }
+            Some(Link::Established { .. }) => {
+                s.links.remove(&from);
+            }
+            Some(Link::Committed {
+                splice: Some(SpliceRole::Splitter { other }),
+                ..
+            }) => {
+                s.links.remove(&from);
+                if matches!(s.links.get(&other), Some(Link::Committed { nonce: n, .. }) if *n == nonce)
+                {
+                    s.links.remove(&other);
+                }
+            }
+            Some(_) => {
+                s.links.remove(&from);
+            }
+            None => {}
+        }
+    }
+
+    /// The peer no longer counts the edge: neither do we (reported once the round is frozen).
+    fn on_drop(&mut self, round: u64, from: I, out: &mut Vec<OverlayOutput<I>>) {
+        let s = self.state(round);
+        if let Some(l) = s.links.remove(&from)
+            && matches!(l, Link::Established { .. })
+            && s.frozen
+        {
+            out.push(OverlayOutput::EdgeDropped {
+                round,
+                peer: from.clone(),
+            });
+        }
+        if s.lock
+            .as_ref()
+            .is_some_and(|l| l.other == from || l.newcomer == from)
+        {
+            s.lock = None;
+        }
+    }
+
+    /// A splitter offers its edge to `other` for our splice walk: commit to both ends if still short by two.
+    fn on_splice_offer(
+        &mut self,
+        now: Duration,
+        round: u64,
+        from: I,
+        nonce: u64,
+        other: I,
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
+        let (degree, retx) = (self.cfg.degree, now + self.cfg.retransmit);
+        let me = self.me.clone();
+        let s = self.state(round);
+        let mine = !s.frozen && s.walks.get(&nonce) == Some(&Walk::Splice);
+        if mine {
+            s.walks.remove(&nonce);
+        }
+        let ok = mine
+            && degree.saturating_sub(s.degree()) >= 2
+            && other != from
+            && other != me
+            && !s.links.contains_key(&from)
+            && !s.links.contains_key(&other);
+        if ok {
+            s.links.insert(
+                from.clone(),
+                Link::Committed {
+                    nonce,
+                    retx: Some(retx),
+                    splice: Some(SpliceRole::Splitter {
+                        other: other.clone(),
+                    }),
+                },
+            );
+            s.links.insert(
+                other,
+                Link::Committed {
+                    nonce,
+                    retx: None,
+                    splice: Some(SpliceRole::Other),
+                },
+            );
+            send(out, &from, OverlayMsg::SpliceAccept { round, nonce });
+        } else {
+            send(out, &from, OverlayMsg::Nack { round, nonce });
+        }
+    }
+
+    /// The splice origin committed: replace the locked edge (x, y) by (x, origin) and hand y over to it.
+    fn on_splice_accept(
+        &mut self,
+        round: u64,
+        from: I,
+        nonce: u64,
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
+        let s = self.state(round);
+        let lock_ok = !s.frozen
+            && s.lock.as_ref().is_some_and(|l| {
+                l.nonce == nonce
+                    && l.newcomer == from
+                    && matches!(s.links.get(&l.other), Some(Link::Established { .. }))
+            })
+            && matches!(s.links.get(&from), Some(Link::Reserved { nonce: n, .. }) if *n == nonce);
+        if lock_ok {
+            let lock = s.lock.take().expect("checked");
+            s.links.remove(&lock.other);
+            s.links.insert(from.clone(), Link::Established { nonce });
+            s.handed_over.push(lock.other.clone());
+            send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
+            send(
+                out,
+                &lock.other,
+                OverlayMsg::Handover {
+                    round,
+                    nonce,
+                    newcomer: from,
+                },
+            );
+        } else if matches!(s.links.get(&from), Some(Link::Established { nonce: n }) if *n == nonce)
+        {
+            send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
+        } else {
+            if s.lock.as_ref().is_some_and(|l| l.nonce == nonce) {
+                s.lock = None;
+                s.links.remove(&from);
+            }
+            send(out, &from, OverlayMsg::Nack { round, nonce });
+        }
+    }
+
+    /// Our neighbour x split our edge: drop x, take the newcomer if there is room (else `Nack` it).
+    fn on_handover(
+        &mut self,
+        round: u64,
+        from: I,
+        nonce: u64,
+        newcomer: I,
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
+        let degree = self.cfg.degree;
+        let me = self.me.clone();
+        let s = self.state(round);
+        let open = !s.frozen;
+        if let Some(l) = s.links.get(&from)
+            && matches!(l, Link::Established { .. })
+        {
+            s.links.remove(&from);
+            if !open {
+                out.push(OverlayOutput::EdgeDropped {
+                    round,
+                    peer: from.clone(),
+                });
+            }
+        }
+        if s.lock.as_ref().is_some_and(|l| l.other == from) {
+            s.lock = None;
+        }
+        if open && newcomer != me && !s.links.contains_key(&newcomer) && s.degree() < degree {
+            s.links
+                .insert(newcomer.clone(), Link::Established { nonce });
+            send(out, &newcomer, OverlayMsg::ConfirmAck { round, nonce });
+        } else if newcomer != me {
+            send(out, &newcomer, OverlayMsg::Nack { round, nonce });
+        }
+    }
+
+    /// Structural invariants of every kept round, for tests and simulations (run after every event):
+    /// no link to ourselves; at most r counted (established) edges; a frozen round holds only established
+    /// links, no lock and no walk; a splice lock names two distinct peers other than us; sub-step counters
+    /// within the schedule. An `Err` names the round and what broke.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let total = self.cfg.substeps + self.cfg.repair_steps;
+        for (round, s) in &self.rounds {
+            let fail = |what: &str| Err(format!("overlay of {:?}, round {round}: {what}", self.me));
+            if s.links.contains_key(&self.me) {
+                return fail("a link to itself");
+            }
+            let established = s.established().len();
+            if established > self.cfg.degree {
+                return fail(&format!(
+                    "{established} established edges > r = {}",
+                    self.cfg.degree
+                ));
+            }
+            if s.next_substep > total {
+                return fail("sub-step counter past the schedule");
+            }
+            if s.frozen
+                && (s.lock.is_some()
+                    || !s.walks.is_empty()
+                    || s.links
+                        .values()
+                        .any(|l| !matches!(l, Link::Established { .. })))
+            {
+                return fail("frozen with a pending link, lock or walk");
+            }
+            if let Some(l) = &s.lock
+                && (l.newcomer == l.other || l.newcomer == self.me || l.other == self.me)
+            {
+                return fail("a splice lock naming the same peer twice or itself");
+            }
+        }
+        if self.rounds.len() > MAX_KEPT_ROUNDS {
+            return Err(format!(
+                "{} rounds kept > {MAX_KEPT_ROUNDS}",
+                self.rounds.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn send<I: Clone>(out: &mut Vec<OverlayOutput<I>>, to: &I, msg: OverlayMsg<I>) {
+    out.push(OverlayOutput::Send {
+        to: to.clone(),
+        msg,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::derive_rng;
+
+    #[test]
+    fn check_invariants_reports_broken_state() {
+        let mut b = OverlayBuilder::new(
+            0u32,
+            OverlayConfig::new(2, Duration::from_millis(10)),
+            derive_rng(1, 1),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        b.handle(
+            Duration::ZERO,
+            OverlayInput::StartRound { round: 0 },
+            &[1, 2, 3],
+            &mut out,
+        );
+        assert!(b.check_invariants().is_ok());
+        let s = b.rounds.get_mut(&0).unwrap();
+        s.links.insert(0, Link::Established { nonce: 1 });
+        assert!(b.check_invariants().unwrap_err().contains("itself"));
+        let s = b.rounds.get_mut(&0).unwrap();
+        s.links.clear();
+        for p in 1..=3 {
+            s.links.insert(p, Link::Established { nonce: p as u64 });
+        }
+        assert!(b.check_invariants().unwrap_err().contains("r = 2"));
+        let s = b.rounds.get_mut(&0).unwrap();
+        s.links.clear();
+        s.links.insert(
+            1,
+            Link::Reserved {
+                nonce: 1,
+                until: Duration::ZERO,
+            },
+        );
+        s.frozen = true;
+        assert!(b.check_invariants().unwrap_err().contains("frozen"));
     }
 }

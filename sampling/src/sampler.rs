@@ -65,15 +65,29 @@ pub enum Protocol {
 /// What a [`Sampler`] asks its caller to do, or tells it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SamplerOutput<I> {
-    Send { to: I, msg: ControlMsg<I> },
+    Send {
+        to: I,
+        msg: ControlMsg<I>,
+    },
     /// Round `round`'s overlay is frozen; `neighbours` (sorted) is this VN's neighbour set.
-    Frozen { round: u64, neighbours: Vec<I> },
+    Frozen {
+        round: u64,
+        neighbours: Vec<I>,
+    },
     /// After the freeze, `peer` left round `round`'s neighbour set (a `Drop` or a refusal).
-    EdgeDropped { round: u64, peer: I },
+    EdgeDropped {
+        round: u64,
+        peer: I,
+    },
     /// A shuffle with `peer` got no answer (or its send failed); `peer` left the view.
-    ShuffleTimedOut { peer: I },
+    ShuffleTimedOut {
+        peer: I,
+    },
     /// A message failed validation and was ignored.
-    Invalid { from: I, protocol: Protocol },
+    Invalid {
+        from: I,
+        protocol: Protocol,
+    },
 }
 
 /// One VN's peer sampling: a Cyclon view and the overlay negotiation of its open rounds.
@@ -138,20 +152,25 @@ impl<I: PeerId> Sampler<I> {
     }
 
     /// Feeds one input; appends what to do to `out` (Cyclon's outputs first).
-    pub fn handle(&mut self, now: Duration, input: SamplerInput<I>, out: &mut Vec<SamplerOutput<I>>) {
+    pub fn handle(
+        &mut self,
+        now: Duration,
+        input: SamplerInput<I>,
+        out: &mut Vec<SamplerOutput<I>>,
+    ) {
         match input {
-            SamplerInput::Join { bootstrap } => {
-                self.cyclon.join(now, bootstrap, &mut self.cyclon_out)
-            }
+            SamplerInput::Join { bootstrap } => self.cyclon.join(now, bootstrap),
             SamplerInput::StartRound { round } => {
                 self.overlay_input(now, OverlayInput::StartRound { round })
             }
             SamplerInput::Message {
                 from,
                 msg: ControlMsg::Cyclon(msg),
-            } => self
-                .cyclon
-                .handle(now, CyclonInput::Message { from, msg }, &mut self.cyclon_out),
+            } => self.cyclon.handle(
+                now,
+                CyclonInput::Message { from, msg },
+                &mut self.cyclon_out,
+            ),
             SamplerInput::Message {
                 from,
                 msg: ControlMsg::Overlay(msg),
@@ -200,7 +219,9 @@ impl<I: PeerId> Sampler<I> {
             OverlayOutput::Frozen { round, neighbours } => {
                 SamplerOutput::Frozen { round, neighbours }
             }
-            OverlayOutput::EdgeDropped { round, peer } => SamplerOutput::EdgeDropped { round, peer },
+            OverlayOutput::EdgeDropped { round, peer } => {
+                SamplerOutput::EdgeDropped { round, peer }
+            }
             OverlayOutput::Invalid { from } => SamplerOutput::Invalid {
                 from,
                 protocol: Protocol::Overlay,

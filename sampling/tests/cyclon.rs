@@ -13,6 +13,7 @@ const N: usize = 200;
 fn sim(seed: u64) -> OverlaySim {
     let mut cfg = SimConfig::new(N, 4, seed);
     cfg.warmup = Duration::ZERO;
+    cfg.check_invariants = true;
     OverlaySim::new(cfg).unwrap()
 }
 
@@ -139,7 +140,7 @@ fn shuffle_targets_oldest_and_times_out() {
     let cfg = CyclonConfig::default();
     let mut c = Cyclon::new(0u32, cfg.clone(), derive_rng(1, 1)).unwrap();
     let mut out = Vec::new();
-    c.join(Duration::ZERO, 1..=10u32, &mut out);
+    c.join(Duration::ZERO, 1..=10u32);
     // A request brings in an old entry (42, age 9): it fills an empty slot (self entries are dropped) and,
     // being the oldest, becomes the next shuffle's target.
     c.handle(

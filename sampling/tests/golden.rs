@@ -10,7 +10,9 @@ use sampling::sim::{OverlaySim, SimConfig};
 use serde_json::json;
 
 fn golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
     if std::env::var_os("SHATTER_BLESS").is_some() {
         std::fs::write(&path, actual).unwrap();
         return;
@@ -63,5 +65,8 @@ fn overlay_sim_matches_its_golden_output() {
 
 #[test]
 fn overlay_sim_with_loss_and_crashes_matches_its_golden_output() {
-    golden("overlay_n40_r3_seed3_lossy.json", &run(40, 3, 3, 0.05, 0.02, 3));
+    golden(
+        "overlay_n40_r3_seed3_lossy.json",
+        &run(40, 3, 3, 0.05, 0.02, 3),
+    );
 }

@@ -17,6 +17,8 @@ fn run(
     let mut cfg = SimConfig::new(n, r, seed);
     cfg.net.loss = loss;
     cfg.crash_prob = crash;
+    // Every VN's Cyclon and overlay invariants after every event (panics with the violation).
+    cfg.check_invariants = true;
     let mut s = OverlaySim::new(cfg).unwrap();
     let g = (0..rounds).map(|_| s.run_round()).collect();
     (s, g)
@@ -283,4 +285,38 @@ fn invalid_messages_are_refused() {
         0
     );
     assert!(out.contains(&OverlayOutput::Invalid { from: 2 }));
+}
+
+#[test]
+fn confirms_beyond_r_are_refused_and_invariants_hold() {
+    // A peer pushing unsolicited Confirms cannot make a round hold more than r edges.
+    let mut a = builder(1);
+    let view: Vec<u32> = (2..10).collect();
+    let mut out = Vec::new();
+    a.handle(
+        Duration::ZERO,
+        OverlayInput::StartRound { round: 0 },
+        &view,
+        &mut out,
+    );
+    assert!(a.check_invariants().is_ok());
+    // Unsolicited Confirms are taken while there is room (documented), so r of them fill the round; the
+    // invariant holds at r and the builder refuses the next one.
+    let r = a.config().degree as u32;
+    for p in 2..2 + r + 1 {
+        a.handle(
+            Duration::ZERO,
+            OverlayInput::Message {
+                from: p,
+                msg: OverlayMsg::Confirm {
+                    round: 0,
+                    nonce: p as u64,
+                },
+            },
+            &view,
+            &mut out,
+        );
+        a.check_invariants().unwrap();
+    }
+    assert_eq!(a.neighbours(0).unwrap().len(), r as usize);
 }

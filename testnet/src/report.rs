@@ -101,10 +101,7 @@ impl Summary {
         let count = all.len().max(1) as f64;
         let mean = |f: &dyn Fn(&RoundMetrics) -> f64| all.iter().map(|m| f(m)).sum::<f64>() / count;
         let series = mean_series(&out.metrics, |m| m.test_metric);
-        let metric_name = all
-            .first()
-            .map(|m| m.metric_name)
-            .unwrap_or(initial.0);
+        let metric_name = all.first().map(|m| m.metric_name).unwrap_or(initial.0);
         let lower = !metric_name.higher_is_better();
         let better = |a: f64, b: f64| metric_name.better(a, b);
         let (mut best, mut best_round) = (f64::NAN, 0);

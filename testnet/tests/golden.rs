@@ -13,7 +13,9 @@ use testnet::scenario::Settings;
 const WALL_CLOCK_FIELDS: [&str; 3] = ["train_secs", "eval_secs", "aggregate_secs"];
 
 fn golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
     if std::env::var_os("SHATTER_BLESS").is_some() {
         std::fs::write(&path, actual).unwrap();
         return;
@@ -66,7 +68,10 @@ fn sim_synthetic_el_and_shatter_match_their_golden_metrics() {
     o.local_steps = Some(5);
     let report = testnet::run(&Settings::resolve(o).unwrap()).unwrap();
     assert!(!report.failed);
-    golden("sim_synthetic_k1_k3_seed11.jsonl", &normalised_metrics(dir.path()));
+    golden(
+        "sim_synthetic_k1_k3_seed11.jsonl",
+        &normalised_metrics(dir.path()),
+    );
 }
 
 #[test]
@@ -85,5 +90,8 @@ fn sim_movielens_matches_its_golden_metrics() {
     o.local_steps = Some(10);
     let report = testnet::run(&Settings::resolve(o).unwrap()).unwrap();
     assert!(!report.failed);
-    golden("sim_movielens_k2_seed11.jsonl", &normalised_metrics(dir.path()));
+    golden(
+        "sim_movielens_k2_seed11.jsonl",
+        &normalised_metrics(dir.path()),
+    );
 }

@@ -5,8 +5,10 @@
 mod counters;
 pub mod metrics;
 pub mod rn;
+pub mod route;
 pub mod vn;
 
 pub use metrics::RoundMetrics;
 pub use rn::{RnEngine, RnInput, RnOutput};
+pub use route::{RnDriver, VnDriver, route_rn, route_vn};
 pub use vn::{RefusalKind, ReplyToken, VnConfig, VnEngine, VnIdentity, VnInput, VnOutput};

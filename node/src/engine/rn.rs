@@ -62,7 +62,7 @@ pub enum RnOutput {
         params: Vec<f32>,
     },
     RoundDone(RoundMetrics),
-    /// All rounds are done.
+    /// All rounds are done (emitted after a `ToVn { Stop }` for every VN).
     Finished,
 }
 
@@ -169,6 +169,12 @@ impl RnEngine {
                     self.begin_round(now, round + 1, &mut out);
                 } else {
                     self.phase = Phase::Finished;
+                    for vn in 0..self.vn_done.len() {
+                        out.push(RnOutput::ToVn {
+                            vn,
+                            msg: ToVirtualNode::Stop,
+                        });
+                    }
                     out.push(RnOutput::Finished);
                 }
             }

@@ -24,10 +24,7 @@ use std::time::Duration;
 use protocol::control::{ControlEnvelope, ControlMsg, CyclonMsg, OverlayMsg};
 use protocol::rnvn::{FromVirtualNode, RoundSummary, ToVirtualNode};
 use protocol::{ChunkFrame, ChunkReply, RefuseReason};
-use sampling::{
-    Cyclon, CyclonConfig, CyclonInput, CyclonOutput, OverlayBuilder, OverlayConfig, OverlayInput,
-    OverlayOutput,
-};
+use sampling::{Protocol, Sampler, SamplerConfig, SamplerInput, SamplerOutput};
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::counters::Counters;
@@ -51,8 +48,8 @@ impl<T: sampling::PeerId + Serialize + DeserializeOwned + Send + 'static> VnIden
 /// Timing and sizes of one VN.
 #[derive(Debug, Clone)]
 pub struct VnConfig {
-    pub cyclon: CyclonConfig,
-    pub overlay: OverlayConfig,
+    /// Cyclon and overlay parameters.
+    pub sampler: SamplerConfig,
     /// How long after sending its chunk a VN waits for its neighbours' chunks before reporting the round done.
     pub exchange_timeout: Duration,
     /// Upper bound of the random delay before a VN sends its chunk (unlinkability of siblings by timing).
@@ -104,11 +101,6 @@ pub enum VnOutput<I> {
     Reply {
         token: ReplyToken,
         bytes: Vec<u8>,
-    },
-    /// Call `handle(.., Tick)` at or after `at`. Emitted after every input: the latest one replaces earlier
-    /// ones (it is always the earliest deadline still pending).
-    Timer {
-        at: Duration,
     },
     ToRn(FromVirtualNode),
     /// Hand an accepted chunk copy to the RN as `FromVirtualNode::Received(frame)`. `from` (the neighbour VN
@@ -174,8 +166,7 @@ impl<I> Default for ExchangeRound<I> {
 pub struct VnEngine<I> {
     me: I,
     cfg: VnConfig,
-    cyclon: Cyclon<I>,
-    overlay: OverlayBuilder<I>,
+    sampler: Sampler<I>,
     jitter_rng: rand_chacha::ChaCha12Rng,
     rounds: BTreeMap<u64, ExchangeRound<I>>,
     newest: Option<u64>,
@@ -197,13 +188,11 @@ impl<I: VnIdentity> VnEngine<I> {
     ) -> Result<Self, sampling::Error> {
         use rand::SeedableRng;
         let jitter_rng = rand_chacha::ChaCha12Rng::from_rng(&mut overlay_rng);
-        let cyclon = Cyclon::new(me.clone(), cfg.cyclon.clone(), cyclon_rng)?;
-        let overlay = OverlayBuilder::new(me.clone(), cfg.overlay.clone(), overlay_rng)?;
+        let sampler = Sampler::new(me.clone(), cfg.sampler.clone(), cyclon_rng, overlay_rng)?;
         Ok(Self {
             me,
             cfg,
-            cyclon,
-            overlay,
+            sampler,
             jitter_rng,
             rounds: BTreeMap::new(),
             newest: None,
@@ -219,12 +208,27 @@ impl<I: VnIdentity> VnEngine<I> {
 
     /// The current Cyclon view (for tests and metrics).
     pub fn view(&self) -> Vec<I> {
-        self.cyclon.peers()
+        self.sampler.view()
     }
 
     /// Confirmed neighbours of `round`, once frozen.
     pub fn neighbours(&self, round: u64) -> Option<Vec<I>> {
-        self.overlay.neighbours(round)
+        self.sampler.neighbours(round)
+    }
+
+    /// The earliest time the driver must feed [`VnInput::Tick`] (quinn's `poll_timeout` contract: ask after
+    /// every `handle`/`join`; `None` when nothing is pending).
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.sampler
+            .poll_timeout()
+            .into_iter()
+            .chain(
+                self.rounds
+                    .values()
+                    .filter(|r| !r.done)
+                    .filter_map(|r| r.deadline.or(r.send_at)),
+            )
+            .min()
     }
 
     /// Joins the network from bootstrap entries (those not allowed, and ourselves, are skipped). The entries
@@ -241,11 +245,8 @@ impl<I: VnIdentity> VnEngine<I> {
             .filter(|p| *p != self.me && (self.allowed)(p))
             .collect();
         entries.shuffle(&mut self.jitter_rng);
-        let mut c = Vec::new();
-        self.cyclon.join(now, entries, &mut c);
-        self.cyclon.start(now, &mut c);
         let mut out = Vec::new();
-        self.apply_cyclon(c, &mut out);
+        self.sampler_input(now, SamplerInput::Join { bootstrap: entries }, &mut out);
         self.finish(now, &mut out);
         out
     }
@@ -267,22 +268,13 @@ impl<I: VnIdentity> VnEngine<I> {
                 self.on_chunk_reply(now, from, round, bytes, &mut out)
             }
             VnInput::SendFailed { to } => {
-                let mut c = Vec::new();
-                self.cyclon
-                    .handle(now, CyclonInput::SendFailed { to: to.clone() }, &mut c);
-                self.apply_cyclon(c, &mut out);
-                self.overlay_input(now, OverlayInput::SendFailed { to: to.clone() }, &mut out);
+                self.sampler_input(now, SamplerInput::SendFailed { to: to.clone() }, &mut out);
                 // A neighbour we could not deliver to will not answer: stop waiting for it.
                 for r in self.rounds.values_mut() {
                     r.awaiting_reply.remove(&to);
                 }
             }
-            VnInput::Tick => {
-                let mut c = Vec::new();
-                self.cyclon.handle(now, CyclonInput::Tick, &mut c);
-                self.apply_cyclon(c, &mut out);
-                self.overlay_input(now, OverlayInput::Tick, &mut out);
-            }
+            VnInput::Tick => self.sampler_input(now, SamplerInput::Tick, &mut out),
         }
         self.finish(now, &mut out);
         out
@@ -299,7 +291,7 @@ impl<I: VnIdentity> VnEngine<I> {
         }
         r.started = true;
         r.summary.round = round;
-        self.overlay_input(now, OverlayInput::StartRound { round }, out);
+        self.sampler_input(now, SamplerInput::StartRound { round }, out);
         self.forget_old_rounds(out);
     }
 
@@ -389,11 +381,8 @@ impl<I: VnIdentity> VnEngine<I> {
         match msg {
             ControlMsg::Cyclon(m) => {
                 // Gossip about peers that are not on the list is dropped entry by entry: they never enter a view.
-                let m = self.filter_cyclon(m);
-                let mut c = Vec::new();
-                self.cyclon
-                    .handle(now, CyclonInput::Message { from, msg: m }, &mut c);
-                self.apply_cyclon(c, out);
+                let msg = ControlMsg::Cyclon(self.filter_cyclon(m));
+                self.sampler_input(now, SamplerInput::Message { from, msg }, out);
             }
             ControlMsg::Overlay(m) => {
                 if let Some(claimed) = overlay_claim(&m)
@@ -406,7 +395,8 @@ impl<I: VnIdentity> VnEngine<I> {
                     });
                     return;
                 }
-                self.overlay_input(now, OverlayInput::Message { from, msg: m }, out);
+                let msg = ControlMsg::Overlay(m);
+                self.sampler_input(now, SamplerInput::Message { from, msg }, out);
             }
         }
     }
@@ -516,7 +506,7 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         // Ask the overlay, not our frozen copy: an edge dropped after the freeze is no longer counted.
-        if !self.overlay.is_neighbour(round, &from) {
+        if !self.sampler.is_neighbour(round, &from) {
             self.refuse(from, token, RefuseReason::NotNeighbour, out);
             return;
         }
@@ -566,7 +556,7 @@ impl<I: VnIdentity> VnEngine<I> {
             Ok(ChunkReply::Accepted) => r.summary.delivered += 1,
             Ok(ChunkReply::Refused(RefuseReason::NotNeighbour)) => {
                 // Half-open edge: the other end does not count it, so neither do we from now on.
-                self.overlay_input(now, OverlayInput::EdgeRefused { round, peer: from }, out);
+                self.sampler_input(now, SamplerInput::EdgeRefused { round, peer: from }, out);
             }
             Ok(ChunkReply::Refused(_)) => {}
             Err(e) => {
@@ -579,19 +569,16 @@ impl<I: VnIdentity> VnEngine<I> {
         }
     }
 
-    fn overlay_input(&mut self, now: Duration, input: OverlayInput<I>, out: &mut Vec<VnOutput<I>>) {
-        let view = self.cyclon.peers();
-        let mut o = Vec::new();
-        self.overlay.handle(now, input, &view, &mut o);
-        for output in o {
+    fn sampler_input(&mut self, now: Duration, input: SamplerInput<I>, out: &mut Vec<VnOutput<I>>) {
+        let mut outputs = Vec::new();
+        self.sampler.handle(now, input, &mut outputs);
+        for output in outputs {
             match output {
-                OverlayOutput::Send { to, msg } => {
-                    self.send_control(to, ControlMsg::Overlay(msg), out)
-                }
-                OverlayOutput::Frozen { round, neighbours } => {
+                SamplerOutput::Send { to, msg } => self.send_control(to, msg, out),
+                SamplerOutput::Frozen { round, neighbours } => {
                     self.on_frozen(now, round, neighbours, out)
                 }
-                OverlayOutput::EdgeDropped { round, peer } => {
+                SamplerOutput::EdgeDropped { round, peer } => {
                     if let Some(r) = self.rounds.get_mut(&round)
                         && let Some(n) = r.neighbours.as_mut()
                     {
@@ -599,14 +586,18 @@ impl<I: VnIdentity> VnEngine<I> {
                         r.awaiting_reply.remove(&peer);
                     }
                 }
-                OverlayOutput::Invalid { from } => {
+                SamplerOutput::Invalid { from, protocol } => {
                     self.counters.refused += 1;
+                    let what = match protocol {
+                        Protocol::Cyclon => "cyclon message",
+                        Protocol::Overlay => "overlay message",
+                    };
                     out.push(VnOutput::Refused {
                         from,
-                        what: RefusalKind::Malformed("overlay message".into()),
+                        what: RefusalKind::Malformed(what.into()),
                     });
                 }
-                OverlayOutput::Timer { .. } => {} // `finish` asks every component for its next deadline.
+                SamplerOutput::ShuffleTimedOut { .. } => {}
             }
         }
     }
@@ -629,24 +620,6 @@ impl<I: VnIdentity> VnEngine<I> {
         self.send_own_chunk(now, round, out);
     }
 
-    fn apply_cyclon(&mut self, outputs: Vec<CyclonOutput<I>>, out: &mut Vec<VnOutput<I>>) {
-        for o in outputs {
-            match o {
-                CyclonOutput::Send { to, msg } => {
-                    self.send_control(to, ControlMsg::Cyclon(msg), out)
-                }
-                CyclonOutput::Invalid { from } => {
-                    self.counters.refused += 1;
-                    out.push(VnOutput::Refused {
-                        from,
-                        what: RefusalKind::Malformed("cyclon message".into()),
-                    });
-                }
-                CyclonOutput::Timer { .. } | CyclonOutput::ShuffleTimedOut { .. } => {}
-            }
-        }
-    }
-
     fn send_control(&mut self, to: I, msg: ControlMsg<I>, out: &mut Vec<VnOutput<I>>) {
         if !(self.allowed)(&to) {
             return;
@@ -665,7 +638,7 @@ impl<I: VnIdentity> VnEngine<I> {
         }
     }
 
-    /// Reports finished rounds, then asks for the next wake-up.
+    /// Sends due chunks and reports finished rounds.
     fn finish(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
         self.send_due(now, out);
         for r in self.rounds.values_mut() {
@@ -683,19 +656,6 @@ impl<I: VnIdentity> VnEngine<I> {
                 self.counters.fill(&mut summary);
                 out.push(VnOutput::ToRn(FromVirtualNode::Done(summary)));
             }
-        }
-        let next = [self.cyclon.next_timeout(), self.overlay.next_timeout()]
-            .into_iter()
-            .flatten()
-            .chain(
-                self.rounds
-                    .values()
-                    .filter(|r| !r.done)
-                    .filter_map(|r| r.deadline.or(r.send_at)),
-            )
-            .min();
-        if let Some(at) = next {
-            out.push(VnOutput::Timer { at });
         }
     }
 
@@ -736,8 +696,10 @@ mod tests {
 
     fn engine(allowed: fn(&u32) -> bool) -> VnEngine<u32> {
         let cfg = VnConfig {
-            cyclon: CyclonConfig::default(),
-            overlay: OverlayConfig::new(2, Duration::from_millis(10)),
+            sampler: SamplerConfig {
+                cyclon: sampling::CyclonConfig::default(),
+                overlay: sampling::OverlayConfig::new(2, Duration::from_millis(10)),
+            },
             exchange_timeout: Duration::from_secs(1),
             send_jitter: Duration::from_millis(100),
             chunk_lens: Arc::new(LENS.to_vec()),
@@ -839,7 +801,7 @@ mod tests {
             Some(RefuseReason::Duplicate)
         );
         // At the freeze (no view, so no neighbours) the held chunk is refused: its sender is not a neighbour.
-        let deadline = OverlayConfig::new(2, Duration::from_millis(10)).deadline();
+        let deadline = sampling::OverlayConfig::new(2, Duration::from_millis(10)).deadline();
         let out = e.handle(deadline + Duration::from_millis(1), VnInput::Tick);
         assert_eq!(refused(&out), Some(RefuseReason::NotNeighbour));
         assert!(

@@ -13,13 +13,14 @@ use futures::StreamExt;
 use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
 use libp2p::swarm::SwarmEvent;
 use libp2p::{Multiaddr, PeerId, Swarm, identify};
+use protocol::ChunkFrame;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::behaviour::{VnBehaviour, VnBehaviourEvent};
 use crate::VnAddr;
-use crate::engine::{RefusalKind, VnEngine, VnInput, VnOutput};
+use crate::engine::{RefusalKind, ReplyToken, VnDriver, VnEngine, VnInput, VnOutput, route_vn};
 use crate::events::{EventSink, NodeEvent};
 use crate::observe::Observer;
 use crate::peers::PeerList;
@@ -265,7 +266,8 @@ impl VnTask {
         }
     }
 
-    /// Carries out engine outputs. Returns false when the RN is gone (the node is stopping).
+    /// Carries out engine outputs through the shared router. Returns false when the RN is gone (the node is
+    /// stopping).
     async fn apply(
         &mut self,
         out: Vec<VnOutput<VnAddr>>,
@@ -274,60 +276,95 @@ impl VnTask {
         addrs: &HashMap<PeerId, Multiaddr>,
         wake: &mut Option<Instant>,
     ) -> bool {
-        for o in out {
-            match o {
-                VnOutput::SendControl { to, bytes } => {
-                    let a = dial_addrs(&to, addrs);
-                    self.swarm
-                        .behaviour_mut()
-                        .control
-                        .send_request_with_addresses(&to.peer, bytes, a);
-                }
-                VnOutput::SendChunk { to, round, bytes } => {
-                    let a = dial_addrs(&to, addrs);
-                    let id = self
-                        .swarm
-                        .behaviour_mut()
-                        .chunk
-                        .send_request_with_addresses(&to.peer, (*bytes).clone(), a);
-                    outbound_chunks.insert(id, (to.peer, round));
-                }
-                VnOutput::Reply { token, bytes } => {
-                    if let Some(ch) = channels.remove(&token) {
-                        // Fails only if the requester gave up (timeout, closed): nothing to do then.
-                        let _ = self.swarm.behaviour_mut().chunk.send_response(ch, bytes);
-                    }
-                }
-                VnOutput::Timer { at } => {
-                    *wake = Some(self.epoch + at);
-                }
-                VnOutput::ToRn(msg) => {
-                    if self.to_rn.send((self.index, msg)).await.is_err() {
-                        return false;
-                    }
-                }
-                VnOutput::Received { from, frame } => {
-                    if let Some(o) = &self.observer {
-                        o.chunk_received(self.node, self.index, &from.peer, &frame);
-                    }
-                    let msg = FromVirtualNode::Received(frame);
-                    if self.to_rn.send((self.index, msg)).await.is_err() {
-                        return false;
-                    }
-                }
-                VnOutput::Refused { from, what } => {
-                    tracing::debug!(vn = self.index, peer = %from.peer, ?what, "refused");
-                    if !matches!(what, RefusalKind::Chunk(_)) {
-                        self.events.send(NodeEvent::PeerRefused {
-                            vn: self.index,
-                            peer: from.peer,
-                            reason: format!("{what:?}"),
-                        });
-                    }
-                }
+        let mut port = SwarmPort {
+            index: self.index,
+            node: self.node,
+            swarm: &mut self.swarm,
+            channels,
+            outbound_chunks,
+            addrs,
+            wake,
+            epoch: self.epoch,
+            events: &self.events,
+            observer: self.observer.as_deref(),
+            to_rn: Vec::new(),
+        };
+        route_vn(&self.engine, out, &mut port);
+        // The RN channel is bounded: a busy RN slows its VNs down rather than growing a queue.
+        for msg in std::mem::take(&mut port.to_rn) {
+            if self.to_rn.send((self.index, msg)).await.is_err() {
+                return false;
             }
         }
         true
+    }
+}
+
+/// One VN's engine outputs on its Swarm. Messages for the RN are collected and sent (awaiting the bounded
+/// channel) once the outputs are routed.
+struct SwarmPort<'a> {
+    index: usize,
+    node: usize,
+    swarm: &'a mut Swarm<VnBehaviour>,
+    channels: &'a mut Channels,
+    outbound_chunks: &'a mut HashMap<OutboundRequestId, (PeerId, u64)>,
+    addrs: &'a HashMap<PeerId, Multiaddr>,
+    wake: &'a mut Option<Instant>,
+    epoch: Instant,
+    events: &'a EventSink,
+    observer: Option<&'a dyn Observer<PeerId>>,
+    to_rn: Vec<FromVirtualNode>,
+}
+
+impl VnDriver<VnAddr> for SwarmPort<'_> {
+    fn send_control(&mut self, to: VnAddr, bytes: Vec<u8>) {
+        let a = dial_addrs(&to, self.addrs);
+        self.swarm
+            .behaviour_mut()
+            .control
+            .send_request_with_addresses(&to.peer, bytes, a);
+    }
+
+    fn send_chunk(&mut self, to: VnAddr, round: u64, bytes: Arc<Vec<u8>>) {
+        let a = dial_addrs(&to, self.addrs);
+        let id = self
+            .swarm
+            .behaviour_mut()
+            .chunk
+            .send_request_with_addresses(&to.peer, (*bytes).clone(), a);
+        self.outbound_chunks.insert(id, (to.peer, round));
+    }
+
+    fn reply(&mut self, token: ReplyToken, bytes: Vec<u8>) {
+        if let Some(ch) = self.channels.remove(&token) {
+            // Fails only if the requester gave up (timeout, closed): nothing to do then.
+            let _ = self.swarm.behaviour_mut().chunk.send_response(ch, bytes);
+        }
+    }
+
+    fn to_rn(&mut self, msg: FromVirtualNode) {
+        self.to_rn.push(msg);
+    }
+
+    fn observe_copy(&mut self, from: &VnAddr, frame: &ChunkFrame) {
+        if let Some(o) = self.observer {
+            o.chunk_received(self.node, self.index, &from.peer, frame);
+        }
+    }
+
+    fn refused(&mut self, from: VnAddr, what: RefusalKind) {
+        tracing::debug!(vn = self.index, peer = %from.peer, ?what, "refused");
+        if !matches!(what, RefusalKind::Chunk(_)) {
+            self.events.send(NodeEvent::PeerRefused {
+                vn: self.index,
+                peer: from.peer,
+                reason: format!("{what:?}"),
+            });
+        }
+    }
+
+    fn set_timer(&mut self, at: Duration) {
+        *self.wake = Some(self.epoch + at);
     }
 }
 

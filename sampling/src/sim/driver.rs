@@ -1,4 +1,5 @@
-//! Many VNs running Cyclon + the overlay builder on a simulated [`Network`], round after round.
+//! Many VNs running Cyclon + the overlay builder — one [`Sampler`] each, the composition the node runs — on
+//! a simulated [`Network`], round after round.
 
 use std::time::Duration;
 
@@ -8,8 +9,9 @@ use rand::seq::index::sample;
 use rand_chacha::ChaCha12Rng;
 
 use super::{Event, NetConfig, Network};
-use crate::cyclon::{Cyclon, CyclonConfig, CyclonInput, CyclonOutput};
-use crate::overlay::{OverlayBuilder, OverlayConfig, OverlayInput, OverlayOutput};
+use crate::cyclon::{Cyclon, CyclonConfig};
+use crate::overlay::{OverlayBuilder, OverlayConfig};
+use crate::sampler::{Sampler, SamplerConfig, SamplerInput, SamplerOutput};
 use crate::{Error, derive_rng};
 
 /// Timer tag for "run the state machines' due timers".
@@ -38,6 +40,8 @@ pub struct SimConfig {
     /// Probability that an alive VN crashes at a round start.
     pub crash_prob: f64,
     pub seed: u64,
+    /// Run every VN's [`Sampler::check_invariants`] after every event and panic on a violation (tests).
+    pub check_invariants: bool,
 }
 
 impl SimConfig {
@@ -61,6 +65,7 @@ impl SimConfig {
             bootstrap: 5,
             crash_prob: 0.0,
             seed,
+            check_invariants: false,
         }
     }
 }
@@ -96,8 +101,7 @@ pub struct RoundGraph {
 }
 
 struct Vn {
-    cyclon: Cyclon<u32>,
-    overlay: OverlayBuilder<u32>,
+    sampler: Sampler<u32>,
     scheduled: Option<Duration>,
 }
 
@@ -110,8 +114,7 @@ pub struct OverlaySim {
     pub traffic: Traffic,
     next_round: u64,
     round_starts: Vec<(u64, Duration)>,
-    cy_out: Vec<CyclonOutput<u32>>,
-    ov_out: Vec<OverlayOutput<u32>>,
+    out: Vec<SamplerOutput<u32>>,
 }
 
 fn varint_len(v: u64) -> u64 {
@@ -163,8 +166,7 @@ impl OverlaySim {
             traffic: Traffic::default(),
             next_round: 0,
             round_starts: Vec::new(),
-            cy_out: Vec::new(),
-            ov_out: Vec::new(),
+            out: Vec::new(),
         };
         sim.vns = vns;
         for i in 0..n as u32 {
@@ -173,11 +175,7 @@ impl OverlaySim {
                 .into_iter()
                 .map(|j| j as u32 + u32::from(j as u32 >= i))
                 .collect();
-            let mut out = std::mem::take(&mut sim.cy_out);
-            sim.vns[i as usize]
-                .cyclon
-                .join(Duration::ZERO, boot, &mut out);
-            sim.cy_out = out;
+            sim.input(Duration::ZERO, i, SamplerInput::Join { bootstrap: boot });
             sim.flush(i);
         }
         sim.rng = rng;
@@ -188,15 +186,18 @@ impl OverlaySim {
 
     fn make_vn(cfg: &SimConfig, i: u32) -> Result<Vn, Error> {
         // Independent streams per VN and per state machine (siblings never share one).
-        let cyclon = Cyclon::new(i, cfg.cyclon.clone(), derive_rng(cfg.seed, 2 * i as u64))?;
-        let overlay = OverlayBuilder::new(
+        let cfg_s = SamplerConfig {
+            cyclon: cfg.cyclon.clone(),
+            overlay: cfg.overlay.clone(),
+        };
+        let sampler = Sampler::new(
             i,
-            cfg.overlay.clone(),
+            cfg_s,
+            derive_rng(cfg.seed, 2 * i as u64),
             derive_rng(cfg.seed, 2 * i as u64 + 1),
         )?;
         Ok(Vn {
-            cyclon,
-            overlay,
+            sampler,
             scheduled: None,
         })
     }
@@ -226,11 +227,23 @@ impl OverlaySim {
     }
 
     pub fn cyclon(&self, i: u32) -> &Cyclon<u32> {
-        &self.vns[i as usize].cyclon
+        self.vns[i as usize].sampler.cyclon()
     }
 
     pub fn overlay(&self, i: u32) -> &OverlayBuilder<u32> {
-        &self.vns[i as usize].overlay
+        self.vns[i as usize].sampler.overlay()
+    }
+
+    /// Feeds VN `i` one input; its outputs wait in `self.out` for [`Self::flush`].
+    fn input(&mut self, now: Duration, i: u32, input: SamplerInput<u32>) {
+        self.vns[i as usize]
+            .sampler
+            .handle(now, input, &mut self.out);
+        if self.cfg.check_invariants
+            && let Err(e) = self.vns[i as usize].sampler.check_invariants()
+        {
+            panic!("at {now:?}: {e}");
+        }
     }
 
     /// Crash VN `i`: it stops processing, messages to it fail.
@@ -243,9 +256,7 @@ impl OverlaySim {
         let i = self.vns.len() as u32;
         self.vns.push(Self::make_vn(&self.cfg, i)?);
         let now = self.now();
-        let mut out = std::mem::take(&mut self.cy_out);
-        self.vns[i as usize].cyclon.join(now, bootstrap, &mut out);
-        self.cy_out = out;
+        self.input(now, i, SamplerInput::Join { bootstrap });
         self.flush(i);
         Ok(i)
     }
@@ -255,7 +266,7 @@ impl OverlaySim {
         let mut d = vec![0; self.vns.len()];
         for (i, v) in self.vns.iter().enumerate() {
             if self.net.is_up(i as u32) {
-                for e in v.cyclon.entries() {
+                for e in v.sampler.cyclon().entries() {
                     d[e.id as usize] += 1;
                 }
             }
@@ -266,40 +277,38 @@ impl OverlaySim {
     /// Send the pending outputs of VN `i` and schedule its next tick.
     fn flush(&mut self, i: u32) {
         let cfg = bincode::config::standard();
-        for o in self.cy_out.drain(..) {
-            if let CyclonOutput::Send { to, msg } = o {
-                let m = ControlMsg::Cyclon(msg);
-                let b = bincode::serde::encode_to_vec(&m, cfg)
-                    .map(|v| v.len() as u64)
-                    .unwrap_or(0);
-                self.traffic.cyclon_msgs += 1;
-                self.traffic.cyclon_bytes += b;
-                self.traffic.cyclon_bytes_peerid += b + id_overhead(&m);
-                self.net.send(i, to, m);
-            } else if let CyclonOutput::Invalid { .. } = o {
-                self.traffic.invalid += 1;
-            }
-        }
-        for o in self.ov_out.drain(..) {
-            if let OverlayOutput::Send { to, msg } = o {
-                let m = ControlMsg::Overlay(msg);
-                let b = bincode::serde::encode_to_vec(&m, cfg)
-                    .map(|v| v.len() as u64)
-                    .unwrap_or(0);
-                self.traffic.overlay_msgs += 1;
-                self.traffic.overlay_bytes += b;
-                self.traffic.overlay_bytes_peerid += b + id_overhead(&m);
-                self.net.send(i, to, m);
-            } else if let OverlayOutput::Invalid { .. } = o {
-                self.traffic.invalid += 1;
+        for o in std::mem::take(&mut self.out) {
+            match o {
+                SamplerOutput::Send { to, msg } => {
+                    let b = bincode::serde::encode_to_vec(&msg, cfg)
+                        .map(|v| v.len() as u64)
+                        .unwrap_or(0);
+                    let t = &mut self.traffic;
+                    let (msgs, bytes, bytes_peerid) = match msg {
+                        ControlMsg::Cyclon(_) => (
+                            &mut t.cyclon_msgs,
+                            &mut t.cyclon_bytes,
+                            &mut t.cyclon_bytes_peerid,
+                        ),
+                        ControlMsg::Overlay(_) => (
+                            &mut t.overlay_msgs,
+                            &mut t.overlay_bytes,
+                            &mut t.overlay_bytes_peerid,
+                        ),
+                    };
+                    *msgs += 1;
+                    *bytes += b;
+                    *bytes_peerid += b + id_overhead(&msg);
+                    self.net.send(i, to, msg);
+                }
+                SamplerOutput::Invalid { .. } => self.traffic.invalid += 1,
+                SamplerOutput::Frozen { .. }
+                | SamplerOutput::EdgeDropped { .. }
+                | SamplerOutput::ShuffleTimedOut { .. } => {}
             }
         }
         let vn = &mut self.vns[i as usize];
-        let next = match (vn.cyclon.next_timeout(), vn.overlay.next_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if let Some(t) = next {
+        if let Some(t) = vn.sampler.poll_timeout() {
             let now = self.net.now();
             if vn.scheduled.is_none_or(|s| s <= now || t < s) {
                 vn.scheduled = Some(t);
@@ -309,31 +318,13 @@ impl OverlaySim {
     }
 
     fn dispatch(&mut self, now: Duration, ev: Event<ControlMsg<u32>>) {
-        let mut cy = std::mem::take(&mut self.cy_out);
-        let mut ov = std::mem::take(&mut self.ov_out);
         let i = match ev {
             Event::Deliver { from, to, msg } => {
-                let vn = &mut self.vns[to as usize];
-                match msg {
-                    ControlMsg::Cyclon(msg) => {
-                        vn.cyclon
-                            .handle(now, CyclonInput::Message { from, msg }, &mut cy)
-                    }
-                    ControlMsg::Overlay(msg) => {
-                        let view = vn.cyclon.peers();
-                        vn.overlay
-                            .handle(now, OverlayInput::Message { from, msg }, &view, &mut ov);
-                    }
-                }
+                self.input(now, to, SamplerInput::Message { from, msg });
                 to
             }
             Event::SendFailed { from, to } => {
-                let vn = &mut self.vns[from as usize];
-                vn.cyclon
-                    .handle(now, CyclonInput::SendFailed { to }, &mut cy);
-                let view = vn.cyclon.peers();
-                vn.overlay
-                    .handle(now, OverlayInput::SendFailed { to }, &view, &mut ov);
+                self.input(now, from, SamplerInput::SendFailed { to });
                 from
             }
             Event::Timer { node, tag } => {
@@ -341,19 +332,13 @@ impl OverlaySim {
                 if vn.scheduled.is_some_and(|s| s <= now) {
                     vn.scheduled = None;
                 }
-                vn.cyclon.handle(now, CyclonInput::Tick, &mut cy);
-                let view = vn.cyclon.peers();
-                let input = if tag == TAG_TICK {
-                    OverlayInput::Tick
-                } else {
-                    OverlayInput::StartRound { round: tag - 1 }
-                };
-                vn.overlay.handle(now, input, &view, &mut ov);
+                self.input(now, node, SamplerInput::Tick);
+                if tag != TAG_TICK {
+                    self.input(now, node, SamplerInput::StartRound { round: tag - 1 });
+                }
                 node
             }
         };
-        self.cy_out = cy;
-        self.ov_out = ov;
         self.flush(i);
     }
 
@@ -392,7 +377,7 @@ impl OverlaySim {
         let sets: Vec<Vec<u32>> = (0..n)
             .map(|i| {
                 if alive[i] {
-                    self.vns[i].overlay.neighbours(round).unwrap_or_default()
+                    self.vns[i].sampler.neighbours(round).unwrap_or_default()
                 } else {
                     vec![]
                 }
@@ -411,19 +396,11 @@ impl OverlaySim {
                 let j = j as usize;
                 if !alive[j] || !sets[j].contains(&(i as u32)) {
                     half_open += 1;
-                    let vn = &mut self.vns[i];
-                    let view = vn.cyclon.peers();
-                    let mut ov = std::mem::take(&mut self.ov_out);
-                    vn.overlay.handle(
-                        now,
-                        OverlayInput::EdgeRefused {
-                            round,
-                            peer: j as u32,
-                        },
-                        &view,
-                        &mut ov,
-                    );
-                    self.ov_out = ov;
+                    let refused = SamplerInput::EdgeRefused {
+                        round,
+                        peer: j as u32,
+                    };
+                    self.input(now, i as u32, refused);
                     self.flush(i as u32);
                 }
             }
@@ -431,7 +408,7 @@ impl OverlaySim {
         let after: Vec<Vec<u32>> = (0..n)
             .map(|i| {
                 if alive[i] {
-                    self.vns[i].overlay.neighbours(round).unwrap_or_default()
+                    self.vns[i].sampler.neighbours(round).unwrap_or_default()
                 } else {
                     vec![]
                 }

@@ -1,0 +1,301 @@
+//! [`NodeBuilder`]: checks a node's configuration, binds its VNs' Swarms and spawns the RN and VN tasks.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use libp2p::identity::Keypair;
+use libp2p::pnet::PreSharedKey;
+use libp2p::{Multiaddr, PeerId};
+use models::chunking::ChunkPartition;
+use sampling::derive_rng;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::handle::{NodeHandle, NodeStatus};
+use super::rn_task::RnTask;
+use super::timing::Timing;
+use crate::engine::{RnEngine, VnEngine};
+use crate::events::{EVENT_CAPACITY, EventSink, NodeEvent};
+use crate::learner::{Learner, LearningConfig};
+use crate::net::behaviour::Timeouts;
+use crate::net::transport::build_swarm;
+use crate::net::vn_task::{VnTask, listen};
+use crate::observe::Observer;
+use crate::peers::PeerList;
+use crate::{NodeError, Result, VnAddr};
+
+/// Commands queued per VN: a start and an exchange per round, and a stop. A handful is plenty; the bound
+/// makes a stuck VN slow its RN down instead of growing a queue.
+const VN_COMMAND_CAPACITY: usize = 8;
+
+/// Messages from all VNs to their RN: about r copies per VN per round plus one report each. 1,024 lets a
+/// round of k = 16, r = 8 (128 copies) arrive while the RN is busy without stalling any VN.
+const TO_RN_CAPACITY: usize = 1024;
+
+/// Builds a node. Required: the VN keys (k = number of keys), the learning config and this node's index in
+/// it, and where to listen; everything else has defaults.
+pub struct NodeBuilder {
+    keys: Vec<Keypair>,
+    learning: LearningConfig,
+    index: usize,
+    learner: Option<Learner>,
+    partition: Option<Arc<ChunkPartition>>,
+    listen: Vec<Multiaddr>,
+    announce: Vec<Multiaddr>,
+    peers: PeerList,
+    psk: Option<PreSharedKey>,
+    degree: usize,
+    rounds: u64,
+    timing: Timing,
+    timeouts: Timeouts,
+    metrics_path: Option<PathBuf>,
+    observer: Option<Arc<dyn Observer<PeerId>>>,
+}
+
+impl NodeBuilder {
+    pub fn new(keys: Vec<Keypair>, learning: LearningConfig, index: usize) -> Self {
+        Self {
+            keys,
+            learning,
+            index,
+            learner: None,
+            partition: None,
+            listen: vec!["/ip4/127.0.0.1/tcp/0".parse().expect("valid multiaddr")],
+            announce: Vec::new(),
+            peers: PeerList::default(),
+            psk: None,
+            // Paper default r = 8 (Table 2).
+            degree: 8,
+            rounds: 10,
+            timing: Timing::default(),
+            timeouts: Timeouts::default(),
+            metrics_path: None,
+            observer: None,
+        }
+    }
+
+    /// Listen addresses: one per VN, or one used by every VN (port 0 picks a free port for each).
+    pub fn listen(mut self, addrs: Vec<Multiaddr>) -> Self {
+        self.listen = addrs;
+        self
+    }
+
+    /// Addresses the VNs announce to peers (one per VN), when the listen address is not reachable as is.
+    pub fn announce(mut self, addrs: Vec<Multiaddr>) -> Self {
+        self.announce = addrs;
+        self
+    }
+
+    pub fn peers(mut self, peers: PeerList) -> Self {
+        self.peers = peers;
+        self
+    }
+
+    pub fn psk(mut self, psk: Option<PreSharedKey>) -> Self {
+        self.psk = psk;
+        self
+    }
+
+    pub fn degree(mut self, r: usize) -> Self {
+        self.degree = r;
+        self
+    }
+
+    pub fn rounds(mut self, rounds: u64) -> Self {
+        self.rounds = rounds;
+        self
+    }
+
+    pub fn timing(mut self, timing: Timing) -> Self {
+        self.timing = timing;
+        self
+    }
+
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Appends one JSON line per round to this file.
+    pub fn metrics_file(mut self, path: Option<PathBuf>) -> Self {
+        self.metrics_path = path;
+        self
+    }
+
+    /// Lets a research harness watch the node (see [`crate::observe`]): the model each round starts from and
+    /// every accepted chunk copy with the sending VN's PeerId.
+    pub fn observer(mut self, observer: Arc<dyn Observer<PeerId>>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Uses an already-built learner (model + this node's data) instead of loading the dataset.
+    pub fn learner(mut self, learner: Learner) -> Self {
+        self.learner = Some(learner);
+        self
+    }
+
+    /// Uses an already-built chunk partition (it must be the one `LearningConfig::chunk_partition` gives for
+    /// this model and k). In-process networks share one: it takes ~10 bytes per parameter.
+    pub fn partition(mut self, partition: Arc<ChunkPartition>) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// Starts listening, joins the network and runs the rounds in the background. Must be called within a
+    /// tokio runtime.
+    pub async fn spawn(self) -> Result<(NodeHandle, mpsc::Receiver<NodeEvent>)> {
+        let k = self.keys.len();
+        if k == 0 {
+            return Err(NodeError::Config(
+                "a node needs at least one virtual node key".into(),
+            ));
+        }
+        if self.degree == 0 {
+            return Err(NodeError::Config("degree must be at least 1".into()));
+        }
+        if self.rounds == 0 {
+            return Err(NodeError::Config("rounds must be at least 1".into()));
+        }
+        if !(self.listen.len() == 1 || self.listen.len() == k) {
+            return Err(NodeError::Config(format!(
+                "{} listen addresses for {k} virtual nodes (give 1 or {k})",
+                self.listen.len()
+            )));
+        }
+        if !(self.announce.is_empty() || self.announce.len() == k) {
+            return Err(NodeError::Config(format!(
+                "{} announce addresses for {k} virtual nodes",
+                self.announce.len()
+            )));
+        }
+        let learner = match self.learner {
+            Some(l) => l,
+            None => {
+                let (learning, index) = (self.learning.clone(), self.index);
+                tokio::task::spawn_blocking(move || -> Result<Learner> {
+                    let (split, parts) = learning.load()?;
+                    Ok(learning.learners(&split, &parts, [index])?.remove(0))
+                })
+                .await
+                .map_err(|e| NodeError::Config(format!("loading data panicked: {e}")))??
+            }
+        };
+        let partition = match self.partition {
+            Some(p) if p.k() == k && p.d() == learner.model.num_params() => p,
+            Some(p) => {
+                return Err(NodeError::Config(format!(
+                    "partition has k = {}, d = {} but the node has {k} VNs and d = {}",
+                    p.k(),
+                    p.d(),
+                    learner.model.num_params()
+                )));
+            }
+            None => Arc::new(self.learning.chunk_partition(&learner.model, k)?),
+        };
+        let chunk_lens = Arc::new((0..k).map(|s| partition.chunk_len(s)).collect::<Vec<_>>());
+        let vn_cfg = self.timing.vn_config(self.degree, chunk_lens);
+        let metrics_file = match &self.metrics_path {
+            Some(p) => Some((
+                p.clone(),
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| NodeError::io(p, e))?,
+            )),
+            None => None,
+        };
+
+        let (events, events_rx) = EventSink::new(EVENT_CAPACITY);
+        let peers = Arc::new(self.peers);
+        let epoch = Instant::now();
+        let (to_rn, from_vns) = mpsc::channel(TO_RN_CAPACITY);
+        let mut vn_cmds = Vec::with_capacity(k);
+        let mut addrs = Vec::with_capacity(k);
+        let mut tasks = Vec::with_capacity(k);
+        for (s, key) in self.keys.into_iter().enumerate() {
+            let stream = vn_stream(&key);
+            let peer = key.public().to_peer_id();
+            let mut swarm = build_swarm(key, self.psk, self.timeouts)?;
+            for p in peers.allowed() {
+                swarm.behaviour_mut().allow.allow_peer(*p);
+            }
+            let bound = listen(
+                &mut swarm,
+                self.listen[s.min(self.listen.len() - 1)].clone(),
+            )
+            .await?;
+            let me = VnAddr::new(peer, self.announce.get(s).cloned().unwrap_or(bound));
+            let allowed = peers.clone();
+            let engine = VnEngine::new(
+                me.clone(),
+                vn_cfg.clone(),
+                derive_rng(self.learning.seed, stream),
+                derive_rng(self.learning.seed, stream ^ 0x5555_5555_5555_5555),
+                Box::new(move |a: &VnAddr| allowed.is_allowed(&a.peer)),
+            )?;
+            let (tx, rx) = mpsc::channel(VN_COMMAND_CAPACITY);
+            vn_cmds.push(tx);
+            let bootstrap = peers
+                .bootstrap()
+                .into_iter()
+                .filter(|b| b.peer != peer)
+                .collect();
+            tasks.push(VnTask {
+                index: s,
+                swarm,
+                engine,
+                bootstrap,
+                peers: peers.clone(),
+                commands: rx,
+                to_rn: to_rn.clone(),
+                events: events.clone(),
+                epoch,
+                node: self.index,
+                observer: self.observer.clone(),
+            });
+            addrs.push(me);
+        }
+        drop(to_rn);
+        for t in tasks {
+            tokio::spawn(t.run());
+        }
+
+        let (status_tx, status_rx) = watch::channel(NodeStatus::default());
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let rn = RnTask {
+            index: self.index,
+            engine: RnEngine::new(partition.clone(), self.rounds),
+            learner: Some(learner),
+            vn_cmds,
+            from_vns,
+            events: events.clone(),
+            status: status_tx,
+            stop: stop_rx,
+            metrics_file,
+            epoch,
+            observer: self.observer.clone(),
+            warmup: Duration::from_millis(self.timing.warmup_ms),
+        };
+        tokio::spawn(rn.run());
+        Ok((
+            NodeHandle {
+                status: status_rx,
+                stop: Arc::new(stop_tx),
+                addrs: Arc::new(addrs),
+            },
+            events_rx,
+        ))
+    }
+}
+
+/// A per-VN RNG stream from the VN's secret key: unpredictable to others (unlike one derived from the public
+/// PeerId) and distinct between siblings. FNV-1a is enough here: the secret, not the hash, gives the secrecy.
+fn vn_stream(key: &Keypair) -> u64 {
+    let bytes = key.to_protobuf_encoding().unwrap_or_default();
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}

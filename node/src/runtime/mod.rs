@@ -1,0 +1,17 @@
+//! The embedding API: [`NodeBuilder`] → [`NodeBuilder::spawn`] → a cloneable [`NodeHandle`] plus a stream of
+//! [`crate::NodeEvent`]s. One node = one real node (RN) task and k virtual-node tasks, each VN with its own
+//! Swarm.
+//!
+//! - `builder.rs`: [`NodeBuilder`], checks and spawning.
+//! - `handle.rs`: [`NodeHandle`], [`NodeStatus`].
+//! - `timing.rs`: [`Timing`], protocol timing on a real network.
+//! - `rn_task.rs`: the RN task (round loop, training jobs, metrics file).
+
+mod builder;
+mod handle;
+mod rn_task;
+mod timing;
+
+pub use builder::NodeBuilder;
+pub use handle::{NodeHandle, NodeStatus};
+pub use timing::Timing;

@@ -1,0 +1,221 @@
+//! The real node's task: drives its [`RnEngine`] through the shared router, with training and evaluation on
+//! tokio's blocking pool (never on a worker thread, DESIGN §3.7).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use libp2p::PeerId;
+use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::handle::NodeStatus;
+use crate::engine::{RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, route_rn};
+use crate::events::{EventSink, NodeEvent};
+use crate::learner::{Learner, Trained};
+use crate::net::vn_task::VnCommand;
+use crate::observe::{Observer, notify_round_start};
+use crate::{NodeError, Result};
+
+enum Job {
+    Trained(u64, Result<Trained>),
+    Evaluated(u64, Result<(models::train::Evaluation, f64)>),
+}
+
+pub(super) struct RnTask {
+    pub(super) index: usize,
+    pub(super) engine: RnEngine,
+    pub(super) learner: Option<Learner>,
+    pub(super) vn_cmds: Vec<mpsc::Sender<VnCommand>>,
+    pub(super) from_vns: mpsc::Receiver<(usize, FromVirtualNode)>,
+    pub(super) events: EventSink,
+    pub(super) status: watch::Sender<NodeStatus>,
+    pub(super) stop: watch::Receiver<bool>,
+    pub(super) metrics_file: Option<(PathBuf, std::fs::File)>,
+    pub(super) epoch: Instant,
+    pub(super) observer: Option<Arc<dyn Observer<PeerId>>>,
+    pub(super) warmup: Duration,
+}
+
+type JobHandle = tokio::task::JoinHandle<(Learner, Job)>;
+
+impl RnTask {
+    pub(super) async fn run(mut self) {
+        let result = self.rounds().await;
+        for tx in &self.vn_cmds {
+            let _ = tx.send(VnCommand::Rn(ToVirtualNode::Stop)).await;
+        }
+        if let Err(e) = &result {
+            tracing::error!(node = self.index, error = %e, "node stopped");
+            self.events
+                .send_reliably(NodeEvent::Error(e.to_string()))
+                .await;
+        }
+        self.status.send_modify(|s| {
+            s.finished = true;
+            s.error = result.err().map(|e| e.to_string());
+        });
+        self.events.send_reliably(NodeEvent::Finished).await;
+    }
+
+    async fn rounds(&mut self) -> Result<()> {
+        tokio::select! {
+            _ = tokio::time::sleep(self.warmup) => {}
+            _ = self.stop.wait_for(|s| *s) => return Ok(()),
+        }
+        let mut out = self.engine.handle(self.epoch.elapsed(), RnInput::Start);
+        let mut job: Option<JobHandle> = None;
+        loop {
+            if self.apply(out, &mut job).await? {
+                return Ok(());
+            }
+            let input = tokio::select! {
+                msg = self.from_vns.recv() => {
+                    let (vn, msg) = msg.ok_or(NodeError::Stopped)?;
+                    RnInput::FromVn { vn, msg }
+                }
+                done = async { job.as_mut().expect("guarded").await }, if job.is_some() => {
+                    job = None;
+                    let (l, j) = done.map_err(|e| NodeError::Config(format!("training task failed: {e}")))?;
+                    self.learner = Some(l);
+                    match j {
+                        Job::Trained(round, t) => {
+                            let t = t?;
+                            RnInput::Trained { round, params: t.params, train_loss: t.train_loss, secs: t.secs }
+                        }
+                        Job::Evaluated(round, e) => {
+                            let (e, secs) = e?;
+                            RnInput::Evaluated { round, metric_name: e.metric_kind(), metric: e.metric(), loss: e.mean_loss(), secs }
+                        }
+                    }
+                }
+                _ = self.stop.wait_for(|s| *s) => return Ok(()),
+            };
+            // Wall-clock time of the aggregation (the `handle` call that produces `Evaluate`).
+            #[allow(clippy::disallowed_methods)] // a measurement, not an input to the engine
+            let t = std::time::Instant::now();
+            out = self.engine.handle(self.epoch.elapsed(), input);
+            if out.iter().any(|o| matches!(o, RnOutput::Evaluate { .. })) {
+                self.engine.set_aggregate_secs(t.elapsed().as_secs_f64());
+            }
+        }
+    }
+
+    /// Routes the engine's outputs (starting jobs at once), then carries out the effects that wait on
+    /// channels, in order. Returns whether the node finished.
+    async fn apply(&mut self, out: Vec<RnOutput>, job: &mut Option<JobHandle>) -> Result<bool> {
+        let mut port = TaskPort {
+            index: self.index,
+            learner: &mut self.learner,
+            job,
+            status: &self.status,
+            observer: self.observer.clone(),
+            effects: Vec::new(),
+            finished: false,
+        };
+        route_rn(self.vn_cmds.len(), out, &mut port)?;
+        let (effects, finished) = (port.effects, port.finished);
+        for effect in effects {
+            match effect {
+                Effect::Command(vn, cmd) => self.vn_cmds[vn]
+                    .send(cmd)
+                    .await
+                    .map_err(|_| NodeError::Stopped)?,
+                Effect::Record(m) => self.record(m).await?,
+            }
+        }
+        Ok(finished)
+    }
+
+    async fn record(&mut self, m: RoundMetrics) -> Result<()> {
+        if let Some((path, f)) = self.metrics_file.as_mut() {
+            #[derive(Serialize)]
+            struct Line<'a> {
+                node: usize,
+                #[serde(flatten)]
+                m: &'a RoundMetrics,
+            }
+            let line = serde_json::to_string(&Line {
+                node: self.index,
+                m: &m,
+            })
+            .expect("metrics serialise");
+            writeln!(f, "{line}").map_err(|e| NodeError::io(path, e))?;
+        }
+        tracing::info!(node = self.index, round = m.round, metric = m.test_metric, name = %m.metric_name, "round finished");
+        self.status.send_modify(|s| {
+            s.rounds_completed += 1;
+            s.last = Some(m.clone());
+        });
+        self.events.send_reliably(NodeEvent::RoundFinished(m)).await;
+        Ok(())
+    }
+}
+
+/// What must wait on a channel, kept in the engine's order.
+enum Effect {
+    Command(usize, VnCommand),
+    Record(RoundMetrics),
+}
+
+/// The RN task's side of the router: jobs start at once on the blocking pool; VN commands and metrics
+/// records are queued as [`Effect`]s for the task to await.
+struct TaskPort<'a> {
+    index: usize,
+    learner: &'a mut Option<Learner>,
+    job: &'a mut Option<JobHandle>,
+    status: &'a watch::Sender<NodeStatus>,
+    observer: Option<Arc<dyn Observer<PeerId>>>,
+    effects: Vec<Effect>,
+    finished: bool,
+}
+
+impl RnDriver for TaskPort<'_> {
+    type Error = NodeError;
+
+    fn start_round(&mut self, vn: usize, round: u64) -> Result<()> {
+        self.status.send_modify(|s| s.round = round);
+        self.effects
+            .push(Effect::Command(vn, VnCommand::StartRound(round)));
+        Ok(())
+    }
+
+    fn to_vn(&mut self, vn: usize, msg: ToVirtualNode) -> Result<()> {
+        self.effects.push(Effect::Command(vn, VnCommand::Rn(msg)));
+        Ok(())
+    }
+
+    fn train(&mut self, round: u64) -> Result<()> {
+        let mut l = self.learner.take().ok_or(NodeError::Stopped)?;
+        let (observer, node) = (self.observer.clone(), self.index);
+        *self.job = Some(tokio::task::spawn_blocking(move || {
+            let r = notify_round_start(observer.as_deref(), node, round, || l.model.flat_params())
+                .map_err(NodeError::from)
+                .and_then(|()| l.train());
+            (l, Job::Trained(round, r))
+        }));
+        Ok(())
+    }
+
+    fn evaluate(&mut self, round: u64, params: Vec<f32>) -> Result<()> {
+        let mut l = self.learner.take().ok_or(NodeError::Stopped)?;
+        *self.job = Some(tokio::task::spawn_blocking(move || {
+            let r = l.load_and_evaluate(&params);
+            (l, Job::Evaluated(round, r))
+        }));
+        Ok(())
+    }
+
+    fn round_done(&mut self, m: RoundMetrics) -> Result<()> {
+        self.effects.push(Effect::Record(m));
+        Ok(())
+    }
+
+    fn finished(&mut self) -> Result<()> {
+        self.finished = true;
+        Ok(())
+    }
+}
