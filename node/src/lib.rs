@@ -18,6 +18,7 @@
 //! - `events.rs`: [`NodeEvent`], the event stream.
 //! - `main.rs`: the `node` binary (`keygen`, `run`, `psk`).
 
+pub mod algo;
 pub mod config;
 pub mod engine;
 mod error;

@@ -223,8 +223,8 @@ impl<'a> Sim<'a> {
             },
             vns,
             rns: (0..n)
-                .map(|_| RnEngine::new(partition.clone(), cfg.rounds))
-                .collect(),
+                .map(|_| RnEngine::new(crate::algo::shatter_or_el(partition.clone()), cfg.rounds))
+                .collect::<Result<_>>()?,
             learners,
             trained: (0..n).map(|_| None).collect(),
             started: vec![false; n],
@@ -489,6 +489,10 @@ impl<F: FnMut(usize, &RoundMetrics)> RnDriver for RnPort<'_, F> {
         (self.on_round)(self.rn, &m);
         self.metrics.push(m);
         Ok(())
+    }
+
+    fn failed(&mut self, why: String) -> Result<()> {
+        Err(NodeError::Config(why))
     }
 
     fn finished(&mut self) -> Result<()> {

@@ -7,15 +7,12 @@
 //!
 //! The RN never learns who sent a copy: a VN hands over frames (round, chunk index, values) only.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use models::aggregate::Aggregator;
-use models::chunking::ChunkPartition;
-use protocol::ChunkFrame;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 
 use super::metrics::RoundMetrics;
+use crate::algo::{Algorithm, Graph, Payload};
 
 /// What the driver feeds an [`RnEngine`].
 #[derive(Debug)]
@@ -64,6 +61,9 @@ pub enum RnOutput {
     RoundDone(RoundMetrics),
     /// All rounds are done (emitted after a `ToVn { Stop }` for every VN).
     Finished,
+    /// The algorithm could not go on (a bug or a mismatch between its configuration and the engine's): the
+    /// driver stops the node with this error.
+    Failed(String),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -77,8 +77,7 @@ enum Phase {
 
 /// One real node's round loop.
 pub struct RnEngine {
-    partition: Arc<ChunkPartition>,
-    aggregator: Aggregator,
+    algo: Box<dyn Algorithm>,
     rounds: u64,
     round: u64,
     phase: Phase,
@@ -93,12 +92,21 @@ pub struct RnEngine {
 }
 
 impl RnEngine {
-    /// An RN running `rounds` rounds with the static `partition` (k = `partition.k()` VNs).
-    pub fn new(partition: Arc<ChunkPartition>, rounds: u64) -> Self {
-        let k = partition.k();
-        Self {
-            aggregator: Aggregator::new(partition.clone()),
-            partition,
+    /// An RN running `rounds` rounds of `algo` (k = `algo.virtual_nodes()` VNs). Refuses an algorithm that
+    /// needs what this engine does not carry yet (several exchange steps, a static graph).
+    pub fn new(algo: Box<dyn Algorithm>, rounds: u64) -> crate::Result<Self> {
+        let k = algo.virtual_nodes();
+        if algo.steps() != 1 || algo.graph() != Graph::PerRound || k == 0 {
+            return Err(crate::NodeError::Config(format!(
+                "{} needs {} exchange step(s) per round on a {:?} graph with {k} VNs; the engine runs one step on \
+                 the per-round overlay with at least one VN",
+                algo.name(),
+                algo.steps(),
+                algo.graph()
+            )));
+        }
+        Ok(Self {
+            algo,
             rounds,
             round: 0,
             phase: Phase::Idle,
@@ -108,7 +116,12 @@ impl RnEngine {
             round_start: Duration::ZERO,
             exchange_start: Duration::ZERO,
             rejected_copies: 0,
-        }
+        })
+    }
+
+    /// The algorithm this RN runs.
+    pub fn algorithm(&self) -> &dyn Algorithm {
+        self.algo.as_ref()
     }
 
     pub fn round(&self) -> u64 {
@@ -133,21 +146,25 @@ impl RnEngine {
                 self.metrics.train_secs = secs;
                 self.exchange_start = now;
                 self.phase = Phase::Exchanging;
-                // One pass over the parameters cuts all k chunks (k passes would touch the model k times).
-                let chunks = self
-                    .partition
-                    .extract_all(&params)
-                    .expect("trained parameters have length d");
-                for (s, values) in chunks.into_iter().enumerate() {
-                    let frame = ChunkFrame {
-                        round,
-                        chunk: s as u32,
-                        values,
-                    };
-                    out.push(RnOutput::ToVn {
-                        vn: s,
-                        msg: ToVirtualNode::Exchange(frame),
-                    });
+                match self.algo.outgoing(round, 0, &params) {
+                    Ok(payloads) => {
+                        for (vn, payload) in payloads {
+                            match payload {
+                                Payload::Broadcast(frame) => out.push(RnOutput::ToVn {
+                                    vn,
+                                    msg: ToVirtualNode::Exchange(frame),
+                                }),
+                                Payload::PerNeighbour => out.push(RnOutput::Failed(format!(
+                                    "{} asks for per-neighbour payloads, which the engine does not carry yet",
+                                    self.algo.name()
+                                ))),
+                            }
+                        }
+                    }
+                    Err(e) => out.push(RnOutput::Failed(format!(
+                        "{}: no payload for round {round}: {e}",
+                        self.algo.name()
+                    ))),
                 }
                 self.params = params;
             }
@@ -187,7 +204,7 @@ impl RnEngine {
         self.round = round;
         self.round_start = now;
         self.phase = Phase::Training;
-        self.aggregator.reset();
+        self.algo.begin_round(round);
         self.vn_done.iter_mut().for_each(|d| *d = false);
         self.metrics = RoundMetrics {
             round,
@@ -211,7 +228,7 @@ impl RnEngine {
         }
         match msg {
             FromVirtualNode::Received(frame) if frame.round == self.round => {
-                if let Err(e) = self.aggregator.add(frame.chunk as usize, &frame.values) {
+                if let Err(e) = self.algo.receive(0, vn, &frame) {
                     self.rejected_copies += 1;
                     tracing::warn!(vn, error = %e, "copy refused by the aggregator");
                     return;
@@ -232,15 +249,20 @@ impl RnEngine {
                 m.refused += s.refused;
                 if self.vn_done.iter().all(|d| *d) {
                     self.metrics.exchange_secs = (now - self.exchange_start).as_secs_f64();
-                    let params = self
-                        .aggregator
-                        .finish(&self.params)
-                        .expect("local parameters have length d");
-                    self.phase = Phase::Evaluating;
-                    out.push(RnOutput::Evaluate {
-                        round: self.round,
-                        params,
-                    });
+                    match self.algo.combine(self.round, 0, &self.params) {
+                        Ok(params) => {
+                            self.phase = Phase::Evaluating;
+                            out.push(RnOutput::Evaluate {
+                                round: self.round,
+                                params,
+                            });
+                        }
+                        Err(e) => out.push(RnOutput::Failed(format!(
+                            "{}: combining round {}: {e}",
+                            self.algo.name(),
+                            self.round
+                        ))),
+                    }
                 }
             }
             FromVirtualNode::Done(_) => {}

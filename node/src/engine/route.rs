@@ -76,6 +76,8 @@ pub trait RnDriver {
     fn round_done(&mut self, metrics: RoundMetrics) -> Result<(), Self::Error>;
     /// All rounds are done (every VN was already told to stop).
     fn finished(&mut self) -> Result<(), Self::Error>;
+    /// The engine cannot go on: return the driver's error for `why`.
+    fn failed(&mut self, why: String) -> Result<(), Self::Error>;
 }
 
 /// Carries out `out`, the outputs of one `RnEngine::handle`, in order, for an RN with `k` VNs.
@@ -92,6 +94,7 @@ pub fn route_rn<D: RnDriver>(k: usize, out: Vec<RnOutput>, driver: &mut D) -> Re
             RnOutput::Evaluate { round, params } => driver.evaluate(round, params)?,
             RnOutput::RoundDone(m) => driver.round_done(m)?,
             RnOutput::Finished => driver.finished()?,
+            RnOutput::Failed(why) => driver.failed(why)?,
         }
     }
     Ok(())

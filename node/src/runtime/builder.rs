@@ -267,7 +267,7 @@ impl NodeBuilder {
         let (stop_tx, stop_rx) = watch::channel(false);
         let rn = RnTask {
             index: self.index,
-            engine: RnEngine::new(partition.clone(), self.rounds),
+            engine: RnEngine::new(crate::algo::shatter_or_el(partition.clone()), self.rounds)?,
             learner: Some(learner),
             vn_cmds,
             from_vns,

@@ -214,6 +214,10 @@ impl RnDriver for TaskPort<'_> {
         Ok(())
     }
 
+    fn failed(&mut self, why: String) -> Result<()> {
+        Err(NodeError::Config(why))
+    }
+
     fn finished(&mut self) -> Result<()> {
         self.finished = true;
         Ok(())

@@ -1,0 +1,263 @@
+//! Decentralised-learning algorithms behind one trait, driven unchanged by the simulator and the libp2p
+//! shell. One file per algorithm; the round engine ([`crate::engine::RnEngine`]) owns one `Box<dyn
+//! Algorithm>` and asks it, each round, what each virtual node sends and how what came back combines.
+//!
+//! # The round, as the engine runs it
+//! 1. [`Algorithm::begin_round`], then local training (the driver's).
+//! 2. For each exchange step `0..steps()`: [`Algorithm::outgoing`] gives each VN its [`Payload`]; the VNs
+//!    exchange over the round's [`Graph`]; every copy a VN accepts goes to [`Algorithm::receive`] (the RN
+//!    never learns which peer sent it); when every VN reported the step done, [`Algorithm::combine`] turns
+//!    the local model and what was received into the next model.
+//! 3. The driver evaluates the combined model.
+//!
+//! # What the trait expresses, and how each planned algorithm fits
+//! | need | how | algorithms |
+//! |---|---|---|
+//! | same payload to every neighbour | [`Payload::Broadcast`] | Shatter, EL, GHP, D-PSGD, chunking-only |
+//! | one payload per neighbour | [`Payload::PerNeighbour`] with [`Algorithm::per_neighbour`]: frames per *edge slot* (the VN's sorted neighbour set, by position; the RN never sees identities) | PDMM / ADMM (Δz per edge) |
+//! | several exchange steps per round | [`Algorithm::steps`] > 1; `outgoing`/`receive`/`combine` get the step | Muffliato (10 gossip steps) |
+//! | a subset of coordinates | a [`ChunkFrame`] carries a chunk index into the static partition; sparsification uses a partition of d into 1/F chunks and sends a (random or top-k-chosen) chunk, chunking-only one random chunk of K | sparsify-random/topk:F, chunking:K |
+//! | per-round overlay or a static graph | [`Algorithm::graph`]: [`Graph::PerRound`] or [`Graph::Static`] (negotiated once by the same overlay protocol, then reused) | D-PSGD, PDMM: static; the rest per round |
+//! | another combine rule | [`Algorithm::combine`] is the algorithm's own: per-parameter mean (Shatter, EL), mean with self-correction of the noise (GHP: own term − r·g), Metropolis-style weights (D-PSGD), dual update then primal step (PDMM) | all |
+//! | local noise before sending | inside `outgoing` (the model is the algorithm's to perturb) | Muffliato, GHP, random:σ |
+//!
+//! The engine today carries what Shatter and EL need (broadcast, one step, per-round graph): an algorithm
+//! asking for per-neighbour payloads, several steps or a static graph is refused by
+//! [`crate::engine::RnEngine::new`] with an error naming what is missing, never run half-way.
+//!
+//! # Layout
+//! - `mod.rs`: the [`Algorithm`] trait, [`Payload`], [`Graph`], [`AlgoError`].
+//! - `shatter.rs`: [`Shatter`], k VNs, static seeded chunk partition, per-parameter mean.
+//! - `el.rs`: Epidemic Learning, Shatter with k = 1 ([`el`]).
+
+mod el;
+mod shatter;
+
+pub use el::el;
+pub use shatter::Shatter;
+
+use std::sync::Arc;
+
+use models::chunking::ChunkPartition;
+use protocol::ChunkFrame;
+
+/// The algorithm a partition of k chunks means today: EL for k = 1, Shatter with k VNs otherwise.
+pub fn shatter_or_el(partition: Arc<ChunkPartition>) -> Box<dyn Algorithm> {
+    if partition.k() == 1 {
+        Box::new(el(partition).expect("k = 1"))
+    } else {
+        Box::new(Shatter::new(partition))
+    }
+}
+
+/// The graph an algorithm exchanges over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Graph {
+    /// A fresh random r-regular overlay every round (Shatter, EL, Muffliato).
+    PerRound,
+    /// One overlay negotiated before round 0 and reused every round (D-PSGD, PDMM).
+    Static,
+}
+
+/// What one VN sends in one exchange step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Payload {
+    /// The same frame to every neighbour.
+    Broadcast(ChunkFrame),
+    /// A different frame per neighbour: the VN asks [`Algorithm::per_neighbour`] once it knows how many
+    /// neighbours the round's graph gave it.
+    PerNeighbour,
+}
+
+/// An algorithm's refusal of a copy or a combine.
+#[derive(Debug, thiserror::Error)]
+pub enum AlgoError {
+    #[error(transparent)]
+    Models(#[from] models::ModelsError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// One decentralised-learning algorithm, as one real node runs it.
+pub trait Algorithm: Send {
+    /// Name in metrics and reports ("shatter", "el", …).
+    fn name(&self) -> &str;
+
+    /// Network identities (VNs) per real node: k for Shatter, 1 for the others.
+    fn virtual_nodes(&self) -> usize;
+
+    /// Parameters d of the model.
+    fn d(&self) -> usize;
+
+    /// Length of each chunk index a VN may send or accept (`len() == virtual_nodes()` for Shatter; the VN
+    /// refuses frames of another length).
+    fn chunk_lens(&self) -> Vec<usize>;
+
+    fn graph(&self) -> Graph {
+        Graph::PerRound
+    }
+
+    /// Exchange steps per round.
+    fn steps(&self) -> u32 {
+        1
+    }
+
+    /// A round starts (before local training): reset per-round state.
+    fn begin_round(&mut self, round: u64);
+
+    /// What each VN sends in `step` of `round`, from the trained (or last combined) model: `(vn, payload)`.
+    fn outgoing(
+        &mut self,
+        round: u64,
+        step: u32,
+        params: &[f32],
+    ) -> Result<Vec<(usize, Payload)>, AlgoError>;
+
+    /// For [`Payload::PerNeighbour`]: VN `vn`'s frames for its `edges` neighbours, in edge-slot order.
+    fn per_neighbour(
+        &mut self,
+        round: u64,
+        step: u32,
+        vn: usize,
+        edges: usize,
+    ) -> Result<Vec<ChunkFrame>, AlgoError> {
+        let _ = (round, step, vn, edges);
+        Err(AlgoError::Other(format!(
+            "{} sends no per-neighbour payloads",
+            self.name()
+        )))
+    }
+
+    /// A copy VN `vn` accepted in `step` (index, length and finiteness already checked by the VN).
+    fn receive(&mut self, step: u32, vn: usize, frame: &ChunkFrame) -> Result<(), AlgoError>;
+
+    /// End of `step`: the next model from the local one and what was received.
+    fn combine(&mut self, round: u64, step: u32, local: &[f32]) -> Result<Vec<f32>, AlgoError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{RnEngine, RnInput, RnOutput};
+    use protocol::rnvn::{FromVirtualNode, RoundSummary, ToVirtualNode};
+    use std::time::Duration;
+
+    fn partition(k: usize) -> Arc<ChunkPartition> {
+        Arc::new(ChunkPartition::new(&[4, 2], k, 7).unwrap())
+    }
+
+    #[test]
+    fn shatter_sends_each_vn_its_chunk_and_averages_per_parameter() {
+        let p = partition(2);
+        let mut a = Shatter::new(p.clone());
+        a.begin_round(0);
+        let local = vec![0.0f32; 6];
+        let out = a.outgoing(0, 0, &local).unwrap();
+        assert_eq!(out.len(), 2);
+        // A copy of chunk 0 with every value 3: those parameters average to 1.5, the others stay local.
+        let copy = ChunkFrame {
+            round: 0,
+            chunk: 0,
+            values: vec![3.0; p.chunk_len(0)],
+        };
+        a.receive(0, 0, &copy).unwrap();
+        let next = a.combine(0, 0, &local).unwrap();
+        assert_eq!(next.iter().filter(|&&v| v == 1.5).count(), p.chunk_len(0));
+        assert_eq!(next.iter().filter(|&&v| v == 0.0).count(), p.chunk_len(1));
+        assert!(el(p).is_err(), "EL needs a one-chunk partition");
+        assert_eq!(shatter_or_el(partition(1)).name(), "el");
+    }
+
+    /// Muffliato-like: several steps per round, which the engine does not run yet.
+    struct MultiStep(Shatter);
+    impl Algorithm for MultiStep {
+        fn name(&self) -> &str {
+            "multistep"
+        }
+        fn virtual_nodes(&self) -> usize {
+            self.0.virtual_nodes()
+        }
+        fn d(&self) -> usize {
+            self.0.d()
+        }
+        fn chunk_lens(&self) -> Vec<usize> {
+            self.0.chunk_lens()
+        }
+        fn steps(&self) -> u32 {
+            10
+        }
+        fn begin_round(&mut self, r: u64) {
+            self.0.begin_round(r)
+        }
+        fn outgoing(
+            &mut self,
+            r: u64,
+            s: u32,
+            p: &[f32],
+        ) -> Result<Vec<(usize, Payload)>, AlgoError> {
+            Ok(self
+                .0
+                .outgoing(r, s, p)?
+                .into_iter()
+                .map(|(vn, _)| (vn, Payload::PerNeighbour))
+                .collect())
+        }
+        fn receive(&mut self, s: u32, vn: usize, f: &ChunkFrame) -> Result<(), AlgoError> {
+            self.0.receive(s, vn, f)
+        }
+        fn combine(&mut self, r: u64, s: u32, l: &[f32]) -> Result<Vec<f32>, AlgoError> {
+            self.0.combine(r, s, l)
+        }
+    }
+
+    #[test]
+    fn the_engine_refuses_what_it_cannot_run_instead_of_running_it_half_way() {
+        let err = RnEngine::new(Box::new(MultiStep(Shatter::new(partition(2)))), 3)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("10 exchange step"), "{err}");
+    }
+
+    #[test]
+    fn the_engine_runs_a_round_through_the_algorithm() {
+        let mut e = RnEngine::new(shatter_or_el(partition(2)), 1).unwrap();
+        let t = Duration::ZERO;
+        let out = e.handle(t, RnInput::Start);
+        assert!(matches!(
+            out[..],
+            [
+                RnOutput::StartRound { round: 0 },
+                RnOutput::Train { round: 0 }
+            ]
+        ));
+        let out = e.handle(
+            t,
+            RnInput::Trained {
+                round: 0,
+                params: vec![1.0; 6],
+                train_loss: 0.0,
+                secs: 0.0,
+            },
+        );
+        let sent: Vec<usize> = out
+            .iter()
+            .filter_map(|o| match o {
+                RnOutput::ToVn {
+                    vn,
+                    msg: ToVirtualNode::Exchange(_),
+                } => Some(*vn),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sent, vec![0, 1]);
+        for vn in 0..2 {
+            let done = FromVirtualNode::Done(RoundSummary::default());
+            let out = e.handle(t, RnInput::FromVn { vn, msg: done });
+            assert_eq!(
+                matches!(out.last(), Some(RnOutput::Evaluate { params, .. }) if params == &vec![1.0; 6]),
+                vn == 1,
+                "evaluates once every VN is done"
+            );
+        }
+    }
+}
