@@ -30,7 +30,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::scenario::Settings;
+use node::learner::LearningConfig;
 
 /// `--audit-chunks` and `--audit-every`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,23 +76,26 @@ pub struct AuditPlan {
 }
 
 impl AuditPlan {
-    /// `None` without `--audit`.
+    /// `None` without `--audit` (`settings` is `None`). `learning` is the run's (seed, model); `rounds` its
+    /// length.
     pub fn new(
-        s: &Settings,
+        settings: Option<AuditSettings>,
+        rounds: u64,
+        learning: &LearningConfig,
         data: &Arc<AuditData>,
         split: &Split,
         partition: Arc<ChunkPartition>,
     ) -> anyhow::Result<Option<Self>> {
-        let Some(settings) = s.audit else {
+        let Some(settings) = settings else {
             return Ok(None);
         };
         let info = TaskInfo::of(&split.train)?;
         Ok(Some(Self {
             settings,
-            rounds: s.rounds,
-            seed: s.learning.seed,
+            rounds,
+            seed: learning.seed,
             data: data.clone(),
-            spec: s.learning.model_spec(&info),
+            spec: learning.model_spec(&info),
             info,
             partition,
         }))

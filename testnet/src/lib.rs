@@ -9,9 +9,10 @@
 //! - `main.rs`: the thin binary: parse options, run, print the tables and where the report is.
 //! - `cli.rs`: [`cli::Options`], the command-line flags and the `--scenario FILE.toml` keys (one struct).
 //! - `scenario.rs`: defaults and checks, from options to [`scenario::Settings`]; data loading with hints.
-//! - `run_inproc.rs`: `--mode inproc`, one `NodeBuilder` per RN in one tokio runtime.
-//! - `run_procs.rs`: `--mode procs`, generated deployment files and `node run` child processes.
-//! - `run_sim.rs`: `--mode sim`, `node::sim::run` on a virtual clock.
+//! - `run/mod.rs`: one setting in the chosen mode ([`run::setting`]); one file per mode:
+//!   - `run/inproc.rs`: `--mode inproc`, one `NodeBuilder` per RN in one tokio runtime.
+//!   - `run/procs.rs`: `--mode procs`, generated deployment files and `node run` child processes.
+//!   - `run/sim.rs`: `--mode sim`, `node::sim::run` on a virtual clock.
 //! - `progress.rs`: `indicatif` bar on a terminal, one line per round otherwise.
 //! - `audit.rs`: `--audit`, the privacy audit run inside training (ground truth from the harness only).
 //! - `report.rs`: [`report::Summary`], `metrics.jsonl`, `summary.json`, the printed tables.
@@ -25,9 +26,7 @@ pub mod plots;
 pub mod progress;
 pub mod report;
 pub mod rss;
-pub mod run_inproc;
-pub mod run_procs;
-pub mod run_sim;
+pub mod run;
 pub mod scenario;
 
 use std::collections::BTreeMap;
@@ -141,29 +140,17 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
     for (i, &setting) in s.settings.iter().enumerate() {
         let reset = rss::reset_peak();
         let mut progress = Progress::new(setting.label(), s.nodes, s.rounds, bar);
-        let out = match s.mode {
-            Mode::Sim | Mode::Inproc => {
-                let learners = s.learning.learners(&split, &parts, 0..s.nodes)?;
-                // One partition for all in-process nodes (and the audit): it takes ~10 bytes per parameter.
-                let partition = Arc::new(
-                    s.learning
-                        .chunk_partition(&learners[0].model, setting.vns)?,
-                );
-                let plan = match &audit_data {
-                    Some(data) => audit::AuditPlan::new(s, data, &split, partition.clone())?,
-                    None => None,
-                };
-                if s.mode == Mode::Sim {
-                    run_sim::run(s, setting, learners, partition, plan, &mut progress)?
-                } else {
-                    run_inproc::run(s, setting, learners, partition, plan, &mut progress)?
-                }
-            }
-            Mode::Procs => run_procs::run(s, setting, &s.out, &mut progress)?,
-        };
+        let out = run::setting(
+            s,
+            setting,
+            &split,
+            &parts,
+            audit_data.as_ref(),
+            &mut progress,
+        )?;
         progress.finish();
         report::append_metrics(&metrics_path, setting, &out.metrics, out.audit.as_ref())?;
-        let mut summary = Summary::new(s, setting, d, initial.clone(), &out);
+        let mut summary = Summary::new(s, setting, d, initial, &out);
         if !reset && i > 0 && s.mode != Mode::Procs {
             summary.extra.insert(
                 "peak_rss_includes_earlier_settings".into(),

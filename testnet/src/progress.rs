@@ -49,13 +49,16 @@ impl Progress {
         if bar.is_none() {
             eprintln!("{label}: {nodes} nodes, {rounds} rounds");
         }
+        // Elapsed wall-clock time shown beside the rounds.
+        #[allow(clippy::disallowed_methods)]
+        let started = Instant::now();
         Self {
             bar,
             label,
             nodes,
             total_rounds: rounds,
             rounds: BTreeMap::new(),
-            started: Instant::now(),
+            started,
         }
     }
 

@@ -210,6 +210,8 @@ impl NodeBuilder {
 
         let (events, events_rx) = EventSink::new(EVENT_CAPACITY);
         let peers = Arc::new(self.peers);
+        // The libp2p shell's clock: engines get `epoch.elapsed()` as their `now`.
+        #[allow(clippy::disallowed_methods)]
         let epoch = Instant::now();
         let (to_rn, from_vns) = mpsc::channel(TO_RN_CAPACITY);
         let mut vn_cmds = Vec::with_capacity(k);

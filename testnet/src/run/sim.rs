@@ -30,6 +30,8 @@ pub fn run(
     let observer = audit
         .map(|p| p.inline(move |g: &u32| Some((*g / k) as usize)))
         .transpose()?;
+    // Wall-clock time of the simulation, reported beside its virtual time.
+    #[allow(clippy::disallowed_methods)]
     let t = Instant::now();
     let report = node::sim::run_observed(
         &cfg,

@@ -167,6 +167,8 @@ async fn launch(
     progress: &mut Progress,
 ) -> anyhow::Result<RunOutput> {
     let n = configs.len();
+    // Wall-clock time of the run, reported beside the rounds; no engine reads it.
+    #[allow(clippy::disallowed_methods)]
     let t0 = Instant::now();
     let (tx, mut rx) = mpsc::channel::<(usize, ChildEvent)>(4096);
     let mut children: Vec<Child> = Vec::with_capacity(n);
@@ -181,6 +183,8 @@ async fn launch(
         if i == 0 {
             // The others bootstrap from node 0: wait until all its VNs listen.
             let mut listening = 0;
+            // A real deadline for child processes to start listening.
+            #[allow(clippy::disallowed_methods)]
             let deadline = tokio::time::Instant::now() + NODE0_START_TIMEOUT;
             while listening < setting.vns {
                 match tokio::time::timeout_at(deadline, rx.recv()).await {
