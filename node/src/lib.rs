@@ -6,15 +6,19 @@
 //! - `id.rs`: [`VnAddr`], how VNs name each other on the wire.
 //! - `keys.rs`: VN key generation and loading.
 //! - `peers.rs`: the peer list file (permissioning and bootstrap).
-//! - `engine/`: the sans-IO round engine: `rn.rs` (real node), `vn.rs` (virtual node), `metrics.rs`,
-//!   `counters.rs`.
+//! - `algo/`: [`algo::Algorithm`], one file per algorithm (`shatter.rs`, `el.rs`); the trait's doc says how
+//!   the baselines, GHP and PDMM fit it.
+//! - `engine/`: the sans-IO round engine: `rn.rs` (real node, runs an `Algorithm`), `vn.rs` (virtual node,
+//!   holds a `sampling::Sampler`), `route.rs` (the one routing layer: `VnDriver`/`RnDriver`, implemented by
+//!   both drivers; the RN-never-learns-the-sender split), `metrics.rs`, `counters.rs`.
 //! - `limits.rs`: the open-files limit many VNs need.
 //! - `observe.rs`: [`observe::Observer`], hooks for research harnesses (privacy audits).
 //! - `learner.rs`: one real node's model, data and training ([`learner::Learner`]), shared by the drivers.
 //! - `sim.rs`: the in-memory driver (many nodes on a virtual clock), used by tests and `testnet --mode sim`.
 //! - `net/`: the libp2p shell: `behaviour.rs`, `codec.rs`, `transport.rs`, and `vn_task.rs` (one task per
-//!   VN driving its engine with its Swarm).
-//! - `runtime.rs`: the embedding API: [`NodeBuilder`], [`NodeHandle`], the RN task.
+//!   VN driving its engine with its Swarm; its `VnDriver`).
+//! - `runtime/`: the embedding API: `builder.rs` ([`NodeBuilder`]), `handle.rs` ([`NodeHandle`],
+//!   [`NodeStatus`]), `timing.rs` ([`Timing`]), `rn_task.rs` (the RN task; its `RnDriver`).
 //! - `events.rs`: [`NodeEvent`], the event stream.
 //! - `main.rs`: the `node` binary (`keygen`, `run`, `psk`).
 

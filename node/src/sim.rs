@@ -16,7 +16,7 @@ use rand::Rng;
 use rand::seq::index::sample;
 use rand_chacha::ChaCha12Rng;
 use sampling::sim::{Event, NetConfig, Network};
-use sampling::{CyclonConfig, OverlayConfig, SamplerConfig, derive_rng};
+use sampling::{CyclonConfig, OverlayConfig, SamplerConfig, Stream, derive_rng, vn_rng};
 
 use crate::engine::{
     RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, VnConfig,
@@ -205,8 +205,8 @@ impl<'a> Sim<'a> {
                 VnEngine::new(
                     g,
                     vn_cfg.clone(),
-                    derive_rng(cfg.seed, 4 * g as u64),
-                    derive_rng(cfg.seed, 4 * g as u64 + 1),
+                    vn_rng(cfg.seed, g as u64, Stream::Cyclon),
+                    vn_rng(cfg.seed, g as u64, Stream::Overlay),
                     Box::new(|_| true),
                 )
             })

@@ -24,6 +24,16 @@ pub const MAX_SHUFFLE_ENTRIES: usize = 64;
 /// graph (c = 20) mixes in a handful of hops, so anything above 64 only multiplies forwarding traffic.
 pub const MAX_TTL: u8 = 64;
 
+/// Round states a VN keeps (overlay negotiation and chunk exchange alike): the round being negotiated, the
+/// one whose chunks are being exchanged, and slack for late `Drop`s, refusals and chunks. Older rounds are
+/// forgotten and messages for them are dropped or refused as stale.
+pub const MAX_KEPT_ROUNDS: u64 = 4;
+
+/// How far ahead of its newest started round a VN still takes a message (forwards a proposal, holds a
+/// chunk). Nodes drift apart by about one round (one local training); more means a confused or malicious
+/// peer.
+pub const MAX_FUTURE_ROUNDS: u64 = 2;
+
 /// Largest age a view entry may claim. Ages grow by one per shuffle period; an entry older than this is
 /// long dead (Cyclon removes entries after a failed shuffle, and the oldest entry is shuffled first), so a
 /// larger value is either a bug or an attempt to bias target selection.

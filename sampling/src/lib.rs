@@ -7,7 +7,8 @@
 //! ChaCha RNGs: the node drives them over libp2p, the simulator here drives them in memory, same code.
 //!
 //! Layout:
-//! - `lib.rs` — this overview, the [`PeerId`] bound, the crate [`Error`], RNG derivation helper.
+//! - `lib.rs` — this overview, the [`PeerId`] bound, the crate [`Error`], the one RNG-stream derivation
+//!   ([`vn_rng`]).
 //! - `cyclon.rs` — [`cyclon::Cyclon`], the Cyclon shuffle state machine (Voulgaris et al. 2005).
 //! - `overlay.rs` — [`overlay::OverlayBuilder`], the per-round overlay negotiation (protocol, timing,
 //!   half-open edge handling documented there; one method per message).
@@ -55,10 +56,30 @@ pub enum Error {
     Config(String),
 }
 
-/// A ChaCha RNG for one (run seed, stream) pair: `stream` distinguishes identities and purposes (e.g.
-/// `hash(identity) * 4 + 0` for Cyclon, `+ 1` for the overlay), so siblings never share a stream.
+/// A ChaCha RNG for one (run seed, stream) pair. VNs take theirs through [`vn_rng`]; a driver's own streams
+/// (the simulated network, bootstrap draws) use the top of the range (`u64::MAX`, `u64::MAX - 1`, …), which
+/// `vn_rng` leaves free.
 pub fn derive_rng(seed: u64, stream: u64) -> ChaCha12Rng {
     let mut rng = ChaCha12Rng::seed_from_u64(seed);
     rng.set_stream(stream);
     rng
+}
+
+/// What one of a VN's RNG streams is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u64)]
+pub enum Stream {
+    /// Cyclon's shuffle choices and first-shuffle jitter.
+    Cyclon = 0,
+    /// Overlay roles and walks; the VN engine's send jitter and bootstrap shuffle are drawn from its start.
+    Overlay = 1,
+}
+
+/// The one derivation of a VN's RNG streams, used by the node, the node's simulator and the overlay
+/// simulator alike: stream `identity · 4 + purpose` of the run seed's ChaCha. `identity` is the VN's number
+/// in a simulator, and in the node a hash of the VN's *secret* key (unpredictable to others, distinct
+/// between siblings, so siblings never share a stream). Slots 2 and 3 of every four are not used by VNs; a
+/// driver's own streams at the top of the range ([`derive_rng`]) fall in them.
+pub fn vn_rng(seed: u64, identity: u64, purpose: Stream) -> ChaCha12Rng {
+    derive_rng(seed, identity.wrapping_mul(4).wrapping_add(purpose as u64))
 }

@@ -57,20 +57,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+pub use protocol::control::{MAX_FUTURE_ROUNDS, MAX_KEPT_ROUNDS};
 use protocol::control::{MAX_TTL, OverlayMsg};
 use rand::Rng;
 use rand::seq::IndexedRandom;
 use rand_chacha::ChaCha12Rng;
 
 use crate::{Error, PeerId};
-
-/// Round states kept per VN: the round being negotiated, the one being used for chunk exchange, and slack
-/// for late `Drop`s/refusals. Older rounds are forgotten (messages for them are dropped).
-pub const MAX_KEPT_ROUNDS: usize = 4;
-
-/// How far ahead of its newest started round a VN still forwards proposals. VNs drift by at most a round or
-/// two (one training round); more means a confused or malicious peer.
-pub const MAX_FUTURE_ROUNDS: u64 = 2;
 
 /// Largest degree accepted in a config; the paper uses r ≤ 8 (Table 2, Fig. 6 sweeps r = 2 .. 8), 64 keeps
 /// per-VN state and traffic small while allowing experiments.
@@ -404,7 +397,7 @@ impl<I: PeerId> OverlayBuilder<I> {
         if self.rounds.contains_key(&round) {
             return;
         }
-        if self.rounds.len() >= MAX_KEPT_ROUNDS
+        if self.rounds.len() as u64 >= MAX_KEPT_ROUNDS
             && self.rounds.keys().next().is_some_and(|&o| round < o)
         {
             return;
@@ -423,7 +416,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                 handed_over: Vec::new(),
             },
         );
-        while self.rounds.len() > MAX_KEPT_ROUNDS {
+        while self.rounds.len() as u64 > MAX_KEPT_ROUNDS {
             self.rounds.pop_first();
         }
         self.fire_timers(now, view, out);
@@ -649,7 +642,7 @@ impl<I: PeerId> OverlayBuilder<I> {
         let round = msg.round();
         if let Some(newest) = self.newest()
             && (round > newest + MAX_FUTURE_ROUNDS
-                || (self.rounds.len() >= MAX_KEPT_ROUNDS
+                || (self.rounds.len() as u64 >= MAX_KEPT_ROUNDS
                     && round < *self.rounds.keys().next().expect("non-empty")))
         {
             return;
@@ -1080,7 +1073,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                 return fail("a splice lock naming the same peer twice or itself");
             }
         }
-        if self.rounds.len() > MAX_KEPT_ROUNDS {
+        if self.rounds.len() as u64 > MAX_KEPT_ROUNDS {
             return Err(format!(
                 "{} rounds kept > {MAX_KEPT_ROUNDS}",
                 self.rounds.len()

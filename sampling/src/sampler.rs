@@ -100,8 +100,8 @@ pub struct Sampler<I> {
 }
 
 impl<I: PeerId> Sampler<I> {
-    /// A sampler for `me`. The two RNGs must be distinct streams derived for this identity
-    /// ([`crate::derive_rng`]): siblings never share one.
+    /// A sampler for `me`. The two RNGs are this identity's [`crate::vn_rng`] streams (`Cyclon`, `Overlay`):
+    /// siblings never share one.
     pub fn new(
         me: I,
         cfg: SamplerConfig,

@@ -34,12 +34,10 @@ use super::counters::Counters;
 /// bounds what early senders can make us hold (64 × the largest chunk).
 pub const MAX_PENDING_CHUNKS: usize = 64;
 
-/// How far ahead of the newest round this VN started a chunk may be and still be held. Nodes drift apart by
-/// about one round (one local training); anything further is refused as `WrongRound`.
-pub const MAX_FUTURE_ROUNDS: u64 = 2;
-
-/// Exchange states kept: rounds older than the newest minus this are forgotten and their chunks are stale.
-pub const MAX_KEPT_ROUNDS: u64 = 4;
+// A chunk more than MAX_FUTURE_ROUNDS ahead of the newest round this VN started is refused as `WrongRound`;
+// exchange states older than the newest minus MAX_KEPT_ROUNDS are forgotten and their chunks are stale. One
+// definition (protocol::control) for the overlay and the exchange.
+pub use protocol::control::{MAX_FUTURE_ROUNDS, MAX_KEPT_ROUNDS};
 
 /// Identity of a VN as the engine needs it: ordered (determinism), serialisable (Cyclon entries).
 pub trait VnIdentity: sampling::PeerId + Serialize + DeserializeOwned + Send + 'static {}

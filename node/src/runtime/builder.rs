@@ -8,7 +8,7 @@ use libp2p::identity::Keypair;
 use libp2p::pnet::PreSharedKey;
 use libp2p::{Multiaddr, PeerId};
 use models::chunking::ChunkPartition;
-use sampling::derive_rng;
+use sampling::{Stream, vn_rng};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -234,8 +234,8 @@ impl NodeBuilder {
             let engine = VnEngine::new(
                 me.clone(),
                 vn_cfg.clone(),
-                derive_rng(self.learning.seed, stream),
-                derive_rng(self.learning.seed, stream ^ 0x5555_5555_5555_5555),
+                vn_rng(self.learning.seed, stream, Stream::Cyclon),
+                vn_rng(self.learning.seed, stream, Stream::Overlay),
                 Box::new(move |a: &VnAddr| allowed.is_allowed(&a.peer)),
             )?;
             let (tx, rx) = mpsc::channel(VN_COMMAND_CAPACITY);

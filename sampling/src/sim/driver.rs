@@ -12,7 +12,7 @@ use super::{Event, NetConfig, Network};
 use crate::cyclon::{Cyclon, CyclonConfig};
 use crate::overlay::{OverlayBuilder, OverlayConfig};
 use crate::sampler::{Sampler, SamplerConfig, SamplerInput, SamplerOutput};
-use crate::{Error, derive_rng};
+use crate::{Error, Stream, derive_rng, vn_rng};
 
 /// Timer tag for "run the state machines' due timers".
 const TAG_TICK: u64 = 0;
@@ -193,8 +193,8 @@ impl OverlaySim {
         let sampler = Sampler::new(
             i,
             cfg_s,
-            derive_rng(cfg.seed, 2 * i as u64),
-            derive_rng(cfg.seed, 2 * i as u64 + 1),
+            vn_rng(cfg.seed, i as u64, Stream::Cyclon),
+            vn_rng(cfg.seed, i as u64, Stream::Overlay),
         )?;
         Ok(Vn {
             sampler,
