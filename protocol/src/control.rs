@@ -6,8 +6,9 @@
 //! [`ControlMsg::validate`] (or the per-protocol `validate`) before acting on a message. The state machines in
 //! `sampling` validate again, so a caller that forgets cannot make them allocate or loop without bound.
 //!
-//! The sender of a message is never carried inside it: it is the authenticated remote peer of the connection
-//! the message arrived on. Identities that *are* carried (`origin`, `other`, `newcomer`, view entries) are
+//! The sender of a message is the authenticated remote peer of the connection it arrived on; the
+//! [`ControlEnvelope`] repeats it only to carry a dial-back address, and a mismatch is refused. Identities that
+//! are carried as third parties (`origin`, `other`, `newcomer`, view entries) are
 //! claims; the protocol is built so that a false claim only wastes a message (an `Accept` sent to a spoofed
 //! origin is answered with `Nack`, a spoofed view entry is removed when its shuffle times out).
 

@@ -10,8 +10,9 @@
 //! - `frame.rs`: the 4-byte length prefix every message travels behind, and its limits.
 //! - `codec.rs`: the control-message encoding (bincode 2 with serde). The one file to change to swap it.
 //! - `chunk.rs`: chunk frames (round, chunk index, raw little-endian f32 values) and the receiver's reply.
-//! - `control.rs`: Cyclon and overlay messages, generic over the peer identity type.
-//! - `wire.rs`: what travels on each protocol: control requests and responses.
+//! - `control.rs`: Cyclon and overlay messages, generic over the peer identity type; the control envelope
+//!   (what travels on the control protocol); the round limits every VN applies (`MAX_KEPT_ROUNDS`,
+//!   `MAX_FUTURE_ROUNDS`).
 //! - `rnvn.rs`: messages between a real node and a virtual node running outside its process.
 
 pub mod chunk;
