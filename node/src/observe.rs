@@ -7,7 +7,7 @@
 //! which real node owns that VN is exactly what Shatter hides, and only a harness that made every node's
 //! keys (or, in the simulator, numbered the VNs) can map one to the other. The node never learns it.
 
-use protocol::ChunkFrame;
+use protocol::{ChunkFrame, Round};
 
 /// Watches a node from outside. All methods default to doing nothing; `node` is the real node's index as the
 /// driver numbers it (`NodeBuilder::new`'s `index`, or the simulator's node number).
@@ -17,13 +17,13 @@ use protocol::ChunkFrame;
 pub trait Observer<I>: Send + Sync {
     /// Whether [`Observer::round_start`] wants the parameters for `round`: copying d floats per round costs,
     /// so say no for rounds that are not observed.
-    fn wants_params(&self, _node: usize, _round: u64) -> bool {
+    fn wants_params(&self, _node: usize, _round: Round) -> bool {
         false
     }
 
     /// Local training of `round` is about to start from `params`: the node's model as the previous round
     /// left it (the aggregate of `round - 1`, or the shared initial model in round 0).
-    fn round_start(&self, _node: usize, _round: u64, _params: &[f32]) {}
+    fn round_start(&self, _node: usize, _round: Round, _params: &[f32]) {}
 
     /// Virtual node `vn` of the node accepted `frame` (a chunk of `frame.round`) from neighbour VN `from`.
     fn chunk_received(&self, _node: usize, _vn: usize, _from: &I, _frame: &ChunkFrame) {}
@@ -33,7 +33,7 @@ pub trait Observer<I>: Send + Sync {
 pub(crate) fn notify_round_start<I, E>(
     observer: Option<&dyn Observer<I>>,
     node: usize,
-    round: u64,
+    round: Round,
     params: impl FnOnce() -> Result<Vec<f32>, E>,
 ) -> Result<(), E> {
     if let Some(o) = observer

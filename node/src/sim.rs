@@ -5,6 +5,7 @@
 //!
 //! Used by the node's in-memory tests and by `testnet --mode sim` for networks of 1,000+ VNs.
 
+use protocol::Round;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,7 +77,7 @@ impl SimConfig {
 enum Wire {
     Control(Vec<u8>),
     Chunk { bytes: Arc<Vec<u8>>, token: u64 },
-    Reply { round: u64, bytes: Vec<u8> },
+    Reply { round: Round, bytes: Vec<u8> },
 }
 
 /// What a finished simulation reports.
@@ -139,7 +140,7 @@ pub fn run_observed(
 struct Fabric {
     net: Network<Wire>,
     /// Inbound chunk requests awaiting a reply: token → (sender VN, round).
-    tokens: BTreeMap<u64, (u32, u64)>,
+    tokens: BTreeMap<u64, (u32, Round)>,
     next_token: u64,
     /// Each VN's pending wake-up.
     wake: Vec<Option<Duration>>,
@@ -374,7 +375,7 @@ impl VnDriver<u32> for VnPort<'_> {
         self.fabric.net.send(self.g, to, Wire::Control(bytes));
     }
 
-    fn send_chunk(&mut self, to: u32, round: u64, bytes: Arc<Vec<u8>>) {
+    fn send_chunk(&mut self, to: u32, round: Round, bytes: Arc<Vec<u8>>) {
         let f = &mut *self.fabric;
         f.next_token += 1;
         f.tokens.insert(f.next_token, (self.g, round));
@@ -443,7 +444,7 @@ struct RnPort<'a, F> {
 impl<F: FnMut(usize, &RoundMetrics)> RnDriver for RnPort<'_, F> {
     type Error = NodeError;
 
-    fn start_round(&mut self, vn: usize, round: u64) -> Result<()> {
+    fn start_round(&mut self, vn: usize, round: Round) -> Result<()> {
         let g = self.first_vn + vn as u32;
         self.fabric
             .work
@@ -459,7 +460,7 @@ impl<F: FnMut(usize, &RoundMetrics)> RnDriver for RnPort<'_, F> {
         Ok(())
     }
 
-    fn train(&mut self, round: u64) -> Result<()> {
+    fn train(&mut self, round: Round) -> Result<()> {
         let learner = &mut *self.learner;
         notify_round_start(self.observer, self.rn, round, || {
             learner.model.flat_params()
@@ -472,7 +473,7 @@ impl<F: FnMut(usize, &RoundMetrics)> RnDriver for RnPort<'_, F> {
         Ok(())
     }
 
-    fn evaluate(&mut self, round: u64, params: Vec<f32>) -> Result<()> {
+    fn evaluate(&mut self, round: Round, params: Vec<f32>) -> Result<()> {
         let (eval, secs) = self.learner.load_and_evaluate(&params)?;
         let input = RnInput::Evaluated {
             round,

@@ -21,7 +21,7 @@ use node::observe::Observer;
 use node::peers::PeerList;
 use node::sim::SimConfig;
 use node::{NodeBuilder, NodeEvent, Timing};
-use protocol::ChunkFrame;
+use protocol::{ChunkFrame, Round};
 
 const NODES: usize = 3;
 const K: usize = 2;
@@ -51,7 +51,7 @@ type Vn = (usize, usize);
 /// Every accepted copy, as (receiving VN, sending VN, round), the sender mapped by the harness.
 struct Copies<I> {
     owner: Box<dyn Fn(&I) -> Vn + Send + Sync>,
-    seen: Mutex<Vec<(Vn, Vn, u64)>>,
+    seen: Mutex<Vec<(Vn, Vn, Round)>>,
 }
 
 impl<I> Observer<I> for Copies<I> {
@@ -69,7 +69,7 @@ fn check(
     driver: &str,
     exact_overlay: bool,
     metrics: &BTreeMap<usize, Vec<RoundMetrics>>,
-    seen: &[(Vn, Vn, u64)],
+    seen: &[(Vn, Vn, Round)],
 ) {
     assert_eq!(metrics.len(), NODES, "{driver}: every node reported");
     for (node, rounds) in metrics {
@@ -112,7 +112,7 @@ fn check(
         seen.iter().all(|(to, from, _)| to != from),
         "{driver}: a VN received its own chunk: {seen:?}"
     );
-    let mut pairs: Vec<(Vn, Vn, u64)> = seen.to_vec();
+    let mut pairs: Vec<(Vn, Vn, Round)> = seen.to_vec();
     pairs.sort();
     let before = pairs.len();
     pairs.dedup();

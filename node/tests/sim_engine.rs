@@ -175,22 +175,22 @@ struct Recorder {
 }
 
 impl node::observe::Observer<u32> for Recorder {
-    fn wants_params(&self, _node: usize, round: u64) -> bool {
-        round != 1
+    fn wants_params(&self, _node: usize, round: protocol::Round) -> bool {
+        round.get() != 1
     }
-    fn round_start(&self, node: usize, round: u64, params: &[f32]) {
+    fn round_start(&self, node: usize, round: protocol::Round, params: &[f32]) {
         self.starts
             .lock()
             .unwrap()
-            .push((node, round, params.len()));
+            .push((node, round.get(), params.len()));
     }
     fn chunk_received(&self, node: usize, vn: usize, from: &u32, frame: &protocol::ChunkFrame) {
         self.chunks.lock().unwrap().push((
             node,
             vn,
             *from,
-            frame.round,
-            frame.chunk,
+            frame.round.get(),
+            frame.chunk.0,
             frame.values.len(),
         ));
     }

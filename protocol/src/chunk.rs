@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::DecodeError;
+use crate::{ChunkIndex, DecodeError, Round};
 
 /// Version byte of the chunk frame layout above.
 pub const CHUNK_FRAME_VERSION: u8 = 1;
@@ -36,15 +36,15 @@ pub const MAX_CHUNK_FRAME_BYTES: usize = CHUNK_HEADER_BYTES + 4 * MAX_CHUNK_VALU
 /// One chunk of one round: the values a virtual node holds for chunk index `chunk` of the static partition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkFrame {
-    pub round: u64,
-    pub chunk: u32,
+    pub round: Round,
+    pub chunk: ChunkIndex,
     pub values: Vec<f32>,
 }
 
 impl ChunkFrame {
     /// Encodes this frame (without the length prefix).
     pub fn encode(&self) -> Vec<u8> {
-        encode_chunk(self.round, self.chunk, &self.values)
+        encode_chunk(self.round.get(), self.chunk.0, &self.values)
     }
 
     /// Decodes a frame payload, checking the header and that the length matches the announced count exactly.
@@ -92,8 +92,8 @@ impl ChunkFrame {
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
         Ok(Self {
-            round,
-            chunk,
+            round: Round(round),
+            chunk: ChunkIndex(chunk),
             values,
         })
     }
@@ -150,7 +150,7 @@ mod tests {
         #[test]
         fn chunks_round_trip(round in any::<u64>(), chunk in any::<u32>(),
                              values in proptest::collection::vec(any::<f32>().prop_filter("nan != nan", |v| !v.is_nan()), 0..300)) {
-            let frame = ChunkFrame { round, chunk, values };
+            let frame = ChunkFrame { round: Round(round), chunk: ChunkIndex(chunk), values };
             let bytes = frame.encode();
             prop_assert_eq!(bytes.len(), CHUNK_HEADER_BYTES + 4 * frame.values.len());
             prop_assert_eq!(ChunkFrame::decode(&bytes).unwrap(), frame);
@@ -166,8 +166,8 @@ mod tests {
     fn nan_bits_survive_the_trip() {
         // Decoding must not silently change values: the engine, not the codec, decides what to refuse.
         let frame = ChunkFrame {
-            round: 1,
-            chunk: 0,
+            round: Round(1),
+            chunk: ChunkIndex(0),
             values: vec![f32::NAN, f32::INFINITY],
         };
         let back = ChunkFrame::decode(&frame.encode()).unwrap();

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::DecodeError;
+use crate::{DecodeError, Round};
 
 /// Most entries one shuffle message may carry. Cyclon's shuffle length l defaults to 8 (Voulgaris et al.,
 /// "CYCLON", J. Netw. Syst. Manage. 2005, §5 uses l = 8 with c = 20 .. 50); 64 leaves room for configs with a
@@ -87,41 +87,45 @@ pub enum OverlayMsg<I> {
     /// Walks the Cyclon view graph (each hop forwards to a random view entry, `ttl` decremented) until an
     /// acceptor takes it; the acceptor answers `origin` directly.
     Propose {
-        round: u64,
+        round: Round,
         origin: I,
         nonce: u64,
         ttl: u8,
     },
     /// Acceptor → origin: a degree slot is reserved for you.
-    Accept { round: u64, nonce: u64 },
+    Accept { round: Round, nonce: u64 },
     /// Last hop → origin: the walk ran out of TTL.
-    Reject { round: u64, nonce: u64 },
+    Reject { round: Round, nonce: u64 },
     /// Proposer → acceptor: I commit to the edge. Retransmitted until `ConfirmAck` or the deadline.
-    Confirm { round: u64, nonce: u64 },
+    Confirm { round: Round, nonce: u64 },
     /// The receiver of a commitment (`Confirm`, `SpliceAccept`, `Handover`) now counts the edge.
-    ConfirmAck { round: u64, nonce: u64 },
+    ConfirmAck { round: Round, nonce: u64 },
     /// Refusal of an `Accept`, `Confirm`, `SpliceOffer`, `SpliceAccept` or `Handover`: the edge is not counted.
-    Nack { round: u64, nonce: u64 },
+    Nack { round: Round, nonce: u64 },
     /// The sender does not count the edge with the receiver in this round (sent when a round freezes with an
     /// unacknowledged commitment, or when an acknowledgement arrives too late). The receiver stops counting it.
-    Drop { round: u64 },
+    Drop { round: Round },
     /// Splice repair: a VN short by ≥ 2 looks (random walk) for a VN x that will split one of its edges.
     SpliceRequest {
-        round: u64,
+        round: Round,
         origin: I,
         nonce: u64,
         ttl: u8,
     },
     /// x → origin: I will split my edge (x, `other`) into (x, origin), (origin, `other`).
-    SpliceOffer { round: u64, nonce: u64, other: I },
+    SpliceOffer { round: Round, nonce: u64, other: I },
     /// origin → x: go ahead.
-    SpliceAccept { round: u64, nonce: u64 },
+    SpliceAccept { round: Round, nonce: u64 },
     /// x → other: our edge is replaced by one between you and `newcomer`, who committed to it.
-    Handover { round: u64, nonce: u64, newcomer: I },
+    Handover {
+        round: Round,
+        nonce: u64,
+        newcomer: I,
+    },
 }
 
 impl<I> OverlayMsg<I> {
-    pub fn round(&self) -> u64 {
+    pub fn round(&self) -> Round {
         match self {
             OverlayMsg::Propose { round, .. }
             | OverlayMsg::Accept { round, .. }
@@ -211,7 +215,7 @@ mod tests {
         };
         assert!(old.validate().is_err());
         let p = |ttl| OverlayMsg::Propose {
-            round: 1,
+            round: Round(1),
             origin: 7u32,
             nonce: 3,
             ttl,
@@ -232,11 +236,11 @@ mod tests {
                 entries: vec![ViewEntry { id: 5u32, age: 2 }],
             }),
             ControlMsg::Overlay(OverlayMsg::Handover {
-                round: 9,
+                round: Round(9),
                 nonce: u64::MAX,
                 newcomer: 4,
             }),
-            ControlMsg::Overlay(OverlayMsg::Drop { round: 3 }),
+            ControlMsg::Overlay(OverlayMsg::Drop { round: Round(3) }),
         ];
         for m in msgs {
             let bytes = bincode::serde::encode_to_vec(&m, cfg).unwrap();

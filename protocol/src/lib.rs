@@ -7,6 +7,7 @@
 //! # Layout
 //! - `names.rs`: versioned protocol names (`/shatter/<name>/<version>`).
 //! - `error.rs`: [`DecodeError`] and [`EncodeError`].
+//! - `ids.rs`: [`Round`] and [`ChunkIndex`], used end to end.
 //! - `frame.rs`: the 4-byte length prefix every message travels behind, and its limits.
 //! - `codec.rs`: the control-message encoding (bincode 2 with serde). The one file to change to swap it.
 //! - `chunk.rs`: chunk frames (round, chunk index, raw little-endian f32 values) and the receiver's reply.
@@ -20,8 +21,10 @@ pub mod codec;
 pub mod control;
 mod error;
 pub mod frame;
+mod ids;
 pub mod names;
 pub mod rnvn;
 
 pub use chunk::{ChunkFrame, ChunkReply, RefuseReason};
 pub use error::{DecodeError, EncodeError};
+pub use ids::{ChunkIndex, Round};

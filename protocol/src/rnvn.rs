@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ChunkFrame;
+use crate::{ChunkFrame, Round};
 
 /// RN → VN.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,7 +30,7 @@ pub enum FromVirtualNode {
 /// What a VN reports at the end of a round's exchange. Counts only: nothing identifies the neighbours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RoundSummary {
-    pub round: u64,
+    pub round: Round,
     /// Confirmed neighbours in the round's overlay.
     pub neighbours: u32,
     /// Copies received and accepted.

@@ -123,10 +123,10 @@ fn main() -> anyhow::Result<()> {
             frac_exp.push(p.frac_expected_for_degrees);
             all.push(p.all_chunks);
         }
-        if g.round % 10 == 9 {
+        if g.round.get() % 10 == 9 {
             eprintln!(
                 "round {:>4}: deficient {:.4} min degree {} λ₂ {:.4} (uniform {:.4}) half-open {} [{:.1}s]",
-                g.round + 1,
+                g.round.next(),
                 ds.deficient_fraction,
                 ds.min_degree,
                 s.lambda2,

@@ -57,6 +57,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use protocol::Round;
 pub use protocol::control::{MAX_FUTURE_ROUNDS, MAX_KEPT_ROUNDS};
 use protocol::control::{MAX_TTL, OverlayMsg};
 use rand::Rng;
@@ -142,14 +143,14 @@ impl Default for OverlayConfig {
 #[derive(Debug, Clone)]
 pub enum OverlayInput<I> {
     /// Start negotiating round `round` now (local clock). Ignored if already started or too old.
-    StartRound { round: u64 },
+    StartRound { round: Round },
     /// A message from the authenticated sender `from`.
     Message { from: I, msg: OverlayMsg<I> },
     /// A send to `to` failed: pending (not yet established) links with it in open rounds are dropped, and so
     /// are established ones in open rounds (a dead peer must not hold a slot).
     SendFailed { to: I },
     /// `peer` refused our chunk for `round` (it does not count the edge): stop counting it.
-    EdgeRefused { round: u64, peer: I },
+    EdgeRefused { round: Round, peer: I },
     /// Time passed; due timers fire. Any input fires due timers first.
     Tick,
 }
@@ -163,12 +164,12 @@ pub enum OverlayOutput<I> {
     },
     /// Round `round` is frozen; `neighbours` (sorted) is its neighbour set.
     Frozen {
-        round: u64,
+        round: Round,
         neighbours: Vec<I>,
     },
     /// After the freeze, `peer` was removed from round `round`'s neighbour set (Drop or refusal).
     EdgeDropped {
-        round: u64,
+        round: Round,
         peer: I,
     },
     /// A message failed validation and was ignored.
@@ -265,7 +266,7 @@ pub struct OverlayBuilder<I> {
     me: I,
     cfg: OverlayConfig,
     rng: ChaCha12Rng,
-    rounds: BTreeMap<u64, RoundState<I>>,
+    rounds: BTreeMap<Round, RoundState<I>>,
 }
 
 impl<I: PeerId> OverlayBuilder<I> {
@@ -289,31 +290,31 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// Established neighbours of `round` (sorted), whether frozen or not; `None` if the round is unknown.
-    pub fn neighbours(&self, round: u64) -> Option<Vec<I>> {
+    pub fn neighbours(&self, round: Round) -> Option<Vec<I>> {
         self.rounds.get(&round).map(|s| s.established())
     }
 
     /// Whether this VN counts the edge to `peer` in `round`: the node accepts and sends chunks only then.
-    pub fn is_neighbour(&self, round: u64, peer: &I) -> bool {
+    pub fn is_neighbour(&self, round: Round, peer: &I) -> bool {
         self.rounds
             .get(&round)
             .and_then(|s| s.links.get(peer))
             .is_some_and(|l| matches!(l, Link::Established { .. }))
     }
 
-    pub fn is_frozen(&self, round: u64) -> Option<bool> {
+    pub fn is_frozen(&self, round: Round) -> Option<bool> {
         self.rounds.get(&round).map(|s| s.frozen)
     }
 
     /// Local time at which `round` freezes (if started).
-    pub fn freeze_time(&self, round: u64) -> Option<Duration> {
+    pub fn freeze_time(&self, round: Round) -> Option<Duration> {
         self.rounds
             .get(&round)
             .map(|s| s.start + self.cfg.deadline())
     }
 
     /// Rounds currently kept (open or frozen).
-    pub fn rounds(&self) -> impl Iterator<Item = u64> + '_ {
+    pub fn rounds(&self) -> impl Iterator<Item = Round> + '_ {
         self.rounds.keys().copied()
     }
 
@@ -383,14 +384,14 @@ impl<I: PeerId> OverlayBuilder<I> {
         }
     }
 
-    fn newest(&self) -> Option<u64> {
+    fn newest(&self) -> Option<Round> {
         self.rounds.keys().next_back().copied()
     }
 
     fn start_round(
         &mut self,
         now: Duration,
-        round: u64,
+        round: Round,
         view: &[I],
         out: &mut Vec<OverlayOutput<I>>,
     ) {
@@ -425,7 +426,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     fn fire_timers(&mut self, now: Duration, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
         let cfg = self.cfg.clone();
         let total = cfg.substeps + cfg.repair_steps;
-        let keys: Vec<u64> = self
+        let keys: Vec<Round> = self
             .rounds
             .iter()
             .filter(|(_, s)| !s.frozen)
@@ -529,7 +530,7 @@ impl<I: PeerId> OverlayBuilder<I> {
         }
     }
 
-    fn freeze(round: u64, s: &mut RoundState<I>, out: &mut Vec<OverlayOutput<I>>) {
+    fn freeze(round: Round, s: &mut RoundState<I>, out: &mut Vec<OverlayOutput<I>>) {
         s.frozen = true;
         s.walks.clear();
         s.lock = None;
@@ -677,7 +678,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// The state of a round `on_message` found open or frozen.
-    fn state(&mut self, round: u64) -> &mut RoundState<I> {
+    fn state(&mut self, round: Round) -> &mut RoundState<I> {
         self.rounds.get_mut(&round).expect("checked by on_message")
     }
 
@@ -709,7 +710,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     fn on_propose(
         &mut self,
         now: Duration,
-        round: u64,
+        round: Round,
         from: I,
         msg: OverlayMsg<I>,
         view: &[I],
@@ -744,7 +745,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     fn on_splice_request(
         &mut self,
         now: Duration,
-        round: u64,
+        round: Round,
         from: I,
         msg: OverlayMsg<I>,
         view: &[I],
@@ -792,7 +793,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     fn on_accept(
         &mut self,
         now: Duration,
-        round: u64,
+        round: Round,
         from: I,
         nonce: u64,
         out: &mut Vec<OverlayOutput<I>>,
@@ -817,7 +818,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// The proposer committed to the slot we reserved: count the edge and acknowledge (every retransmission).
-    fn on_confirm(&mut self, round: u64, from: I, nonce: u64, out: &mut Vec<OverlayOutput<I>>) {
+    fn on_confirm(&mut self, round: Round, from: I, nonce: u64, out: &mut Vec<OverlayOutput<I>>) {
         let degree = self.cfg.degree;
         let s = self.state(round);
         let open = !s.frozen;
@@ -839,7 +840,13 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// The other end counts our commitment: count it too. An ack for an edge we do not count gets a `Drop`.
-    fn on_confirm_ack(&mut self, round: u64, from: I, nonce: u64, out: &mut Vec<OverlayOutput<I>>) {
+    fn on_confirm_ack(
+        &mut self,
+        round: Round,
+        from: I,
+        nonce: u64,
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
         let s = self.state(round);
         let open = !s.frozen;
         match s.links.get(&from) {
@@ -855,7 +862,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// The peer refused the link with this nonce: forget it (and, for a splice we started, both halves).
-    fn on_nack(&mut self, round: u64, from: I, nonce: u64, out: &mut Vec<OverlayOutput<I>>) {
+    fn on_nack(&mut self, round: Round, from: I, nonce: u64, out: &mut Vec<OverlayOutput<I>>) {
         let s = self.state(round);
         let open = !s.frozen;
         if s.lock
@@ -891,7 +898,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// The peer no longer counts the edge: neither do we (reported once the round is frozen).
-    fn on_drop(&mut self, round: u64, from: I, out: &mut Vec<OverlayOutput<I>>) {
+    fn on_drop(&mut self, round: Round, from: I, out: &mut Vec<OverlayOutput<I>>) {
         let s = self.state(round);
         if let Some(l) = s.links.remove(&from)
             && matches!(l, Link::Established { .. })
@@ -914,7 +921,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     fn on_splice_offer(
         &mut self,
         now: Duration,
-        round: u64,
+        round: Round,
         from: I,
         nonce: u64,
         other: I,
@@ -961,7 +968,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     /// The splice origin committed: replace the locked edge (x, y) by (x, origin) and hand y over to it.
     fn on_splice_accept(
         &mut self,
-        round: u64,
+        round: Round,
         from: I,
         nonce: u64,
         out: &mut Vec<OverlayOutput<I>>,
@@ -1004,7 +1011,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     /// Our neighbour x split our edge: drop x, take the newcomer if there is room (else `Nack` it).
     fn on_handover(
         &mut self,
-        round: u64,
+        round: Round,
         from: I,
         nonce: u64,
         newcomer: I,
@@ -1106,21 +1113,21 @@ mod tests {
         let mut out = Vec::new();
         b.handle(
             Duration::ZERO,
-            OverlayInput::StartRound { round: 0 },
+            OverlayInput::StartRound { round: Round(0) },
             &[1, 2, 3],
             &mut out,
         );
         assert!(b.check_invariants().is_ok());
-        let s = b.rounds.get_mut(&0).unwrap();
+        let s = b.rounds.get_mut(&Round(0)).unwrap();
         s.links.insert(0, Link::Established { nonce: 1 });
         assert!(b.check_invariants().unwrap_err().contains("itself"));
-        let s = b.rounds.get_mut(&0).unwrap();
+        let s = b.rounds.get_mut(&Round(0)).unwrap();
         s.links.clear();
         for p in 1..=3 {
             s.links.insert(p, Link::Established { nonce: p as u64 });
         }
         assert!(b.check_invariants().unwrap_err().contains("r = 2"));
-        let s = b.rounds.get_mut(&0).unwrap();
+        let s = b.rounds.get_mut(&Round(0)).unwrap();
         s.links.clear();
         s.links.insert(
             1,

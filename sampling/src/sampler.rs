@@ -24,6 +24,7 @@
 
 use std::time::Duration;
 
+use protocol::Round;
 use protocol::control::ControlMsg;
 use rand_chacha::ChaCha12Rng;
 
@@ -44,13 +45,13 @@ pub enum SamplerInput<I> {
     /// Put these bootstrap entries into the Cyclon view and start shuffling (first shuffle jittered).
     Join { bootstrap: Vec<I> },
     /// Start negotiating the overlay of `round` now (local clock).
-    StartRound { round: u64 },
+    StartRound { round: Round },
     /// A control message from the authenticated peer `from`.
     Message { from: I, msg: ControlMsg<I> },
     /// A send to `to` failed (dial failure, timeout, connection closed).
     SendFailed { to: I },
     /// `peer` refused our chunk for `round` because it does not count the edge (half-open): stop counting it.
-    EdgeRefused { round: u64, peer: I },
+    EdgeRefused { round: Round, peer: I },
     /// Time passed: due timers fire.
     Tick,
 }
@@ -71,12 +72,12 @@ pub enum SamplerOutput<I> {
     },
     /// Round `round`'s overlay is frozen; `neighbours` (sorted) is this VN's neighbour set.
     Frozen {
-        round: u64,
+        round: Round,
         neighbours: Vec<I>,
     },
     /// After the freeze, `peer` left round `round`'s neighbour set (a `Drop` or a refusal).
     EdgeDropped {
-        round: u64,
+        round: Round,
         peer: I,
     },
     /// A shuffle with `peer` got no answer (or its send failed); `peer` left the view.
@@ -134,12 +135,12 @@ impl<I: PeerId> Sampler<I> {
     }
 
     /// Established neighbours of `round` (sorted), frozen or not; `None` if the round is unknown.
-    pub fn neighbours(&self, round: u64) -> Option<Vec<I>> {
+    pub fn neighbours(&self, round: Round) -> Option<Vec<I>> {
         self.overlay.neighbours(round)
     }
 
     /// Whether this VN counts the edge to `peer` in `round` (chunks travel only over counted edges).
-    pub fn is_neighbour(&self, round: u64, peer: &I) -> bool {
+    pub fn is_neighbour(&self, round: Round, peer: &I) -> bool {
         self.overlay.is_neighbour(round, peer)
     }
 

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use protocol::Round;
 use protocol::control::OverlayMsg;
 use sampling::sim::{OverlaySim, SimConfig};
 use sampling::{OverlayBuilder, OverlayConfig, OverlayInput, OverlayOutput, derive_rng};
@@ -122,7 +123,7 @@ fn future_round_proposals_are_forwarded_or_rejected() {
     let view = [2u32, 3, 4];
     let mut out = Vec::new();
     let p = |ttl| OverlayMsg::Propose {
-        round: 0,
+        round: Round(0),
         origin: 9,
         nonce: 5,
         ttl,
@@ -147,7 +148,13 @@ fn future_round_proposals_are_forwarded_or_rejected() {
     );
     assert_eq!(
         sends(&out),
-        vec![(9, OverlayMsg::Reject { round: 0, nonce: 5 })]
+        vec![(
+            9,
+            OverlayMsg::Reject {
+                round: Round(0),
+                nonce: 5
+            }
+        )]
     );
 }
 
@@ -160,7 +167,7 @@ fn half_open_edge_is_detected_by_both_ends() {
     let mut out = Vec::new();
     a.handle(
         Duration::ZERO,
-        OverlayInput::StartRound { round: 3 },
+        OverlayInput::StartRound { round: Round(3) },
         &view,
         &mut out,
     );
@@ -170,7 +177,7 @@ fn half_open_edge_is_detected_by_both_ends() {
         OverlayInput::Message {
             from: 2,
             msg: OverlayMsg::Confirm {
-                round: 3,
+                round: Round(3),
                 nonce: 77,
             },
         },
@@ -182,35 +189,38 @@ fn half_open_edge_is_detected_by_both_ends() {
         vec![(
             2,
             OverlayMsg::ConfirmAck {
-                round: 3,
+                round: Round(3),
                 nonce: 77
             }
         )]
     );
-    assert!(a.is_neighbour(3, &2));
-    let freeze = a.freeze_time(3).unwrap();
+    assert!(a.is_neighbour(Round(3), &2));
+    let freeze = a.freeze_time(Round(3)).unwrap();
     out.clear();
     a.handle(freeze, OverlayInput::Tick, &view, &mut out);
     assert!(out.iter().any(
-        |o| matches!(o, OverlayOutput::Frozen { round: 3, neighbours } if neighbours.contains(&2))
+        |o| matches!(o, OverlayOutput::Frozen { round: Round(3), neighbours } if neighbours.contains(&2))
     ));
     out.clear();
     a.handle(
         freeze,
         OverlayInput::Message {
             from: 2,
-            msg: OverlayMsg::Drop { round: 3 },
+            msg: OverlayMsg::Drop { round: Round(3) },
         },
         &view,
         &mut out,
     );
-    assert!(out.contains(&OverlayOutput::EdgeDropped { round: 3, peer: 2 }));
-    assert!(!a.is_neighbour(3, &2));
+    assert!(out.contains(&OverlayOutput::EdgeDropped {
+        round: Round(3),
+        peer: 2
+    }));
+    assert!(!a.is_neighbour(Round(3), &2));
     // If the Drop is lost too, the chunk refusal does the same.
     let mut a2 = builder(1);
     a2.handle(
         Duration::ZERO,
-        OverlayInput::StartRound { round: 3 },
+        OverlayInput::StartRound { round: Round(3) },
         &view,
         &mut out,
     );
@@ -218,7 +228,10 @@ fn half_open_edge_is_detected_by_both_ends() {
         Duration::ZERO,
         OverlayInput::Message {
             from: 2,
-            msg: OverlayMsg::Confirm { round: 3, nonce: 1 },
+            msg: OverlayMsg::Confirm {
+                round: Round(3),
+                nonce: 1,
+            },
         },
         &view,
         &mut out,
@@ -226,12 +239,18 @@ fn half_open_edge_is_detected_by_both_ends() {
     out.clear();
     a2.handle(
         freeze,
-        OverlayInput::EdgeRefused { round: 3, peer: 2 },
+        OverlayInput::EdgeRefused {
+            round: Round(3),
+            peer: 2,
+        },
         &view,
         &mut out,
     );
     assert!(
-        out.contains(&OverlayOutput::EdgeDropped { round: 3, peer: 2 }) && !a2.is_neighbour(3, &2)
+        out.contains(&OverlayOutput::EdgeDropped {
+            round: Round(3),
+            peer: 2
+        }) && !a2.is_neighbour(Round(3), &2)
     );
     // Proposer side: an ack for an edge it does not count (late, or after freeze) is answered with Drop.
     out.clear();
@@ -239,26 +258,38 @@ fn half_open_edge_is_detected_by_both_ends() {
         freeze,
         OverlayInput::Message {
             from: 4,
-            msg: OverlayMsg::ConfirmAck { round: 3, nonce: 9 },
+            msg: OverlayMsg::ConfirmAck {
+                round: Round(3),
+                nonce: 9,
+            },
         },
         &view,
         &mut out,
     );
-    assert_eq!(sends(&out), vec![(4, OverlayMsg::Drop { round: 3 })]);
+    assert_eq!(sends(&out), vec![(4, OverlayMsg::Drop { round: Round(3) })]);
     // A Confirm after the freeze for an edge not counted is refused.
     out.clear();
     a2.handle(
         freeze,
         OverlayInput::Message {
             from: 5,
-            msg: OverlayMsg::Confirm { round: 3, nonce: 2 },
+            msg: OverlayMsg::Confirm {
+                round: Round(3),
+                nonce: 2,
+            },
         },
         &view,
         &mut out,
     );
     assert_eq!(
         sends(&out),
-        vec![(5, OverlayMsg::Nack { round: 3, nonce: 2 })]
+        vec![(
+            5,
+            OverlayMsg::Nack {
+                round: Round(3),
+                nonce: 2
+            }
+        )]
     );
 }
 
@@ -267,7 +298,7 @@ fn invalid_messages_are_refused() {
     let mut a = builder(1);
     let mut out = Vec::new();
     let bad = OverlayMsg::Propose {
-        round: 0,
+        round: Round(0),
         origin: 2,
         nonce: 0,
         ttl: protocol::control::MAX_TTL + 1,
@@ -295,7 +326,7 @@ fn confirms_beyond_r_are_refused_and_invariants_hold() {
     let mut out = Vec::new();
     a.handle(
         Duration::ZERO,
-        OverlayInput::StartRound { round: 0 },
+        OverlayInput::StartRound { round: Round(0) },
         &view,
         &mut out,
     );
@@ -309,7 +340,7 @@ fn confirms_beyond_r_are_refused_and_invariants_hold() {
             OverlayInput::Message {
                 from: p,
                 msg: OverlayMsg::Confirm {
-                    round: 0,
+                    round: Round(0),
                     nonce: p as u64,
                 },
             },
@@ -318,5 +349,5 @@ fn confirms_beyond_r_are_refused_and_invariants_hold() {
         );
         a.check_invariants().unwrap();
     }
-    assert_eq!(a.neighbours(0).unwrap().len(), r as usize);
+    assert_eq!(a.neighbours(Round(0)).unwrap().len(), r as usize);
 }

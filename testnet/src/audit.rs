@@ -25,7 +25,7 @@ use models::privacy::{
     AuditConfig, AuditSummary, AuditTarget, Auditor, la_truth_index, nonmembers_for, summarize,
 };
 use node::observe::Observer;
-use protocol::ChunkFrame;
+use protocol::{ChunkFrame, Round};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -318,11 +318,12 @@ impl<I> AuditObserver<I> {
 }
 
 impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
-    fn wants_params(&self, _node: usize, round: u64) -> bool {
-        self.settings.audits(round, self.rounds)
+    fn wants_params(&self, _node: usize, round: Round) -> bool {
+        self.settings.audits(round.get(), self.rounds)
     }
 
-    fn round_start(&self, node: usize, round: u64, params: &[f32]) {
+    fn round_start(&self, node: usize, round: Round, params: &[f32]) {
+        let round = round.get();
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         st.base.insert(node, (round, Arc::new(params.to_vec())));
         // Chunks of earlier rounds can no longer be attacked by this node (no base): forget their counts.
@@ -330,7 +331,7 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
     }
 
     fn chunk_received(&self, node: usize, _vn: usize, from: &I, frame: &ChunkFrame) {
-        let round = frame.round;
+        let round = frame.round.get();
         if !self.settings.audits(round, self.rounds) {
             return;
         }
@@ -363,7 +364,7 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
                 round,
                 attacker: node,
                 victim,
-                chunk: frame.chunk as usize,
+                chunk: frame.chunk.get(),
                 values: frame.values.clone(),
                 base,
             }

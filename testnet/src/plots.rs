@@ -137,7 +137,10 @@ pub fn write_all(
     if runs.len() == 1 && runs[0].len() <= 32 {
         for ms in runs[0] {
             let pts = std::iter::once((0.0, summaries[0].initial_metric))
-                .chain(ms.iter().map(|m| (m.round as f64 + 1.0, m.test_metric)))
+                .chain(
+                    ms.iter()
+                        .map(|m| (m.round.get() as f64 + 1.0, m.test_metric)),
+                )
                 .collect();
             lines.push(Line {
                 label: String::new(),

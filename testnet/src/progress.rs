@@ -64,7 +64,7 @@ impl Progress {
 
     /// One RN finished one round.
     pub fn on_round(&mut self, _rn: usize, m: &RoundMetrics) {
-        let agg = self.rounds.entry(m.round).or_default();
+        let agg = self.rounds.entry(m.round.get()).or_default();
         agg.count += 1;
         agg.metric += m.test_metric;
         agg.bytes += m.bytes_sent;
@@ -154,7 +154,7 @@ mod tests {
     fn plain_progress_counts_complete_rounds() {
         let mut p = Progress::new("t".into(), 2, 3, false);
         let m = RoundMetrics {
-            round: 0,
+            round: protocol::Round(0),
             metric_name: models::train::MetricKind::Accuracy,
             test_metric: 0.5,
             ..Default::default()

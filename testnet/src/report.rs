@@ -81,7 +81,7 @@ pub fn mean_series(metrics: &[Vec<RoundMetrics>], f: impl Fn(&RoundMetrics) -> f
         .map(|t| {
             let vals: Vec<f64> = metrics
                 .iter()
-                .filter_map(|m| m.iter().find(|x| x.round == t as u64))
+                .filter_map(|m| m.iter().find(|x| x.round.get() == t as u64))
                 .map(&f)
                 .collect();
             vals.iter().sum::<f64>() / vals.len().max(1) as f64
@@ -202,7 +202,7 @@ pub fn append_metrics(
     let mut w = std::io::BufWriter::new(f);
     for (node, ms) in metrics.iter().enumerate() {
         for m in ms {
-            let a = audit.and_then(|a| a.attacker_round(node, m.round));
+            let a = audit.and_then(|a| a.attacker_round(node, m.round.get()));
             let line = serde_json::to_string(&Line {
                 vns: setting.vns,
                 algo: setting.algo().to_string(),
@@ -478,7 +478,7 @@ mod tests {
 
     fn m(round: u64, metric: f64) -> RoundMetrics {
         RoundMetrics {
-            round,
+            round: protocol::Round(round),
             metric_name: MetricKind::Rmse,
             test_metric: metric,
             bytes_sent: 100,

@@ -36,6 +36,7 @@ mod shatter;
 pub use el::el;
 pub use shatter::Shatter;
 
+use protocol::Round;
 use std::sync::Arc;
 
 use models::chunking::ChunkPartition;
@@ -103,12 +104,12 @@ pub trait Algorithm: Send {
     }
 
     /// A round starts (before local training): reset per-round state.
-    fn begin_round(&mut self, round: u64);
+    fn begin_round(&mut self, round: Round);
 
     /// What each VN sends in `step` of `round`, from the trained (or last combined) model: `(vn, payload)`.
     fn outgoing(
         &mut self,
-        round: u64,
+        round: Round,
         step: u32,
         params: &[f32],
     ) -> Result<Vec<(usize, Payload)>, AlgoError>;
@@ -116,7 +117,7 @@ pub trait Algorithm: Send {
     /// For [`Payload::PerNeighbour`]: VN `vn`'s frames for its `edges` neighbours, in edge-slot order.
     fn per_neighbour(
         &mut self,
-        round: u64,
+        round: Round,
         step: u32,
         vn: usize,
         edges: usize,
@@ -132,7 +133,7 @@ pub trait Algorithm: Send {
     fn receive(&mut self, step: u32, vn: usize, frame: &ChunkFrame) -> Result<(), AlgoError>;
 
     /// End of `step`: the next model from the local one and what was received.
-    fn combine(&mut self, round: u64, step: u32, local: &[f32]) -> Result<Vec<f32>, AlgoError>;
+    fn combine(&mut self, round: Round, step: u32, local: &[f32]) -> Result<Vec<f32>, AlgoError>;
 }
 
 #[cfg(test)]
@@ -150,18 +151,18 @@ mod tests {
     fn shatter_sends_each_vn_its_chunk_and_averages_per_parameter() {
         let p = partition(2);
         let mut a = Shatter::new(p.clone());
-        a.begin_round(0);
+        a.begin_round(Round::ZERO);
         let local = vec![0.0f32; 6];
-        let out = a.outgoing(0, 0, &local).unwrap();
+        let out = a.outgoing(Round::ZERO, 0, &local).unwrap();
         assert_eq!(out.len(), 2);
         // A copy of chunk 0 with every value 3: those parameters average to 1.5, the others stay local.
         let copy = ChunkFrame {
-            round: 0,
-            chunk: 0,
+            round: Round::ZERO,
+            chunk: protocol::ChunkIndex(0),
             values: vec![3.0; p.chunk_len(0)],
         };
         a.receive(0, 0, &copy).unwrap();
-        let next = a.combine(0, 0, &local).unwrap();
+        let next = a.combine(Round::ZERO, 0, &local).unwrap();
         assert_eq!(next.iter().filter(|&&v| v == 1.5).count(), p.chunk_len(0));
         assert_eq!(next.iter().filter(|&&v| v == 0.0).count(), p.chunk_len(1));
         assert!(el(p).is_err(), "EL needs a one-chunk partition");
@@ -186,12 +187,12 @@ mod tests {
         fn steps(&self) -> u32 {
             10
         }
-        fn begin_round(&mut self, r: u64) {
+        fn begin_round(&mut self, r: Round) {
             self.0.begin_round(r)
         }
         fn outgoing(
             &mut self,
-            r: u64,
+            r: Round,
             s: u32,
             p: &[f32],
         ) -> Result<Vec<(usize, Payload)>, AlgoError> {
@@ -205,7 +206,7 @@ mod tests {
         fn receive(&mut self, s: u32, vn: usize, f: &ChunkFrame) -> Result<(), AlgoError> {
             self.0.receive(s, vn, f)
         }
-        fn combine(&mut self, r: u64, s: u32, l: &[f32]) -> Result<Vec<f32>, AlgoError> {
+        fn combine(&mut self, r: Round, s: u32, l: &[f32]) -> Result<Vec<f32>, AlgoError> {
             self.0.combine(r, s, l)
         }
     }
@@ -226,14 +227,14 @@ mod tests {
         assert!(matches!(
             out[..],
             [
-                RnOutput::StartRound { round: 0 },
-                RnOutput::Train { round: 0 }
+                RnOutput::StartRound { round: Round(0) },
+                RnOutput::Train { round: Round(0) }
             ]
         ));
         let out = e.handle(
             t,
             RnInput::Trained {
-                round: 0,
+                round: Round::ZERO,
                 params: vec![1.0; 6],
                 train_loss: 0.0,
                 secs: 0.0,

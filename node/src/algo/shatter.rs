@@ -1,11 +1,12 @@
 //! Shatter (PETS 2025, §4): the model cut into k chunks by a static seeded partition, chunk s sent by VN s
 //! to its neighbours in the round's overlay, every received copy averaged per parameter with the local value.
 
+use protocol::Round;
 use std::sync::Arc;
 
 use models::aggregate::Aggregator;
 use models::chunking::ChunkPartition;
-use protocol::ChunkFrame;
+use protocol::{ChunkFrame, ChunkIndex};
 
 use super::{AlgoError, Algorithm, Payload};
 
@@ -50,13 +51,13 @@ impl Algorithm for Shatter {
             .collect()
     }
 
-    fn begin_round(&mut self, _round: u64) {
+    fn begin_round(&mut self, _round: Round) {
         self.aggregator.reset();
     }
 
     fn outgoing(
         &mut self,
-        round: u64,
+        round: Round,
         _step: u32,
         params: &[f32],
     ) -> Result<Vec<(usize, Payload)>, AlgoError> {
@@ -68,7 +69,7 @@ impl Algorithm for Shatter {
             .map(|(s, values)| {
                 let frame = ChunkFrame {
                     round,
-                    chunk: s as u32,
+                    chunk: ChunkIndex::of(s),
                     values,
                 };
                 (s, Payload::Broadcast(frame))
@@ -77,12 +78,12 @@ impl Algorithm for Shatter {
     }
 
     fn receive(&mut self, _step: u32, _vn: usize, frame: &ChunkFrame) -> Result<(), AlgoError> {
-        Ok(self.aggregator.add(frame.chunk as usize, &frame.values)?)
+        Ok(self.aggregator.add(frame.chunk.get(), &frame.values)?)
     }
 
     /// Per-parameter mean of the local value and every received copy (equal weights; a parameter never
     /// received keeps its local value).
-    fn combine(&mut self, _round: u64, _step: u32, local: &[f32]) -> Result<Vec<f32>, AlgoError> {
+    fn combine(&mut self, _round: Round, _step: u32, local: &[f32]) -> Result<Vec<f32>, AlgoError> {
         Ok(self.aggregator.finish(local)?)
     }
 }

@@ -1,13 +1,14 @@
 //! Per-round metrics of one real node, written as one JSON line per round.
 
 use models::train::MetricKind;
+use protocol::Round;
 use serde::{Deserialize, Serialize};
 
 /// What one RN reports for one round. Traffic is VN↔VN traffic summed over this RN's VNs (frame payloads
 /// and length prefixes; see `counters.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RoundMetrics {
-    pub round: u64,
+    pub round: Round,
     /// Which test metric `test_metric` is (written as "accuracy" or "rmse").
     pub metric_name: MetricKind,
     /// Test metric of the aggregated model.

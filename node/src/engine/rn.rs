@@ -7,6 +7,7 @@
 //!
 //! The RN never learns who sent a copy: a VN hands over frames (round, chunk index, values) only.
 
+use protocol::Round;
 use std::time::Duration;
 
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
@@ -21,7 +22,7 @@ pub enum RnInput {
     Start,
     /// Local training of `round` finished with these parameters.
     Trained {
-        round: u64,
+        round: Round,
         params: Vec<f32>,
         train_loss: f64,
         secs: f64,
@@ -30,7 +31,7 @@ pub enum RnInput {
     FromVn { vn: usize, msg: FromVirtualNode },
     /// The aggregated model of `round` was evaluated.
     Evaluated {
-        round: u64,
+        round: Round,
         metric_name: models::train::MetricKind,
         metric: f64,
         loss: f64,
@@ -43,11 +44,11 @@ pub enum RnInput {
 pub enum RnOutput {
     /// Tell every VN to start negotiating the overlay of `round`.
     StartRound {
-        round: u64,
+        round: Round,
     },
     /// Run local training for `round` on the current model (the driver's), then report `Trained`.
     Train {
-        round: u64,
+        round: Round,
     },
     ToVn {
         vn: usize,
@@ -55,7 +56,7 @@ pub enum RnOutput {
     },
     /// Load `params` (the aggregated model) into the model, evaluate it, report `Evaluated`.
     Evaluate {
-        round: u64,
+        round: Round,
         params: Vec<f32>,
     },
     RoundDone(RoundMetrics),
@@ -79,7 +80,7 @@ enum Phase {
 pub struct RnEngine {
     algo: Box<dyn Algorithm>,
     rounds: u64,
-    round: u64,
+    round: Round,
     phase: Phase,
     params: Vec<f32>,
     vn_done: Vec<bool>,
@@ -108,7 +109,7 @@ impl RnEngine {
         Ok(Self {
             algo,
             rounds,
-            round: 0,
+            round: Round::ZERO,
             phase: Phase::Idle,
             params: Vec::new(),
             vn_done: vec![false; k],
@@ -124,7 +125,7 @@ impl RnEngine {
         self.algo.as_ref()
     }
 
-    pub fn round(&self) -> u64 {
+    pub fn round(&self) -> Round {
         self.round
     }
 
@@ -135,7 +136,9 @@ impl RnEngine {
     pub fn handle(&mut self, now: Duration, input: RnInput) -> Vec<RnOutput> {
         let mut out = Vec::new();
         match input {
-            RnInput::Start if self.phase == Phase::Idle => self.begin_round(now, 0, &mut out),
+            RnInput::Start if self.phase == Phase::Idle => {
+                self.begin_round(now, Round::ZERO, &mut out)
+            }
             RnInput::Trained {
                 round,
                 params,
@@ -182,7 +185,7 @@ impl RnEngine {
                 self.metrics.eval_secs = secs;
                 self.metrics.round_secs = (now - self.round_start).as_secs_f64();
                 out.push(RnOutput::RoundDone(std::mem::take(&mut self.metrics)));
-                if round + 1 < self.rounds {
+                if round.get() + 1 < self.rounds {
                     self.begin_round(now, round + 1, &mut out);
                 } else {
                     self.phase = Phase::Finished;
@@ -200,7 +203,7 @@ impl RnEngine {
         out
     }
 
-    fn begin_round(&mut self, now: Duration, round: u64, out: &mut Vec<RnOutput>) {
+    fn begin_round(&mut self, now: Duration, round: Round, out: &mut Vec<RnOutput>) {
         self.round = round;
         self.round_start = now;
         self.phase = Phase::Training;

@@ -8,6 +8,7 @@
 //! [`VnOutput::Received`] with the sender's identity; [`route_vn`] gives that identity only to
 //! [`VnDriver::observe_copy`] (a research harness's observer) and hands the RN the bare frame.
 
+use protocol::Round;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ pub trait VnDriver<I> {
     /// Send a control message (an encoded envelope) to `to`.
     fn send_control(&mut self, to: I, bytes: Vec<u8>);
     /// Send our chunk frame of `round` to `to`; its reply comes back as `VnInput::ChunkReply`.
-    fn send_chunk(&mut self, to: I, round: u64, bytes: Arc<Vec<u8>>);
+    fn send_chunk(&mut self, to: I, round: Round, bytes: Arc<Vec<u8>>);
     /// Answer the inbound chunk request `token`.
     fn reply(&mut self, token: ReplyToken, bytes: Vec<u8>);
     /// Hand a message to this VN's real node. It never names a peer.
@@ -67,12 +68,12 @@ pub fn route_vn<I: VnIdentity, D: VnDriver<I>>(
 pub trait RnDriver {
     type Error;
     /// Tell VN `vn` to start negotiating the overlay of `round`.
-    fn start_round(&mut self, vn: usize, round: u64) -> Result<(), Self::Error>;
+    fn start_round(&mut self, vn: usize, round: Round) -> Result<(), Self::Error>;
     fn to_vn(&mut self, vn: usize, msg: ToVirtualNode) -> Result<(), Self::Error>;
     /// Train the local model for `round` (the observer sees the model the round starts from first).
-    fn train(&mut self, round: u64) -> Result<(), Self::Error>;
+    fn train(&mut self, round: Round) -> Result<(), Self::Error>;
     /// Load `params` (the aggregated model of `round`) and evaluate it.
-    fn evaluate(&mut self, round: u64, params: Vec<f32>) -> Result<(), Self::Error>;
+    fn evaluate(&mut self, round: Round, params: Vec<f32>) -> Result<(), Self::Error>;
     fn round_done(&mut self, metrics: RoundMetrics) -> Result<(), Self::Error>;
     /// All rounds are done (every VN was already told to stop).
     fn finished(&mut self) -> Result<(), Self::Error>;
@@ -108,7 +109,7 @@ mod tests {
     #[derive(Default)]
     struct Recorder {
         to_rn: Vec<FromVirtualNode>,
-        observed: Vec<(u32, u64)>,
+        observed: Vec<(u32, Round)>,
         timers: Vec<Duration>,
         sent: usize,
     }
@@ -117,7 +118,7 @@ mod tests {
         fn send_control(&mut self, _: u32, _: Vec<u8>) {
             self.sent += 1;
         }
-        fn send_chunk(&mut self, _: u32, _: u64, _: Arc<Vec<u8>>) {
+        fn send_chunk(&mut self, _: u32, _: Round, _: Arc<Vec<u8>>) {
             self.sent += 1;
         }
         fn reply(&mut self, _: ReplyToken, _: Vec<u8>) {}
@@ -148,8 +149,8 @@ mod tests {
         route_vn(&e, out, &mut d);
         assert_eq!(d.timers.len(), 1, "a joined VN has a shuffle pending");
         let frame = ChunkFrame {
-            round: 3,
-            chunk: 0,
+            round: Round(3),
+            chunk: protocol::ChunkIndex(0),
             values: vec![1.0, 2.0],
         };
         let out = vec![VnOutput::Received {
@@ -157,7 +158,11 @@ mod tests {
             frame: frame.clone(),
         }];
         route_vn(&e, out, &mut d);
-        assert_eq!(d.observed, vec![(42, 3)], "the observer sees the sender");
+        assert_eq!(
+            d.observed,
+            vec![(42, Round(3))],
+            "the observer sees the sender"
+        );
         assert_eq!(
             d.to_rn,
             vec![FromVirtualNode::Received(frame)],

@@ -17,6 +17,7 @@
 //!    Chunks that arrive before the round is frozen wait (bounded) until the freeze decides.
 //!    A refusal for `NotNeighbour` tells the sender the edge is half-open; it stops counting it.
 
+use protocol::Round;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,7 +67,7 @@ pub enum VnInput<I> {
     /// A command from this VN's RN.
     FromRn(ToVirtualNode),
     /// Start negotiating the overlay of `round` (sent by the RN when it starts the round).
-    StartRound(u64),
+    StartRound(Round),
     /// A control message from the authenticated peer `from`.
     Control { from: I, bytes: Vec<u8> },
     /// A chunk request from `from`, to be answered with a `Reply` carrying `token`.
@@ -76,7 +77,11 @@ pub enum VnInput<I> {
         token: ReplyToken,
     },
     /// `from`'s answer to a chunk we sent for `round`.
-    ChunkReply { from: I, round: u64, bytes: Vec<u8> },
+    ChunkReply {
+        from: I,
+        round: Round,
+        bytes: Vec<u8>,
+    },
     /// A message to `to` could not be delivered (dial failure, timeout, connection closed).
     SendFailed { to: I },
     /// Time passed: due timers fire.
@@ -93,7 +98,7 @@ pub enum VnOutput<I> {
     /// Send a chunk frame (encoded once, shared by all neighbours of the round).
     SendChunk {
         to: I,
-        round: u64,
+        round: Round,
         bytes: Arc<Vec<u8>>,
     },
     Reply {
@@ -166,8 +171,8 @@ pub struct VnEngine<I> {
     cfg: VnConfig,
     sampler: Sampler<I>,
     jitter_rng: rand_chacha::ChaCha12Rng,
-    rounds: BTreeMap<u64, ExchangeRound<I>>,
-    newest: Option<u64>,
+    rounds: BTreeMap<Round, ExchangeRound<I>>,
+    newest: Option<Round>,
     pending_total: usize,
     allowed: Box<dyn Fn(&I) -> bool + Send>,
     counters: Counters,
@@ -210,7 +215,7 @@ impl<I: VnIdentity> VnEngine<I> {
     }
 
     /// Confirmed neighbours of `round`, once frozen.
-    pub fn neighbours(&self, round: u64) -> Option<Vec<I>> {
+    pub fn neighbours(&self, round: Round) -> Option<Vec<I>> {
         self.sampler.neighbours(round)
     }
 
@@ -278,7 +283,7 @@ impl<I: VnIdentity> VnEngine<I> {
         out
     }
 
-    fn start_round(&mut self, now: Duration, round: u64, out: &mut Vec<VnOutput<I>>) {
+    fn start_round(&mut self, now: Duration, round: Round, out: &mut Vec<VnOutput<I>>) {
         if self.newest.is_some_and(|n| round + MAX_KEPT_ROUNDS <= n) {
             return;
         }
@@ -304,7 +309,7 @@ impl<I: VnIdentity> VnEngine<I> {
     }
 
     /// Schedules our chunk of `round` once both the chunk and the frozen neighbour set are there.
-    fn send_own_chunk(&mut self, now: Duration, round: u64, out: &mut Vec<VnOutput<I>>) {
+    fn send_own_chunk(&mut self, now: Duration, round: Round, out: &mut Vec<VnOutput<I>>) {
         let Some(r) = self.rounds.get_mut(&round) else {
             return;
         };
@@ -447,8 +452,8 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         let round = frame.round;
-        let newest = self.newest.unwrap_or(0);
-        let too_old = round < newest.saturating_sub(MAX_KEPT_ROUNDS - 1)
+        let newest = self.newest.unwrap_or(Round::ZERO);
+        let too_old = round < newest - (MAX_KEPT_ROUNDS - 1)
             || self.rounds.get(&round).is_some_and(|r| r.done);
         let too_new = round > newest + MAX_FUTURE_ROUNDS;
         if too_old || too_new {
@@ -475,7 +480,7 @@ impl<I: VnIdentity> VnEngine<I> {
 
     /// Checks what the frame alone can tell: a known chunk index, its length, finite values.
     fn check_chunk(&self, frame: &ChunkFrame) -> Result<(), RefuseReason> {
-        match self.cfg.chunk_lens.get(frame.chunk as usize) {
+        match self.cfg.chunk_lens.get(frame.chunk.get()) {
             Some(&len) if len == frame.values.len() => {}
             _ => return Err(RefuseReason::BadChunk),
         }
@@ -539,7 +544,7 @@ impl<I: VnIdentity> VnEngine<I> {
         &mut self,
         now: Duration,
         from: I,
-        round: u64,
+        round: Round,
         bytes: Vec<u8>,
         out: &mut Vec<VnOutput<I>>,
     ) {
@@ -603,7 +608,7 @@ impl<I: VnIdentity> VnEngine<I> {
     fn on_frozen(
         &mut self,
         now: Duration,
-        round: u64,
+        round: Round,
         neighbours: Vec<I>,
         out: &mut Vec<VnOutput<I>>,
     ) {
@@ -659,8 +664,8 @@ impl<I: VnIdentity> VnEngine<I> {
 
     fn forget_old_rounds(&mut self, out: &mut Vec<VnOutput<I>>) {
         let Some(newest) = self.newest else { return };
-        let keep_from = newest.saturating_sub(MAX_KEPT_ROUNDS - 1);
-        let old: Vec<u64> = self.rounds.range(..keep_from).map(|(r, _)| *r).collect();
+        let keep_from = newest - (MAX_KEPT_ROUNDS - 1);
+        let old: Vec<Round> = self.rounds.range(..keep_from).map(|(r, _)| *r).collect();
         for round in old {
             if let Some(r) = self.rounds.remove(&round) {
                 self.pending_total -= r.pending.len();
@@ -714,8 +719,8 @@ mod tests {
 
     fn chunk(round: u64, index: u32, values: &[f32]) -> Vec<u8> {
         ChunkFrame {
-            round,
-            chunk: index,
+            round: Round(round),
+            chunk: protocol::ChunkIndex(index),
             values: values.to_vec(),
         }
         .encode()
@@ -749,7 +754,7 @@ mod tests {
     fn bad_frames_are_refused_with_their_reason() {
         let mut e = engine(|_| true);
         let t = Duration::ZERO;
-        e.handle(t, VnInput::StartRound(0));
+        e.handle(t, VnInput::StartRound(Round(0)));
         let refused = |out: &[VnOutput<u32>]| {
             reply_of(out).map(|r| match r {
                 ChunkReply::Refused(reason) => reason,
@@ -814,7 +819,7 @@ mod tests {
         let mut e = engine(|p| *p != 66);
         let t = Duration::ZERO;
         for r in 0..6 {
-            e.handle(t, VnInput::StartRound(r));
+            e.handle(t, VnInput::StartRound(Round(r)));
         }
         let out = send_chunk(&mut e, t, 1, chunk(0, 1, &[1.0, 2.0]));
         assert_eq!(
@@ -912,10 +917,10 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), round in 0u64..4) {
             let mut e = engine(|_| true);
-            e.handle(Duration::ZERO, VnInput::StartRound(round));
+            e.handle(Duration::ZERO, VnInput::StartRound(Round(round)));
             e.handle(Duration::ZERO, VnInput::Chunk { from: 1, bytes: bytes.clone(), token: 1 });
             e.handle(Duration::ZERO, VnInput::Control { from: 1, bytes: bytes.clone() });
-            e.handle(Duration::ZERO, VnInput::ChunkReply { from: 1, round, bytes });
+            e.handle(Duration::ZERO, VnInput::ChunkReply { from: 1, round: Round(round), bytes });
         }
     }
 }

@@ -5,6 +5,7 @@
 //! since that only happens after the handshake, every request from an unlisted peer is dropped here before
 //! the engine sees it (admission is the first successful exchange, not `ConnectionEstablished`).
 
+use protocol::Round;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +29,7 @@ use crate::peers::PeerList;
 /// Commands from the RN task.
 #[derive(Debug)]
 pub enum VnCommand {
-    StartRound(u64),
+    StartRound(Round),
     Rn(ToVirtualNode),
 }
 
@@ -55,7 +56,7 @@ impl VnTask {
     pub async fn run(mut self) {
         let mut channels: Channels = BTreeMap::new();
         let mut next_token = 0u64;
-        let mut outbound_chunks: HashMap<OutboundRequestId, (PeerId, u64)> = HashMap::new();
+        let mut outbound_chunks: HashMap<OutboundRequestId, (PeerId, Round)> = HashMap::new();
         let mut addrs: HashMap<PeerId, Multiaddr> = self
             .bootstrap
             .iter()
@@ -129,7 +130,7 @@ impl VnTask {
         ev: SwarmEvent<VnBehaviourEvent>,
         channels: &mut Channels,
         next_token: &mut u64,
-        outbound_chunks: &mut HashMap<OutboundRequestId, (PeerId, u64)>,
+        outbound_chunks: &mut HashMap<OutboundRequestId, (PeerId, Round)>,
         addrs: &mut HashMap<PeerId, Multiaddr>,
     ) -> Option<VnInput<VnAddr>> {
         use request_response::{Event, Message};
@@ -272,7 +273,7 @@ impl VnTask {
         &mut self,
         out: Vec<VnOutput<VnAddr>>,
         channels: &mut Channels,
-        outbound_chunks: &mut HashMap<OutboundRequestId, (PeerId, u64)>,
+        outbound_chunks: &mut HashMap<OutboundRequestId, (PeerId, Round)>,
         addrs: &HashMap<PeerId, Multiaddr>,
         wake: &mut Option<Instant>,
     ) -> bool {
@@ -307,7 +308,7 @@ struct SwarmPort<'a> {
     node: usize,
     swarm: &'a mut Swarm<VnBehaviour>,
     channels: &'a mut Channels,
-    outbound_chunks: &'a mut HashMap<OutboundRequestId, (PeerId, u64)>,
+    outbound_chunks: &'a mut HashMap<OutboundRequestId, (PeerId, Round)>,
     addrs: &'a HashMap<PeerId, Multiaddr>,
     wake: &'a mut Option<Instant>,
     epoch: Instant,
@@ -325,7 +326,7 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
             .send_request_with_addresses(&to.peer, bytes, a);
     }
 
-    fn send_chunk(&mut self, to: VnAddr, round: u64, bytes: Arc<Vec<u8>>) {
+    fn send_chunk(&mut self, to: VnAddr, round: Round, bytes: Arc<Vec<u8>>) {
         let a = dial_addrs(&to, self.addrs);
         let id = self
             .swarm

@@ -11,7 +11,7 @@ use crate::engine::RoundMetrics;
 #[derive(Debug, Clone, Default)]
 pub struct NodeStatus {
     /// The round in progress (or the last one, once finished).
-    pub round: u64,
+    pub round: protocol::Round,
     pub rounds_completed: u64,
     pub last: Option<RoundMetrics>,
     pub finished: bool,

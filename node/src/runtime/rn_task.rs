@@ -1,6 +1,7 @@
 //! The real node's task: drives its [`RnEngine`] through the shared router, with training and evaluation on
 //! tokio's blocking pool (never on a worker thread, DESIGN §3.7).
 
+use protocol::Round;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,8 +22,8 @@ use crate::observe::{Observer, notify_round_start};
 use crate::{NodeError, Result};
 
 enum Job {
-    Trained(u64, Result<Trained>),
-    Evaluated(u64, Result<(models::train::Evaluation, f64)>),
+    Trained(Round, Result<Trained>),
+    Evaluated(Round, Result<(models::train::Evaluation, f64)>),
 }
 
 pub(super) struct RnTask {
@@ -145,7 +146,7 @@ impl RnTask {
             .expect("metrics serialise");
             writeln!(f, "{line}").map_err(|e| NodeError::io(path, e))?;
         }
-        tracing::info!(node = self.index, round = m.round, metric = m.test_metric, name = %m.metric_name, "round finished");
+        tracing::info!(node = self.index, round = m.round.get(), metric = m.test_metric, name = %m.metric_name, "round finished");
         self.status.send_modify(|s| {
             s.rounds_completed += 1;
             s.last = Some(m.clone());
@@ -176,7 +177,7 @@ struct TaskPort<'a> {
 impl RnDriver for TaskPort<'_> {
     type Error = NodeError;
 
-    fn start_round(&mut self, vn: usize, round: u64) -> Result<()> {
+    fn start_round(&mut self, vn: usize, round: Round) -> Result<()> {
         self.status.send_modify(|s| s.round = round);
         self.effects
             .push(Effect::Command(vn, VnCommand::StartRound(round)));
@@ -188,7 +189,7 @@ impl RnDriver for TaskPort<'_> {
         Ok(())
     }
 
-    fn train(&mut self, round: u64) -> Result<()> {
+    fn train(&mut self, round: Round) -> Result<()> {
         let mut l = self.learner.take().ok_or(NodeError::Stopped)?;
         let (observer, node) = (self.observer.clone(), self.index);
         *self.job = Some(tokio::task::spawn_blocking(move || {
@@ -200,7 +201,7 @@ impl RnDriver for TaskPort<'_> {
         Ok(())
     }
 
-    fn evaluate(&mut self, round: u64, params: Vec<f32>) -> Result<()> {
+    fn evaluate(&mut self, round: Round, params: Vec<f32>) -> Result<()> {
         let mut l = self.learner.take().ok_or(NodeError::Stopped)?;
         *self.job = Some(tokio::task::spawn_blocking(move || {
             let r = l.load_and_evaluate(&params);

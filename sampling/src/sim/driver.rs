@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use protocol::Round;
 use protocol::control::{ControlMsg, CyclonMsg, OverlayMsg};
 use rand::Rng;
 use rand::seq::index::sample;
@@ -87,7 +88,7 @@ pub struct Traffic {
 /// Result of one round.
 #[derive(Debug, Clone)]
 pub struct RoundGraph {
-    pub round: u64,
+    pub round: Round,
     /// Final adjacency over all VNs (sorted lists): edges counted by both ends. Crashed VNs have none.
     pub adj: Vec<Vec<u32>>,
     pub alive: Vec<bool>,
@@ -112,8 +113,8 @@ pub struct OverlaySim {
     vns: Vec<Vn>,
     rng: ChaCha12Rng,
     pub traffic: Traffic,
-    next_round: u64,
-    round_starts: Vec<(u64, Duration)>,
+    next_round: Round,
+    round_starts: Vec<(Round, Duration)>,
     out: Vec<SamplerOutput<u32>>,
 }
 
@@ -164,7 +165,7 @@ impl OverlaySim {
             vns: Vec::new(),
             rng: derive_rng(0, 0),
             traffic: Traffic::default(),
-            next_round: 0,
+            next_round: Round::ZERO,
             round_starts: Vec::new(),
             out: Vec::new(),
         };
@@ -334,7 +335,13 @@ impl OverlaySim {
                 }
                 self.input(now, node, SamplerInput::Tick);
                 if tag != TAG_TICK {
-                    self.input(now, node, SamplerInput::StartRound { round: tag - 1 });
+                    self.input(
+                        now,
+                        node,
+                        SamplerInput::StartRound {
+                            round: Round(tag - 1),
+                        },
+                    );
                 }
                 node
             }
@@ -353,7 +360,7 @@ impl OverlaySim {
     /// have frozen and their `Drop`s have arrived, then the chunk-time check removes half-open edges.
     pub fn run_round(&mut self) -> RoundGraph {
         let round = self.next_round;
-        self.next_round += 1;
+        self.next_round = round.next();
         let n = self.vns.len();
         let start = self.now() + Duration::from_millis(1);
         for i in 0..n as u32 {
@@ -366,7 +373,7 @@ impl OverlaySim {
         }
         for i in 0..n as u32 {
             let at = start + self.cfg.start_jitter.mul_f64(self.rng.random::<f64>());
-            self.net.timer(i, at, round + 1);
+            self.net.timer(i, at, round.get() + 1);
         }
         self.round_starts.push((round, start));
         let lat = self.cfg.net.latency_max;
