@@ -14,7 +14,19 @@ pub struct Counters {
     messages_received: u64,
     chunk_bytes_sent: u64,
     pub refused: u64,
-    reported: (u64, u64, u64, u64, u64, u64),
+    /// The running totals at the last report (a copy of the fields above).
+    reported: Totals,
+}
+
+/// Running totals, by name.
+#[derive(Debug, Default, Clone, Copy)]
+struct Totals {
+    bytes_sent: u64,
+    bytes_received: u64,
+    messages_sent: u64,
+    messages_received: u64,
+    chunk_bytes_sent: u64,
+    refused: u64,
 }
 
 impl Counters {
@@ -36,21 +48,21 @@ impl Counters {
 
     /// Writes the traffic since the previous call into `summary`.
     pub fn fill(&mut self, summary: &mut RoundSummary) {
-        let now = (
-            self.bytes_sent,
-            self.bytes_received,
-            self.messages_sent,
-            self.messages_received,
-            self.refused,
-            self.chunk_bytes_sent,
-        );
+        let now = Totals {
+            bytes_sent: self.bytes_sent,
+            bytes_received: self.bytes_received,
+            messages_sent: self.messages_sent,
+            messages_received: self.messages_received,
+            chunk_bytes_sent: self.chunk_bytes_sent,
+            refused: self.refused,
+        };
         let last = self.reported;
-        summary.bytes_sent = now.0 - last.0;
-        summary.bytes_received = now.1 - last.1;
-        summary.messages_sent = now.2 - last.2;
-        summary.messages_received = now.3 - last.3;
-        summary.refused = (now.4 - last.4) as u32;
-        summary.chunk_bytes_sent = now.5 - last.5;
+        summary.bytes_sent = now.bytes_sent - last.bytes_sent;
+        summary.bytes_received = now.bytes_received - last.bytes_received;
+        summary.messages_sent = now.messages_sent - last.messages_sent;
+        summary.messages_received = now.messages_received - last.messages_received;
+        summary.refused = (now.refused - last.refused) as u32;
+        summary.chunk_bytes_sent = now.chunk_bytes_sent - last.chunk_bytes_sent;
         self.reported = now;
     }
 }
