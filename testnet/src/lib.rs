@@ -19,6 +19,8 @@
 //! - `plots.rs`: `metric.svg`, `bytes.svg`, `round_time.svg` (plotters, SVG only).
 //! - `rss.rs`: peak resident memory from `/proc`.
 //! - `tests/smoke.rs`: tiny inproc and sim runs through the library, checking every output file.
+//! - `tests/golden.rs` (+ `tests/golden/`): sim `metrics.jsonl` pinned byte for byte (wall-clock fields zeroed).
+//! - `tests/layout.rs`: no import circle between files of any crate; the sans-IO cores stay sans-IO.
 
 pub mod audit;
 pub mod cli;

@@ -23,11 +23,11 @@ pub const DEFAULT_ROUNDS: u64 = 20;
 pub const DEFAULT_SEED: u64 = 1;
 /// Test RMSE the paper's EL reaches on MovieLens (Shatter, PETS 2025, §6): the default target there.
 pub const MOVIELENS_TARGET_RMSE: f64 = 1.10;
-/// Above this many VNs `--timing auto` picks the LAN timing: hundreds of swarms on a few cores cannot keep
-/// 100 ms overlay sub-steps.
 /// Chunks each RN attacks per audited round (Shatter, PETS 2025, §6).
 pub const DEFAULT_AUDIT_CHUNKS: usize = 8;
 
+/// Above this many VNs `--timing auto` picks the LAN timing: hundreds of swarms on a few cores cannot keep
+/// 100 ms overlay sub-steps.
 pub const AUTO_LOOPBACK_MAX_VNS: usize = 64;
 
 /// One run of the network: one value of k.
