@@ -5,13 +5,13 @@
 //!
 //! Used by the node's in-memory tests and by `testnet --mode sim` for networks of 1,000+ VNs.
 
-use protocol::Round;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use models::chunking::ChunkPartition;
 use protocol::ChunkFrame;
+use protocol::Round;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use rand::Rng;
 use rand::seq::index::sample;

@@ -36,11 +36,11 @@ mod shatter;
 pub use el::el;
 pub use shatter::Shatter;
 
-use protocol::Round;
 use std::sync::Arc;
 
 use models::chunking::ChunkPartition;
 use protocol::ChunkFrame;
+use protocol::Round;
 
 /// The algorithm a partition of k chunks means today: EL for k = 1, Shatter with k VNs otherwise.
 pub fn shatter_or_el(partition: Arc<ChunkPartition>) -> Box<dyn Algorithm> {

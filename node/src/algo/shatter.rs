@@ -1,11 +1,11 @@
 //! Shatter (PETS 2025, §4): the model cut into k chunks by a static seeded partition, chunk s sent by VN s
 //! to its neighbours in the round's overlay, every received copy averaged per parameter with the local value.
 
-use protocol::Round;
 use std::sync::Arc;
 
 use models::aggregate::Aggregator;
 use models::chunking::ChunkPartition;
+use protocol::Round;
 use protocol::{ChunkFrame, ChunkIndex};
 
 use super::{AlgoError, Algorithm, Payload};

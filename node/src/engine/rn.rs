@@ -7,9 +7,9 @@
 //!
 //! The RN never learns who sent a copy: a VN hands over frames (round, chunk index, values) only.
 
-use protocol::Round;
 use std::time::Duration;
 
+use protocol::Round;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 
 use super::metrics::RoundMetrics;

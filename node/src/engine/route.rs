@@ -8,11 +8,11 @@
 //! [`VnOutput::Received`] with the sender's identity; [`route_vn`] gives that identity only to
 //! [`VnDriver::observe_copy`] (a research harness's observer) and hands the RN the bare frame.
 
-use protocol::Round;
 use std::sync::Arc;
 use std::time::Duration;
 
 use protocol::ChunkFrame;
+use protocol::Round;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 
 use super::metrics::RoundMetrics;

@@ -17,11 +17,11 @@
 //!    Chunks that arrive before the round is frozen wait (bounded) until the freeze decides.
 //!    A refusal for `NotNeighbour` tells the sender the edge is half-open; it stops counting it.
 
-use protocol::Round;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use protocol::Round;
 use protocol::control::{ControlEnvelope, ControlMsg, CyclonMsg, OverlayMsg};
 use protocol::rnvn::{FromVirtualNode, RoundSummary, ToVirtualNode};
 use protocol::{ChunkFrame, ChunkReply, RefuseReason};

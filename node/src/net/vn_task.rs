@@ -5,7 +5,6 @@
 //! since that only happens after the handshake, every request from an unlisted peer is dropped here before
 //! the engine sees it (admission is the first successful exchange, not `ConnectionEstablished`).
 
-use protocol::Round;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +14,7 @@ use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
 use libp2p::swarm::SwarmEvent;
 use libp2p::{Multiaddr, PeerId, Swarm, identify};
 use protocol::ChunkFrame;
+use protocol::Round;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use tokio::sync::mpsc;
 use tokio::time::Instant;

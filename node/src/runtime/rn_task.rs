@@ -1,13 +1,13 @@
 //! The real node's task: drives its [`RnEngine`] through the shared router, with training and evaluation on
 //! tokio's blocking pool (never on a worker thread, DESIGN §3.7).
 
-use protocol::Round;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use libp2p::PeerId;
+use protocol::Round;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
