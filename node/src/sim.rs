@@ -188,7 +188,10 @@ impl<'a> Sim<'a> {
                 cfg.degree, total, n
             )));
         }
-        let chunk_lens = Arc::new((0..k).map(|s| partition.chunk_len(s)).collect::<Vec<_>>());
+        let rns = (0..n)
+            .map(|_| RnEngine::new(crate::algo::shatter_or_el(partition.clone()), cfg.rounds))
+            .collect::<Result<Vec<_>>>()?;
+        let chunk_lens = Arc::new(rns[0].chunk_lens());
         let vn_cfg = VnConfig {
             sampler: SamplerConfig {
                 cyclon: cfg.cyclon.clone(),
@@ -223,9 +226,7 @@ impl<'a> Sim<'a> {
                 work: VecDeque::new(),
             },
             vns,
-            rns: (0..n)
-                .map(|_| RnEngine::new(crate::algo::shatter_or_el(partition.clone()), cfg.rounds))
-                .collect::<Result<_>>()?,
+            rns,
             learners,
             trained: (0..n).map(|_| None).collect(),
             started: vec![false; n],

@@ -87,9 +87,6 @@ pub trait Algorithm: Send {
     /// Network identities (VNs) per real node: k for Shatter, 1 for the others.
     fn virtual_nodes(&self) -> usize;
 
-    /// Parameters d of the model.
-    fn d(&self) -> usize;
-
     /// Length of each chunk index a VN may send or accept (`len() == virtual_nodes()` for Shatter; the VN
     /// refuses frames of another length).
     fn chunk_lens(&self) -> Vec<usize>;
@@ -177,9 +174,6 @@ mod tests {
         }
         fn virtual_nodes(&self) -> usize {
             self.0.virtual_nodes()
-        }
-        fn d(&self) -> usize {
-            self.0.d()
         }
         fn chunk_lens(&self) -> Vec<usize> {
             self.0.chunk_lens()

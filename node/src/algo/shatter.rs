@@ -41,10 +41,6 @@ impl Algorithm for Shatter {
         self.partition.k()
     }
 
-    fn d(&self) -> usize {
-        self.partition.d()
-    }
-
     fn chunk_lens(&self) -> Vec<usize> {
         (0..self.partition.k())
             .map(|s| self.partition.chunk_len(s))

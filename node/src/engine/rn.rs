@@ -120,9 +120,9 @@ impl RnEngine {
         })
     }
 
-    /// The algorithm this RN runs.
-    pub fn algorithm(&self) -> &dyn Algorithm {
-        self.algo.as_ref()
+    /// Length of each chunk index the algorithm sends (the VNs refuse frames of another length).
+    pub fn chunk_lens(&self) -> Vec<usize> {
+        self.algo.chunk_lens()
     }
 
     pub fn round(&self) -> Round {
@@ -149,25 +149,27 @@ impl RnEngine {
                 self.metrics.train_secs = secs;
                 self.exchange_start = now;
                 self.phase = Phase::Exchanging;
-                match self.algo.outgoing(round, 0, &params) {
-                    Ok(payloads) => {
-                        for (vn, payload) in payloads {
-                            match payload {
-                                Payload::Broadcast(frame) => out.push(RnOutput::ToVn {
-                                    vn,
-                                    msg: ToVirtualNode::Exchange(frame),
-                                }),
-                                Payload::PerNeighbour => out.push(RnOutput::Failed(format!(
-                                    "{} asks for per-neighbour payloads, which the engine does not carry yet",
-                                    self.algo.name()
-                                ))),
-                            }
-                        }
+                let name = self.algo.name().to_string();
+                let frames = match self.algo.outgoing(round, 0, &params) {
+                    Ok(payloads) => payloads
+                        .into_iter()
+                        .map(|(vn, payload)| match payload {
+                            Payload::Broadcast(frame) => Ok((vn, frame)),
+                            Payload::PerNeighbour => Err(format!(
+                                "{name} asks for per-neighbour payloads, which the engine does not carry yet"
+                            )),
+                        })
+                        .collect::<Result<Vec<_>, _>>(),
+                    Err(e) => Err(format!("{name}: no payload for round {round}: {e}")),
+                };
+                match frames {
+                    Ok(frames) => {
+                        out.extend(frames.into_iter().map(|(vn, frame)| RnOutput::ToVn {
+                            vn,
+                            msg: ToVirtualNode::Exchange(frame),
+                        }))
                     }
-                    Err(e) => out.push(RnOutput::Failed(format!(
-                        "{}: no payload for round {round}: {e}",
-                        self.algo.name()
-                    ))),
+                    Err(why) => out.push(RnOutput::Failed(why)),
                 }
                 self.params = params;
             }

@@ -194,8 +194,11 @@ impl NodeBuilder {
             }
             None => Arc::new(self.learning.chunk_partition(&learner.model, k)?),
         };
-        let chunk_lens = Arc::new((0..k).map(|s| partition.chunk_len(s)).collect::<Vec<_>>());
-        let vn_cfg = self.timing.vn_config(self.degree, chunk_lens);
+        // Built before any Swarm binds: an algorithm the engine cannot run stops the node here.
+        let engine = RnEngine::new(crate::algo::shatter_or_el(partition), self.rounds)?;
+        let vn_cfg = self
+            .timing
+            .vn_config(self.degree, Arc::new(engine.chunk_lens()));
         let metrics_file = match &self.metrics_path {
             Some(p) => Some((
                 p.clone(),
@@ -269,7 +272,7 @@ impl NodeBuilder {
         let (stop_tx, stop_rx) = watch::channel(false);
         let rn = RnTask {
             index: self.index,
-            engine: RnEngine::new(crate::algo::shatter_or_el(partition.clone()), self.rounds)?,
+            engine,
             learner: Some(learner),
             vn_cmds,
             from_vns,
