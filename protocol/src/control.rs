@@ -25,10 +25,17 @@ pub const MAX_SHUFFLE_ENTRIES: usize = 64;
 /// graph (c = 20) mixes in a handful of hops, so anything above 64 only multiplies forwarding traffic.
 pub const MAX_TTL: u8 = 64;
 
-/// Round states a VN keeps (overlay negotiation and chunk exchange alike): the round being negotiated, the
-/// one whose chunks are being exchanged, and slack for late `Drop`s, refusals and chunks. Older rounds are
-/// forgotten and messages for them are dropped or refused as stale.
-pub const MAX_KEPT_ROUNDS: u64 = 4;
+/// Most rounds a VN negotiates ahead of the round its node is in. The overlay of a round takes a fixed
+/// window of sub-steps (about 2.4 s at r = 4 with 100 ms sub-steps) while a round of a small model trains in
+/// a fraction of that; negotiating L rounds ahead lets rounds run up to L times faster than the window
+/// (round t's overlay started when the node began round t − L). 8 covers rounds 8× shorter than the window;
+/// more would only multiply the rounds a peer must keep open.
+pub const MAX_LOOKAHEAD: u64 = 8;
+
+/// Round states a VN keeps (overlay negotiation and chunk exchange alike): the rounds negotiated ahead
+/// ([`MAX_LOOKAHEAD`]), the one whose chunks are being exchanged, and slack for late `Drop`s, refusals and
+/// chunks. Older rounds are forgotten and messages for them are dropped or refused as stale.
+pub const MAX_KEPT_ROUNDS: u64 = MAX_LOOKAHEAD + 4;
 
 /// How far ahead of its newest started round a VN still takes a message (forwards a proposal, holds a
 /// chunk). Nodes drift apart by about one round (one local training); more means a confused or malicious

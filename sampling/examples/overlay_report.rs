@@ -43,6 +43,13 @@ struct Args {
     /// Probability that a VN crashes at each round start.
     #[arg(long, default_value_t = 0.0)]
     crash: f64,
+    /// Rounds negotiated ahead (the node's `overlay_lookahead`); with it, a round starts every
+    /// `--round-period-ms` whatever the overlay window, so up to L + 1 negotiations overlap.
+    #[arg(long, default_value_t = 0)]
+    lookahead: u64,
+    /// Time between round starts with `--lookahead` (virtual ms). [default: window / lookahead]
+    #[arg(long)]
+    round_period_ms: Option<u64>,
 }
 
 fn per(t: u64, d: f64) -> f64 {
@@ -60,6 +67,13 @@ fn main() -> anyhow::Result<()> {
     cfg.overlay = sampling::OverlayConfig::new(a.degree, Duration::from_millis(a.substep_ms));
     cfg.net.loss = a.loss;
     cfg.crash_prob = a.crash;
+    if a.lookahead > 0 {
+        cfg.lookahead = a.lookahead;
+        cfg.round_period = match a.round_period_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None => cfg.overlay.deadline() / a.lookahead as u32,
+        };
+    }
     let mut sim = OverlaySim::new(cfg).context("simulator config")?;
     let before: Traffic = sim.traffic.clone();
     let mut rng = derive_rng(a.seed, u64::MAX - 7);

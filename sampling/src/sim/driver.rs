@@ -31,6 +31,11 @@ pub struct SimConfig {
     pub net: NetConfig,
     /// Time between two round starts.
     pub round_period: Duration,
+    /// Rounds negotiated ahead (the node's `overlay_lookahead`). 0: each round is negotiated alone, the next
+    /// starts `round_period` after it is collected. L > 0: round starts are `round_period` apart whatever the
+    /// window, so with `round_period` < the overlay window up to L + 1 negotiations overlap, as in a node
+    /// whose rounds are shorter than the window.
+    pub lookahead: u64,
     /// Each VN starts a round at a uniform random offset in [0, start_jitter] (unsynchronised clocks and
     /// training times).
     pub start_jitter: Duration,
@@ -62,6 +67,7 @@ impl SimConfig {
             overlay,
             net: NetConfig::default(),
             round_period,
+            lookahead: 0,
             start_jitter,
             bootstrap: 5,
             crash_prob: 0.0,
@@ -114,6 +120,7 @@ pub struct OverlaySim {
     rng: ChaCha12Rng,
     pub traffic: Traffic,
     next_round: Round,
+    /// Every round scheduled so far (rounds up to `next_round + lookahead`) and its start.
     round_starts: Vec<(Round, Duration)>,
     out: Vec<SamplerOutput<u32>>,
 }
@@ -152,6 +159,13 @@ fn id_overhead(msg: &ControlMsg<u32>) -> u64 {
 
 impl OverlaySim {
     pub fn new(cfg: SimConfig) -> Result<Self, Error> {
+        if cfg.lookahead > protocol::control::MAX_LOOKAHEAD {
+            return Err(Error::Config(format!(
+                "lookahead {} exceeds {}",
+                cfg.lookahead,
+                protocol::control::MAX_LOOKAHEAD
+            )));
+        }
         let mut rng = derive_rng(cfg.seed, u64::MAX);
         let net = Network::new(cfg.net.clone(), derive_rng(cfg.seed, u64::MAX - 1));
         let n = cfg.n_vns;
@@ -356,13 +370,21 @@ impl OverlaySim {
         }
     }
 
-    /// Run one overlay round: every alive VN starts it at its own jittered time, the network runs until all
-    /// have frozen and their `Drop`s have arrived, then the chunk-time check removes half-open edges.
-    pub fn run_round(&mut self) -> RoundGraph {
-        let round = self.next_round;
-        self.next_round = round.next();
+    /// Schedules the next round's start at every VN (each at its own jittered time) and its crashes: now
+    /// without lookahead, else `round_period` after the previous round's start.
+    fn schedule_round(&mut self) {
+        let round = self
+            .round_starts
+            .last()
+            .map_or(Round::ZERO, |(r, _)| r.next());
+        let soonest = self.now() + Duration::from_millis(1);
+        let start = match self.round_starts.last() {
+            Some((_, prev)) if self.cfg.lookahead > 0 => {
+                (*prev + self.cfg.round_period).max(soonest)
+            }
+            _ => soonest,
+        };
         let n = self.vns.len();
-        let start = self.now() + Duration::from_millis(1);
         for i in 0..n as u32 {
             if self.net.is_up(i)
                 && self.cfg.crash_prob > 0.0
@@ -376,6 +398,27 @@ impl OverlaySim {
             self.net.timer(i, at, round.get() + 1);
         }
         self.round_starts.push((round, start));
+    }
+
+    /// Run one overlay round: every alive VN starts it at its own jittered time, the network runs until all
+    /// have frozen and their `Drop`s have arrived, then the chunk-time check removes half-open edges.
+    pub fn run_round(&mut self) -> RoundGraph {
+        let round = self.next_round;
+        self.next_round = round.next();
+        let n = self.vns.len();
+        while self
+            .round_starts
+            .last()
+            .is_none_or(|(r, _)| *r < round + self.cfg.lookahead)
+        {
+            self.schedule_round();
+        }
+        let start = self
+            .round_starts
+            .iter()
+            .find(|(r, _)| *r == round)
+            .expect("scheduled above")
+            .1;
         let lat = self.cfg.net.latency_max;
         let collect = start + self.cfg.start_jitter + self.cfg.overlay.deadline() + lat * 4;
         self.run_until(collect);
@@ -432,9 +475,11 @@ impl OverlaySim {
                 }
             }
         }
-        // Idle until the next round start.
-        let next = start + self.cfg.round_period;
-        self.run_until(next);
+        if self.cfg.lookahead == 0 {
+            // Idle until the next round start.
+            let next = start + self.cfg.round_period;
+            self.run_until(next);
+        }
         RoundGraph {
             round,
             adj,
