@@ -16,6 +16,7 @@
 //!   - `tests.rs`: seeding, shapes, parameter counts, spec/task fit.
 //! - `params.rs`: the flat parameter vector (name-sorted order) of a model.
 //! - `train.rs` (+ `train/tests.rs`): local SGD (steps or epochs), evaluation, per-sample losses.
+//!   - `mf_sgd.rs`: exact SGD for matrix factorisation on the CPU that updates only the batch's embedding rows.
 //! - `data/`: [`data::Dataset`], its loaders, and [`data::DatasetSpec`] (`mod.rs`), the config / CLI form.
 //!   - `dataset.rs`: the in-memory dataset type shared by every loader and model.
 //!   - `synthetic.rs`: seeded Gaussian-mixture and image-pattern tasks (the default, no download).

@@ -4,6 +4,8 @@
 //!
 //! Batches are built from the dataset's flat vectors only when needed, so a node's data never lives on the
 //! device as a whole.
+//!
+//! `train/mf_sgd.rs`: the exact sparse-row SGD step that trains matrix factorisation on the CPU.
 
 use candle_core::{D, DType, Device, Tensor};
 use candle_nn::optim::{Optimizer, SGD};
@@ -14,6 +16,8 @@ use serde::{Deserialize, Serialize};
 use crate::data::{Dataset, Inputs, Targets};
 use crate::nn::Model;
 use crate::{ModelsError, Result};
+
+mod mf_sgd;
 
 /// Batch size of evaluation and per-sample losses: large enough to amortise per-batch overhead, small enough
 /// that ResNet-18 activations (with im2col) stay in the low hundreds of MB on the CPU.
@@ -220,6 +224,10 @@ fn batch_loss(model: &Model, batch: &Batch) -> Result<Tensor> {
 /// Runs local SGD on `data`: shuffles with `rng` (so a node's training is reproducible from its seed), takes
 /// mini-batches of `cfg.batch_size` and steps until `cfg.work` is done. An empty dataset or zero work gives a
 /// zero-step report; a dataset that does not fit the model, or a bad config, is an error.
+///
+/// Matrix factorisation on the CPU takes a specialised exact SGD step (`train/mf_sgd.rs`) that touches only the
+/// embedding rows of each batch; every other model, and MF on CUDA / Metal, goes through Candle's autograd.
+/// Both give the same parameters (to float rounding), losses and shuffles.
 pub fn train_local(
     model: &mut Model,
     data: &Dataset,
@@ -228,31 +236,70 @@ pub fn train_local(
 ) -> Result<TrainReport> {
     cfg.validate()?;
     model.info().check(data)?;
-    let n = data.len();
-    let total_steps = match cfg.work {
+    let total_steps = total_steps(data.len(), cfg);
+    if total_steps == 0 {
+        return Ok(TrainReport {
+            mean_loss: 0.0,
+            steps: 0,
+            samples: 0,
+        });
+    }
+    if model.device().is_cpu()
+        && let Some(mf) = model.mf_vars()
+    {
+        return mf_sgd::train(&mf, data, cfg, total_steps, rng);
+    }
+    train_autograd(model, data, cfg, total_steps, rng)
+}
+
+/// SGD steps that `cfg.work` asks for on `n` samples.
+fn total_steps(n: usize, cfg: &TrainConfig) -> usize {
+    match cfg.work {
         _ if n == 0 => 0,
         LocalWork::Epochs(e) => e * n.div_ceil(cfg.batch_size),
         LocalWork::Steps(s) => s,
-    };
+    }
+}
+
+/// [`train_local`] through Candle's autograd and its SGD optimizer: any model, any device.
+fn train_autograd(
+    model: &mut Model,
+    data: &Dataset,
+    cfg: &TrainConfig,
+    total_steps: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<TrainReport> {
+    let mut opt = SGD::new(model.all_vars(), cfg.lr)?;
+    let device = model.device().clone();
+    run_batches(data.len(), cfg, total_steps, rng, |idx| {
+        let batch = make_batch(data, idx, &device)?;
+        let loss = batch_loss(model, &batch)?;
+        opt.backward_step(&loss)?;
+        Ok(loss.to_scalar::<f32>()?)
+    })
+}
+
+/// The loop shared by every SGD implementation, so that they shuffle, count and report alike: reshuffles
+/// `0..n` with `rng` each epoch, calls `step` on each mini-batch of sample indices (it applies one SGD step and
+/// returns the batch's mean loss before the step) until `total_steps` (> 0), and fails on a non-finite loss.
+fn run_batches(
+    n: usize,
+    cfg: &TrainConfig,
+    total_steps: usize,
+    rng: &mut ChaCha8Rng,
+    mut step: impl FnMut(&[usize]) -> Result<f32>,
+) -> Result<TrainReport> {
     let mut report = TrainReport {
         mean_loss: 0.0,
         steps: 0,
         samples: 0,
     };
-    if total_steps == 0 {
-        return Ok(report);
-    }
-    let mut opt = SGD::new(model.all_vars(), cfg.lr)?;
-    let device = model.device().clone();
     let mut order: Vec<usize> = (0..n).collect();
     let mut loss_sum = 0.0f64;
     'outer: loop {
         order.shuffle(rng);
         for idx in order.chunks(cfg.batch_size) {
-            let batch = make_batch(data, idx, &device)?;
-            let loss = batch_loss(model, &batch)?;
-            opt.backward_step(&loss)?;
-            let l = loss.to_scalar::<f32>()? as f64;
+            let l = step(idx)? as f64;
             if !l.is_finite() {
                 return Err(ModelsError::Config(format!(
                     "training diverged at step {}: loss is {l} (learning rate {} too high?)",

@@ -66,7 +66,12 @@ pub struct Config {
     pub init: MfInit,
 }
 
-/// Variables: `users` `[num_users, factors]`, `items` `[num_items, factors]`.
+/// Name of the user embedding variable, `[num_users, factors]`.
+pub const USERS: &str = "users";
+/// Name of the item embedding variable, `[num_items, factors]`.
+pub const ITEMS: &str = "items";
+
+/// Variables: [`USERS`] `[num_users, factors]`, [`ITEMS`] `[num_items, factors]`.
 #[derive(Clone, Debug)]
 pub struct MatrixFactorization {
     users: Tensor,
@@ -87,8 +92,8 @@ impl MatrixFactorization {
             )));
         }
         let init = cfg.init.candle();
-        let users = vb.get_with_hints((cfg.num_users, cfg.factors), "users", init)?;
-        let items = vb.get_with_hints((cfg.num_items, cfg.factors), "items", init)?;
+        let users = vb.get_with_hints((cfg.num_users, cfg.factors), USERS, init)?;
+        let items = vb.get_with_hints((cfg.num_items, cfg.factors), ITEMS, init)?;
         Ok(Self {
             users,
             items,

@@ -254,6 +254,20 @@ pub struct Model {
     pub(crate) vars: Vec<(String, Var)>,
     pub(crate) num_params: usize,
     net: Box<dyn Module + Send + Sync>,
+    /// The prediction offset of a matrix factorisation model, `None` for every other architecture: marks the
+    /// model as MF for [`Model::mf_vars`].
+    mf_offset: Option<f32>,
+}
+
+/// The variables of a matrix factorisation model and its (constant) offset: what the sparse SGD step
+/// (`train/mf_sgd.rs`) needs to train it without Candle's autograd.
+pub(crate) struct MfVars<'a> {
+    /// `[num_users, factors]`.
+    pub(crate) users: &'a Var,
+    /// `[num_items, factors]`.
+    pub(crate) items: &'a Var,
+    /// Added to every prediction.
+    pub(crate) offset: f32,
 }
 
 impl fmt::Debug for Model {
@@ -275,6 +289,7 @@ impl Model {
         let varmap = VarMap::new();
         let hints = init::Hints::default();
         let vb = init::recording_builder(&varmap, &hints, device);
+        let mut mf_offset = None;
         let mismatch = |why: &str| {
             Err(ModelsError::Config(format!(
                 "model {spec} does not fit the task ({}): {why}",
@@ -339,21 +354,25 @@ impl Model {
                     num_items,
                     offset,
                 },
-            ) => Box::new(mf::MatrixFactorization::new(
-                &mf::Config {
-                    num_users: *num_users,
-                    num_items: *num_items,
-                    factors: *factors,
-                    // The reference model predicts from 0; the centred one from the mean rating.
-                    offset: if *centred { *offset } else { 0.0 },
-                    init: if *centred {
-                        mf::MfInit::CENTRED
-                    } else {
-                        mf::MfInit::REFERENCE
+            ) => {
+                let net = mf::MatrixFactorization::new(
+                    &mf::Config {
+                        num_users: *num_users,
+                        num_items: *num_items,
+                        factors: *factors,
+                        // The reference model predicts from 0; the centred one from the mean rating.
+                        offset: if *centred { *offset } else { 0.0 },
+                        init: if *centred {
+                            mf::MfInit::CENTRED
+                        } else {
+                            mf::MfInit::REFERENCE
+                        },
                     },
-                },
-                vb,
-            )?),
+                    vb,
+                )?;
+                mf_offset = Some(net.offset());
+                Box::new(net)
+            }
             (ModelSpec::MatrixFactorization { .. }, TaskInfo::Classification { .. }) => {
                 return mismatch("matrix factorisation needs (user, item) pairs with ratings");
             }
@@ -379,6 +398,7 @@ impl Model {
             vars,
             num_params,
             net,
+            mf_offset,
         })
     }
 
@@ -421,6 +441,17 @@ impl Model {
     /// The trainable variables in name-sorted (flat vector) order.
     pub(crate) fn all_vars(&self) -> Vec<Var> {
         self.vars.iter().map(|(_, v)| v.clone()).collect()
+    }
+
+    /// The embeddings and offset of a matrix factorisation model; `None` for any other architecture.
+    pub(crate) fn mf_vars(&self) -> Option<MfVars<'_>> {
+        let offset = self.mf_offset?;
+        let var = |name: &str| self.vars.iter().find_map(|(n, v)| (n == name).then_some(v));
+        Some(MfVars {
+            users: var(mf::USERS)?,
+            items: var(mf::ITEMS)?,
+            offset,
+        })
     }
 }
 

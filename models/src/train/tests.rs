@@ -345,3 +345,225 @@ fn config_types_serialise() {
     let json = serde_json::to_string(&cfg).unwrap();
     assert_eq!(serde_json::from_str::<TrainConfig>(&json).unwrap(), cfg);
 }
+
+/// `n` random ratings (0.5 to 5 stars) of few users and items, so that batches repeat users, items and even
+/// whole pairs.
+fn random_ratings(n: usize, users: usize, items: usize, seed: u64) -> Dataset {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let pairs = (0..n)
+        .map(|_| {
+            [
+                rng.random_range(0..users as u32),
+                rng.random_range(0..items as u32),
+            ]
+        })
+        .collect();
+    let ratings = (0..n)
+        .map(|_| rng.random_range(1..=10) as f32 / 2.0)
+        .collect();
+    Dataset::new(
+        Inputs::Pairs {
+            pairs,
+            num_users: users,
+            num_items: items,
+        },
+        Targets::Ratings(ratings),
+        None,
+    )
+    .unwrap()
+}
+
+/// What one training run leaves: its report, the parameters, and the next draw of its shuffle RNG (equal
+/// draws: both runs consumed the RNG alike).
+#[derive(Debug)]
+struct Run {
+    report: TrainReport,
+    params: Vec<f32>,
+    next_draw: u64,
+}
+
+/// Trains a fresh `spec` model (seed 0) on `data` with shuffle seed `seed`, through `train_local` (the sparse
+/// MF step on the CPU) or through the autograd path.
+fn mf_run(spec: &ModelSpec, data: &Dataset, cfg: &TrainConfig, autograd: bool) -> Run {
+    let mut m = model_for(spec.clone(), data, 0);
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let report = if autograd {
+        let steps = total_steps(data.len(), cfg);
+        train_autograd(&mut m, data, cfg, steps, &mut rng).unwrap()
+    } else {
+        train_local(&mut m, data, cfg, &mut rng).unwrap()
+    };
+    Run {
+        report,
+        params: m.flat_params().unwrap(),
+        next_draw: rng.random(),
+    }
+}
+
+/// Asserts that the sparse MF step and the autograd path agree: same steps, samples, shuffles; mean loss and
+/// every parameter within 1e-5 relative (plus 1e-7 absolute, for parameters near zero).
+fn assert_mf_paths_agree(spec: &ModelSpec, data: &Dataset, cfg: &TrainConfig) {
+    let sparse = mf_run(spec, data, cfg, false);
+    let dense = mf_run(spec, data, cfg, true);
+    assert_eq!(sparse.report.steps, dense.report.steps);
+    assert_eq!(sparse.report.samples, dense.report.samples);
+    assert_eq!(
+        sparse.next_draw, dense.next_draw,
+        "RNG consumed differently"
+    );
+    let (a, b) = (sparse.report.mean_loss, dense.report.mean_loss);
+    assert!((a - b).abs() <= 1e-6 * a.abs().max(b.abs()), "{a} vs {b}");
+    let untrained = model_for(spec.clone(), data, 0).flat_params().unwrap();
+    assert_ne!(sparse.params, untrained, "training changed nothing");
+    let mut worst = 0.0f32;
+    for (k, (&x, &y)) in sparse.params.iter().zip(&dense.params).enumerate() {
+        let tol = 1e-5 * x.abs().max(y.abs()) + 1e-7;
+        assert!((x - y).abs() <= tol, "parameter {k}: {x} vs {y}");
+        worst = worst.max((x - y).abs());
+    }
+    eprintln!(
+        "{spec} {cfg:?}: {} steps, mean loss {a} vs {b}, largest parameter difference {worst:e}",
+        sparse.report.steps
+    );
+}
+
+#[test]
+fn mf_sparse_step_matches_autograd_on_synthetic_ratings() {
+    // 7 users x 11 items: a batch of 32 repeats users, items and pairs. 300 samples end each epoch on a
+    // partial batch of 12.
+    let data = random_ratings(300, 7, 11, 3);
+    for spec in [
+        ModelSpec::MatrixFactorization {
+            factors: 5,
+            centred: false,
+        },
+        ModelSpec::MatrixFactorization {
+            factors: 3,
+            centred: true,
+        },
+    ] {
+        for cfg in [
+            sgd(0.075, 32, LocalWork::Epochs(5)),
+            sgd(0.02, 7, LocalWork::Steps(130)),
+            sgd(0.05, 1, LocalWork::Steps(40)),
+            sgd(0.05, 500, LocalWork::Epochs(3)),
+        ] {
+            assert_mf_paths_agree(&spec, &data, &cfg);
+        }
+    }
+    // Wider rows than Candle's SIMD sum width (32): the forward dot products may round differently.
+    let data = random_ratings(200, 9, 13, 4);
+    assert_mf_paths_agree(
+        &ModelSpec::MatrixFactorization {
+            factors: 40,
+            centred: true,
+        },
+        &data,
+        &sgd(0.05, 16, LocalWork::Epochs(4)),
+    );
+}
+
+/// One node's share of MovieLens ml-latest-small training ratings (by user over 8 nodes, as the testnet
+/// deals ratings), or `None` when the shared data is absent.
+fn movielens_node_share() -> Option<Dataset> {
+    let root = crate::data::tests::shared_data()?;
+    let split = crate::data::movielens::load(&root.join("movielens"), 42).unwrap();
+    let parts = crate::data::partition::partition(
+        &split.train,
+        8,
+        &crate::data::partition::Partition::ByUser,
+        7,
+    )
+    .unwrap();
+    // The node's share keeps the full user and item counts, so the model is the paper's 206,680 parameters.
+    Some(split.train.subset(&parts[0]))
+}
+
+#[test]
+fn mf_sparse_step_matches_autograd_on_movielens() {
+    let Some(data) = movielens_node_share() else {
+        return;
+    };
+    for spec in [
+        ModelSpec::default_for(&TaskInfo::of(&data).unwrap()),
+        ModelSpec::MatrixFactorization {
+            factors: 20,
+            centred: true,
+        },
+    ] {
+        assert_mf_paths_agree(&spec, &data, &sgd(0.075, 32, LocalWork::Epochs(2)));
+    }
+}
+
+#[test]
+fn mf_divergence_is_the_same_error_on_both_paths() {
+    let data = low_rank_ratings(5, 5, 0);
+    let spec = ModelSpec::MatrixFactorization {
+        factors: 2,
+        centred: true,
+    };
+    let cfg = sgd(1e6, 5, LocalWork::Epochs(50));
+    let mut errors = Vec::new();
+    let mut params = Vec::new();
+    for autograd in [false, true] {
+        let mut m = model_for(spec.clone(), &data, 0);
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let err = if autograd {
+            let steps = total_steps(data.len(), &cfg);
+            train_autograd(&mut m, &data, &cfg, steps, &mut rng).unwrap_err()
+        } else {
+            train_local(&mut m, &data, &cfg, &mut rng).unwrap_err()
+        };
+        errors.push(err.to_string());
+        params.push(m.flat_params().unwrap());
+    }
+    assert!(errors[0].contains("diverged"), "{}", errors[0]);
+    assert_eq!(errors[0], errors[1]);
+    // The sparse path writes its diverged parameters back, as the autograd path leaves them.
+    assert!(params[0].iter().any(|p| !p.is_finite()));
+    assert_eq!(
+        params[0].iter().map(|p| p.is_finite()).collect::<Vec<_>>(),
+        params[1].iter().map(|p| p.is_finite()).collect::<Vec<_>>()
+    );
+}
+
+/// Wall-clock time of one local epoch of one MovieLens node (batch 32, lr 0.075) on both paths. A measurement,
+/// not a check: `cargo test -p models --release mf_epoch_time -- --ignored --nocapture`.
+#[test]
+#[ignore = "timing; run in release with --nocapture"]
+#[allow(clippy::disallowed_methods)] // a wall-clock measurement, not an input to training
+fn mf_epoch_time_on_a_movielens_node() {
+    let Some(data) = movielens_node_share() else {
+        return;
+    };
+    let spec = ModelSpec::default_for(&TaskInfo::of(&data).unwrap());
+    let cfg = sgd(0.075, 32, LocalWork::Epochs(1));
+    for autograd in [true, false] {
+        let mut m = model_for(spec.clone(), &data, 0);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let reps = if autograd { 5 } else { 50 };
+        let mut best = f64::INFINITY;
+        let mut total = 0.0;
+        for _ in 0..reps {
+            let t = std::time::Instant::now();
+            if autograd {
+                let steps = total_steps(data.len(), &cfg);
+                train_autograd(&mut m, &data, &cfg, steps, &mut rng).unwrap();
+            } else {
+                train_local(&mut m, &data, &cfg, &mut rng).unwrap();
+            }
+            let s = t.elapsed().as_secs_f64();
+            best = best.min(s);
+            total += s;
+        }
+        eprintln!(
+            "{}: one epoch of {} ratings ({} steps): best {:.2} ms, mean {:.2} ms over {reps} ({:.0} samples/s)",
+            if autograd { "autograd" } else { "sparse MF" },
+            data.len(),
+            data.len().div_ceil(32),
+            best * 1e3,
+            total / reps as f64 * 1e3,
+            data.len() as f64 / best
+        );
+    }
+}
