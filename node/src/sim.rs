@@ -44,6 +44,8 @@ pub struct SimConfig {
     pub exchange_timeout: Duration,
     /// Upper bound of each VN's random delay before sending its chunk.
     pub send_jitter: Duration,
+    /// Rounds whose overlay a VN negotiates ahead of its node's round (as `Timing::overlay_lookahead`).
+    pub lookahead: u64,
     /// Virtual duration of one local training: uniform in [train_time·(1−jitter), train_time·(1+jitter)].
     pub train_time: Duration,
     pub train_jitter: f64,
@@ -65,6 +67,7 @@ impl SimConfig {
             overlay: OverlayConfig::new(degree, Duration::from_millis(100)),
             exchange_timeout: Duration::from_secs(10),
             send_jitter: Duration::from_secs(1),
+            lookahead: crate::Timing::loopback().overlay_lookahead,
             train_time: Duration::from_secs(10),
             train_jitter: 0.2,
             warmup: Duration::from_secs(20),
@@ -199,6 +202,9 @@ impl<'a> Sim<'a> {
             },
             exchange_timeout: cfg.exchange_timeout,
             send_jitter: cfg.send_jitter,
+            lookahead: cfg.lookahead,
+            last_round: cfg.rounds.checked_sub(1).map(Round),
+            start_jitter: cfg.overlay.substep,
             chunk_lens,
         };
         let net: Network<Wire> = Network::new(cfg.net.clone(), derive_rng(cfg.seed, u64::MAX));

@@ -172,6 +172,16 @@ pub struct Options {
     #[arg(long, value_enum)]
     pub timing: Option<TimingChoice>,
 
+    /// Overlay sub-step in ms, overriding the timing's (must exceed a round trip; the overlay window is
+    /// 5r + 4 sub-steps).
+    #[arg(long, value_name = "MS")]
+    #[serde(alias = "substep-ms")]
+    pub substep_ms: Option<u64>,
+
+    /// Rounds each VN negotiates its overlay ahead of its node's round (0 ..= 8), overriding the timing's.
+    #[arg(long, value_name = "ROUNDS")]
+    pub lookahead: Option<u64>,
+
     /// How in-process VNs connect (inproc): tcp (127.0.0.1) | memory (libp2p's in-process transport: no file
     /// descriptor per connection). [default: tcp]
     #[arg(long, value_enum)]
@@ -252,6 +262,8 @@ impl Options {
             target: self.target.or(file.target),
             test_samples: self.test_samples.or(file.test_samples),
             timing: self.timing.or(file.timing),
+            substep_ms: self.substep_ms.or(file.substep_ms),
+            lookahead: self.lookahead.or(file.lookahead),
             node_bin: self.node_bin.or(file.node_bin),
             transport: self.transport.or(file.transport),
             audit: self.audit || file.audit,
@@ -275,7 +287,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, transport, node_bin, audit, audit_chunks, audit_every",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, lookahead, transport, node_bin, audit, audit_chunks, audit_every",
                 path.display(),
                 e.message().trim_end()
             )

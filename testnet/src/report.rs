@@ -123,6 +123,13 @@ impl Summary {
         });
         let l = &s.learning;
         let mut extra = out.extra.clone();
+        if s.mode != crate::cli::Mode::Sim {
+            // The timing actually used (a named preset plus any --substep-ms / --lookahead override).
+            extra.insert(
+                "timing_detail".into(),
+                serde_json::to_value(&s.timing).unwrap_or_default(),
+            );
+        }
         if !out.errors.is_empty() {
             extra.insert("errors".into(), serde_json::json!(out.errors));
         }

@@ -233,6 +233,20 @@ impl Settings {
             }
             TimingChoice::Auto => (Timing::default(), "lan"),
         };
+        let mut timing = timing;
+        if let Some(ms) = o.substep_ms {
+            if ms == 0 {
+                bail!("--substep-ms must be at least 1");
+            }
+            timing.substep_ms = ms;
+        }
+        if let Some(l) = o.lookahead {
+            let max = protocol::control::MAX_LOOKAHEAD;
+            if l > max {
+                bail!("--lookahead {l} exceeds {max} rounds");
+            }
+            timing.overlay_lookahead = l;
+        }
         let out = o.out.clone().unwrap_or_else(|| {
             Path::new("target").join("testnet").join(format!(
                 "{}-{mode}-{}",

@@ -140,6 +140,9 @@ mod tests {
             sampler: sampling::SamplerConfig::default(),
             exchange_timeout: Duration::from_secs(1),
             send_jitter: Duration::ZERO,
+            lookahead: 0,
+            last_round: None,
+            start_jitter: Duration::ZERO,
             chunk_lens: Arc::new(vec![2]),
         };
         let rng = |s| sampling::derive_rng(1, s);

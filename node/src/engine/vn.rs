@@ -5,8 +5,11 @@
 //! wake it, and what to hand its RN. The libp2p shell and the in-memory simulator drive the same code.
 //!
 //! Round t at one VN:
-//! 1. `StartRound(t)` (sent by the RN when it starts training round t): the overlay for t is negotiated
-//!    while the RN trains (DESIGN §5: timing must not link siblings).
+//! 1. `StartRound(t)` (sent by the RN when it starts training round t): the VN makes sure the overlays of
+//!    rounds t ..= t + `lookahead` are being negotiated, each started at a random offset in `[0, start_jitter]`
+//!    drawn from the VN's own RNG (so siblings, told at the same instant, do not start in step; DESIGN §5).
+//!    The overlay of round t was thus usually started `lookahead` rounds earlier and is frozen by the time
+//!    the RN has trained: the round waits for its work, not for its negotiation.
 //! 2. `Exchange(frame)`: the RN's chunk for t. Once the overlay of t is frozen, the VN waits a random delay
 //!    in `[0, send_jitter]` drawn from its own RNG — so that sibling VNs, which get their chunks at the same
 //!    instant, do not all send at once and link themselves by timing (DESIGN §5) — then sends the chunk to
@@ -35,10 +38,10 @@ use super::counters::Counters;
 /// bounds what early senders can make us hold (64 × the largest chunk).
 pub const MAX_PENDING_CHUNKS: usize = 64;
 
-// A chunk more than MAX_FUTURE_ROUNDS ahead of the newest round this VN started is refused as `WrongRound`;
+// A chunk more than MAX_FUTURE_ROUNDS ahead of the newest round this VN's RN started is refused as `WrongRound`;
 // exchange states older than the newest minus MAX_KEPT_ROUNDS are forgotten and their chunks are stale. One
 // definition (protocol::control) for the overlay and the exchange.
-pub use protocol::control::{MAX_FUTURE_ROUNDS, MAX_KEPT_ROUNDS};
+pub use protocol::control::{MAX_FUTURE_ROUNDS, MAX_KEPT_ROUNDS, MAX_LOOKAHEAD};
 
 /// Identity of a VN as the engine needs it: ordered (determinism), serialisable (Cyclon entries).
 pub trait VnIdentity: sampling::PeerId + Serialize + DeserializeOwned + Send + 'static {}
@@ -53,6 +56,15 @@ pub struct VnConfig {
     pub exchange_timeout: Duration,
     /// Upper bound of the random delay before a VN sends its chunk (unlinkability of siblings by timing).
     pub send_jitter: Duration,
+    /// Rounds negotiated ahead of the RN's round (0: each overlay starts with its own round;
+    /// ≤ [`MAX_LOOKAHEAD`]). With the overlay window W and rounds of length T, rounds stop waiting for the
+    /// overlay once `lookahead` ≥ W / T.
+    pub lookahead: u64,
+    /// The run's last round, if known: no overlay beyond it is negotiated (its messages would be wasted).
+    pub last_round: Option<Round>,
+    /// Upper bound of the random delay before this VN starts negotiating a round (its own phase; must stay
+    /// well inside the overlay's `grace`, which absorbs start skew).
+    pub start_jitter: Duration,
     /// Length of each chunk index of the static partition (`chunk_lens.len()` = k). Chunks of another length
     /// for their index are refused.
     pub chunk_lens: Arc<Vec<usize>>,
@@ -66,7 +78,8 @@ pub type ReplyToken = u64;
 pub enum VnInput<I> {
     /// A command from this VN's RN.
     FromRn(ToVirtualNode),
-    /// Start negotiating the overlay of `round` (sent by the RN when it starts the round).
+    /// The RN started `round`: negotiate the overlays of `round ..= round + lookahead` (sent by the RN when it
+    /// starts the round).
     StartRound(Round),
     /// A control message from the authenticated peer `from`.
     Control { from: I, bytes: Vec<u8> },
@@ -134,6 +147,8 @@ pub enum RefusalKind {
 struct ExchangeRound<I> {
     /// The overlay of this round was started here (a round known only from early chunks is not).
     started: bool,
+    /// When this VN starts the overlay of this round (scheduled, not started yet).
+    start_at: Option<Duration>,
     own: Option<Arc<Vec<u8>>>,
     neighbours: Option<BTreeSet<I>>,
     /// When our chunk goes out (chunk and neighbour set known, jitter drawn); `deadline` is set once sent.
@@ -152,6 +167,7 @@ impl<I> Default for ExchangeRound<I> {
     fn default() -> Self {
         Self {
             started: false,
+            start_at: None,
             own: None,
             neighbours: None,
             send_at: None,
@@ -172,7 +188,12 @@ pub struct VnEngine<I> {
     sampler: Sampler<I>,
     jitter_rng: rand_chacha::ChaCha12Rng,
     rounds: BTreeMap<Round, ExchangeRound<I>>,
+    /// The newest round the RN started (overlays run up to `lookahead` rounds beyond it).
     newest: Option<Round>,
+    /// When the last scheduled negotiation was due (before its jitter): the next one starts at least
+    /// `start_spacing` later.
+    last_start: Option<Duration>,
+    start_spacing: Duration,
     pending_total: usize,
     allowed: Box<dyn Fn(&I) -> bool + Send>,
     counters: Counters,
@@ -190,8 +211,23 @@ impl<I: VnIdentity> VnEngine<I> {
         allowed: Box<dyn Fn(&I) -> bool + Send>,
     ) -> Result<Self, sampling::Error> {
         use rand::SeedableRng;
+        if cfg.lookahead > MAX_LOOKAHEAD {
+            return Err(sampling::Error::Config(format!(
+                "overlay lookahead {} exceeds {MAX_LOOKAHEAD} rounds",
+                cfg.lookahead
+            )));
+        }
         let jitter_rng = rand_chacha::ChaCha12Rng::from_rng(&mut overlay_rng);
         let sampler = Sampler::new(me.clone(), cfg.sampler.clone(), cyclon_rng, overlay_rng)?;
+        // Negotiations started together run their sub-steps in phase, so every proposal walk of all of
+        // them leaves at the same instants and the bursts delay each other past the sub-step (measured in
+        // one process: 1.9 of 4 neighbours when 9 rounds started at once). Spreading starts W / L apart keeps
+        // about L negotiations open, evenly phased, and costs nothing once running: rounds cannot come faster
+        // than one per W / L anyway.
+        let start_spacing = match cfg.lookahead {
+            0 => Duration::ZERO,
+            l => cfg.sampler.overlay.deadline() / l as u32,
+        };
         Ok(Self {
             me,
             cfg,
@@ -199,6 +235,8 @@ impl<I: VnIdentity> VnEngine<I> {
             jitter_rng,
             rounds: BTreeMap::new(),
             newest: None,
+            last_start: None,
+            start_spacing,
             pending_total: 0,
             allowed,
             counters: Counters::default(),
@@ -229,7 +267,7 @@ impl<I: VnIdentity> VnEngine<I> {
                 self.rounds
                     .values()
                     .filter(|r| !r.done)
-                    .filter_map(|r| r.deadline.or(r.send_at)),
+                    .filter_map(|r| r.deadline.or(r.send_at).or(r.start_at)),
             )
             .min()
     }
@@ -257,8 +295,9 @@ impl<I: VnIdentity> VnEngine<I> {
     /// Handles one input; returns what to do.
     pub fn handle(&mut self, now: Duration, input: VnInput<I>) -> Vec<VnOutput<I>> {
         let mut out = Vec::new();
+        self.start_due_overlays(now, &mut out);
         match input {
-            VnInput::StartRound(round) => self.start_round(now, round, &mut out),
+            VnInput::StartRound(round) => self.on_rn_round(now, round, &mut out),
             VnInput::FromRn(ToVirtualNode::Exchange(frame)) => {
                 self.on_own_chunk(now, frame, &mut out)
             }
@@ -283,24 +322,56 @@ impl<I: VnIdentity> VnEngine<I> {
         out
     }
 
-    fn start_round(&mut self, now: Duration, round: Round, out: &mut Vec<VnOutput<I>>) {
+    /// The RN is in `round`: schedule the overlays of `round ..= round + lookahead` not scheduled yet, each at
+    /// this VN's own random offset.
+    fn on_rn_round(&mut self, now: Duration, round: Round, out: &mut Vec<VnOutput<I>>) {
         if self.newest.is_some_and(|n| round + MAX_KEPT_ROUNDS <= n) {
             return;
         }
         self.newest = Some(self.newest.map_or(round, |n| n.max(round)));
-        let r = self.rounds.entry(round).or_default();
-        if r.started {
-            return;
+        for ahead in 0..=self.cfg.lookahead {
+            let u = round + ahead;
+            if self.cfg.last_round.is_some_and(|last| u > last) {
+                break;
+            }
+            let r = self.rounds.entry(u).or_default();
+            r.summary.round = u;
+            if r.started || r.start_at.is_some() {
+                continue;
+            }
+            let offset = self
+                .cfg
+                .start_jitter
+                .mul_f64(rand::Rng::random::<f64>(&mut self.jitter_rng));
+            let base = self
+                .last_start
+                .map_or(now, |t| now.max(t + self.start_spacing));
+            self.last_start = Some(base);
+            r.start_at = Some(base + offset);
         }
-        r.started = true;
-        r.summary.round = round;
-        self.sampler_input(now, SamplerInput::StartRound { round }, out);
         self.forget_old_rounds(out);
+        self.start_due_overlays(now, out);
+    }
+
+    /// Starts the negotiations whose time has come.
+    fn start_due_overlays(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
+        let due: Vec<Round> = self
+            .rounds
+            .iter()
+            .filter(|(_, r)| r.start_at.is_some_and(|t| t <= now))
+            .map(|(&u, _)| u)
+            .collect();
+        for round in due {
+            let r = self.rounds.get_mut(&round).expect("listed");
+            r.start_at = None;
+            r.started = true;
+            self.sampler_input(now, SamplerInput::StartRound { round }, out);
+        }
     }
 
     fn on_own_chunk(&mut self, now: Duration, frame: ChunkFrame, out: &mut Vec<VnOutput<I>>) {
         let round = frame.round;
-        self.start_round(now, round, out);
+        self.on_rn_round(now, round, out);
         let Some(r) = self.rounds.get_mut(&round) else {
             return;
         };
@@ -655,6 +726,8 @@ impl<I: VnIdentity> VnEngine<I> {
                 .is_some_and(|n| n.iter().all(|p| r.received_from.contains(p)));
             if (all_in && r.awaiting_reply.is_empty()) || now >= deadline {
                 r.done = true;
+                // Sends in flight hold their own reference; a finished round keeps no copy of the chunk.
+                r.own = None;
                 let mut summary = r.summary;
                 self.counters.fill(&mut summary);
                 out.push(VnOutput::ToRn(FromVirtualNode::Done(summary)));
@@ -705,6 +778,9 @@ mod tests {
             },
             exchange_timeout: Duration::from_secs(1),
             send_jitter: Duration::from_millis(100),
+            lookahead: 0,
+            last_round: None,
+            start_jitter: Duration::ZERO,
             chunk_lens: Arc::new(LENS.to_vec()),
         };
         VnEngine::new(
@@ -814,11 +890,68 @@ mod tests {
         assert_eq!(e.counters.refused, 8);
     }
 
+    /// `StartRound(t)` opens the overlays of t ..= t + lookahead, spaced W / lookahead apart so they do not
+    /// run in phase, each at this VN's own random offset; nothing beyond the lookahead is opened.
+    #[test]
+    fn rounds_ahead_are_negotiated_on_a_spaced_own_schedule() {
+        let overlay = sampling::OverlayConfig::new(2, Duration::from_millis(10));
+        let spacing = overlay.deadline() / 2;
+        let jitter = Duration::from_millis(5);
+        let make = |seed: u64| {
+            let cfg = VnConfig {
+                sampler: SamplerConfig {
+                    cyclon: sampling::CyclonConfig::default(),
+                    overlay: overlay.clone(),
+                },
+                exchange_timeout: Duration::from_secs(1),
+                send_jitter: Duration::ZERO,
+                lookahead: 2,
+                last_round: None,
+                start_jitter: jitter,
+                chunk_lens: Arc::new(LENS.to_vec()),
+            };
+            VnEngine::new(
+                0u32,
+                cfg,
+                derive_rng(seed, 0),
+                derive_rng(seed, 1),
+                Box::new(|_| true),
+            )
+            .unwrap()
+        };
+        // When each of rounds 0..=3 opens, stepping the clock 1 ms at a time.
+        let opened = |seed: u64| {
+            let mut e = make(seed);
+            e.handle(Duration::ZERO, VnInput::StartRound(Round(0)));
+            let mut at = [None; 4];
+            for ms in 0..=(3 * spacing.as_millis() as u64) {
+                let now = Duration::from_millis(ms);
+                e.handle(now, VnInput::Tick);
+                for (r, slot) in at.iter_mut().enumerate() {
+                    if slot.is_none() && e.neighbours(Round(r as u64)).is_some() {
+                        *slot = Some(now);
+                    }
+                }
+            }
+            at
+        };
+        let a = opened(1);
+        for r in 0..3 {
+            let t = a[r].expect("within the lookahead");
+            let base = spacing * r as u32;
+            assert!(t >= base && t <= base + jitter, "round {r} opened at {t:?}");
+        }
+        assert_eq!(a[3], None, "beyond the lookahead until the RN moves on");
+        let b = opened(2);
+        assert_ne!(a, b, "another VN (another seed) keeps its own phase");
+    }
+
     #[test]
     fn stale_rounds_and_unlisted_senders_are_refused() {
         let mut e = engine(|p| *p != 66);
         let t = Duration::ZERO;
-        for r in 0..6 {
+        // Round 0 falls out of the kept window once the RN is MAX_KEPT_ROUNDS rounds further.
+        for r in 0..=MAX_KEPT_ROUNDS {
             e.handle(t, VnInput::StartRound(Round(r)));
         }
         let out = send_chunk(&mut e, t, 1, chunk(0, 1, &[1.0, 2.0]));

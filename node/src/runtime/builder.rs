@@ -198,7 +198,7 @@ impl NodeBuilder {
         let engine = RnEngine::new(crate::algo::shatter_or_el(partition), self.rounds)?;
         let vn_cfg = self
             .timing
-            .vn_config(self.degree, Arc::new(engine.chunk_lens()));
+            .vn_config(self.degree, self.rounds, Arc::new(engine.chunk_lens()));
         let metrics_file = match &self.metrics_path {
             Some(p) => Some((
                 p.clone(),

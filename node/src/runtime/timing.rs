@@ -19,6 +19,9 @@ pub struct Timing {
     pub shuffle_timeout_ms: u64,
     /// One overlay sub-step; must exceed a round trip. The overlay takes (4r + r + 4) sub-steps.
     pub substep_ms: u64,
+    /// Rounds whose overlay a VN negotiates ahead of its node's round (0 ..= `protocol::control::MAX_LOOKAHEAD`):
+    /// rounds stop waiting for the overlay once this is at least the overlay window / the round's work.
+    pub overlay_lookahead: u64,
     /// How long a VN waits for its neighbours' chunks after sending its own.
     pub exchange_timeout_ms: u64,
     /// Upper bound of each VN's random delay before sending its chunk, so sibling VNs do not all send at the
@@ -34,6 +37,8 @@ impl Default for Timing {
             cyclon_period_ms: 1000,
             shuffle_timeout_ms: 2000,
             substep_ms: 200,
+            // Window 4.8 s at r = 4: rounds down to ~1.2 s do not wait for it.
+            overlay_lookahead: 4,
             exchange_timeout_ms: 30_000,
             send_jitter_ms: 1000,
             warmup_ms: 5000,
@@ -47,17 +52,28 @@ impl Timing {
         Self {
             cyclon_period_ms: 250,
             shuffle_timeout_ms: 500,
-            // Round starts of different nodes differ by up to a training time (hundreds of ms for small
-            // models); sub-steps of 100 ms keep the overlay window
-            // several times wider than that skew (the window is 5r + 4 sub-steps, `OverlayConfig::deadline`).
-            substep_ms: 100,
+            // A loopback round trip is well under a millisecond, but with every node of a testnet training on
+            // the same few cores a VN's event loop can wait tens of milliseconds for a core: 40 ms sub-steps
+            // keep a round trip inside one sub-step (measured: 3.99 of 4 neighbours per VN, README). The window
+            // (5r + 4 sub-steps, `OverlayConfig::deadline`) is then ~1 s at r = 4 and its grace of 4 sub-steps
+            // covers the skew of round starts, which the rounds themselves keep within an exchange.
+            substep_ms: 40,
+            // Rounds down to ~0.12 s (r = 4) or ~0.22 s (r = 8) do not wait for the overlay.
+            overlay_lookahead: 8,
             exchange_timeout_ms: 5000,
-            send_jitter_ms: 200,
+            // Sibling VNs get their chunks at the same instant: each waits its own random delay up to this
+            // before sending (DESIGN §5). It is paid once per round, so it stays a fraction of a fast round.
+            send_jitter_ms: 20,
             warmup_ms: 1500,
         }
     }
 
-    pub(crate) fn vn_config(&self, degree: usize, chunk_lens: Arc<Vec<usize>>) -> VnConfig {
+    pub(crate) fn vn_config(
+        &self,
+        degree: usize,
+        rounds: u64,
+        chunk_lens: Arc<Vec<usize>>,
+    ) -> VnConfig {
         VnConfig {
             sampler: SamplerConfig {
                 cyclon: CyclonConfig {
@@ -69,6 +85,10 @@ impl Timing {
             },
             exchange_timeout: Duration::from_millis(self.exchange_timeout_ms),
             send_jitter: Duration::from_millis(self.send_jitter_ms),
+            lookahead: self.overlay_lookahead,
+            last_round: rounds.checked_sub(1).map(protocol::Round),
+            // Each VN's own phase within one sub-step: far inside the grace of four.
+            start_jitter: Duration::from_millis(self.substep_ms),
             chunk_lens,
         }
     }

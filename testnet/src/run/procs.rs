@@ -131,10 +131,8 @@ pub fn write_deployment(
         learning += &format!("max_test_samples = {m}\n");
     }
     let t = &s.timing;
-    let timing = format!(
-        "cyclon_period_ms = {}\nshuffle_timeout_ms = {}\nsubstep_ms = {}\nexchange_timeout_ms = {}\nwarmup_ms = {}\n",
-        t.cyclon_period_ms, t.shuffle_timeout_ms, t.substep_ms, t.exchange_timeout_ms, t.warmup_ms
-    );
+    // Every field, so a node runs with exactly the testnet's timing (not a default for what is left out).
+    let timing = toml::to_string(t)?;
     let mut configs = Vec::with_capacity(n);
     for i in 0..n {
         let listen: Vec<String> = (0..k).map(|s| q(&addr(i, s).to_string())).collect();
