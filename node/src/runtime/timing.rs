@@ -58,8 +58,11 @@ impl Timing {
             // (5r + 4 sub-steps, `OverlayConfig::deadline`) is then ~1 s at r = 4 and its grace of 4 sub-steps
             // covers the skew of round starts, which the rounds themselves keep within an exchange.
             substep_ms: 40,
-            // Rounds down to ~0.12 s (r = 4) or ~0.22 s (r = 8) do not wait for the overlay.
-            overlay_lookahead: 8,
+            // Rounds down to ~0.08 s (r = 4) or ~0.15 s (r = 8) do not wait for the overlay. Measured on two
+            // cores (README, `cargo bench -p testnet --bench rounds`): 12 gives 0.098 s rounds at MovieLens
+            // k = 2 with 3.99 of 4 neighbours; 16 gives 0.08 s there but at k = 4 the chunk traffic of rounds
+            // that fast saturates the cores and the overlay degrades (3.81 neighbours, 0.21 s rounds).
+            overlay_lookahead: 12,
             exchange_timeout_ms: 5000,
             // Sibling VNs get their chunks at the same instant: each waits its own random delay up to this
             // before sending (DESIGN §5). It is paid once per round, so it stays a fraction of a fast round.

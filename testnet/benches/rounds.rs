@@ -1,0 +1,378 @@
+//! Round speed in the reference implementation's own MovieLens setting, and the limits beside it.
+//!
+//! `cargo bench -p testnet --bench rounds` (add `-- --rounds 11` for a quick look, `-- --help` for options).
+//!
+//! 1. The setting of the reference's MovieLens experiment — matrix factorisation (d = 206,680), 8 RNs, r = 4,
+//!    lr 0.075, batch 32, one local epoch per round — run with `testnet --mode inproc` (real libp2p on
+//!    127.0.0.1 TCP) for k = 1, 2, 4: round time (mean, and without round 0, whose overlay cannot have been
+//!    negotiated ahead), training time, protocol overhead (round − training), neighbours per VN, chunk bytes
+//!    against 4·d·r, messages, final RMSE — next to the figures the issue quotes for the Python reference.
+//! 2. Limits measured in the same run: one chunk of MovieLens at k = 2 (413 KB) sent request/acknowledge
+//!    over raw loopback TCP vs over our libp2p chunk path (noise + yamux + request-response); one round's
+//!    aggregation at k = 2, r = 4 (this setting) and k = 8, r = 8 (the paper's default) vs memcpy of the
+//!    same received bytes.
+//!
+//! A benchmark binary, not a timed test: the figures depend on the machine and its load.
+
+// Wall-clock measurement is what this file is for; no engine reads it.
+#![allow(clippy::disallowed_methods)]
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use libp2p::futures::StreamExt;
+use libp2p::identity::Keypair;
+use libp2p::request_response::{Event, Message};
+use libp2p::swarm::SwarmEvent;
+use models::aggregate::Aggregator;
+use models::chunking::ChunkPartition;
+use node::engine::RoundMetrics;
+use node::net::behaviour::{Timeouts, VnBehaviourEvent};
+use testnet::cli::{Mode, Options};
+use testnet::scenario::Settings;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The Python reference on a 2-core machine with a central peer sampler (issue "Rounds at the speed of
+/// training"): 0.48 s per round, 0.36 s of it training; our figures before this benchmark existed:
+/// 2.605 / 2.619 / 2.621 s per round at k = 1 / 2 / 4.
+const REFERENCE_ROUND_SECS: f64 = 0.48;
+const REFERENCE_TRAIN_SECS: f64 = 0.36;
+const BEFORE_ROUND_SECS: [(usize, f64); 3] = [(1, 2.605), (2, 2.619), (4, 2.621)];
+
+/// MovieLens matrix factorisation, 20 factors on ml-latest-small.
+const MOVIELENS_LAYOUT: [usize; 2] = [610 * 20, 9724 * 20];
+
+#[derive(Parser, Debug)]
+#[command(about = "Round speed in the reference's MovieLens setting, and the limits beside it")]
+struct Args {
+    /// Rounds per setting (the issue's figures are after round 51).
+    #[arg(long, default_value_t = 51)]
+    rounds: u64,
+    /// Virtual nodes per RN to run.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    vns: Vec<usize>,
+    /// MovieLens directory.
+    #[arg(long, default_value = "../shared/data/movielens/ml-latest-small")]
+    data_dir: PathBuf,
+    /// Chunks sent per transport in the limits part.
+    #[arg(long, default_value_t = 200)]
+    chunks: usize,
+    /// Skip the rounds part (limits only).
+    #[arg(long)]
+    limits_only: bool,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    let a = Args::parse();
+    let d: usize = MOVIELENS_LAYOUT.iter().sum();
+    let chunk_values = d / 2;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let frame = protocol::ChunkFrame {
+        round: protocol::Round(0),
+        chunk: protocol::ChunkIndex(0),
+        values: vec![0.25; chunk_values],
+    }
+    .encode();
+    let raw = rt.block_on(raw_tcp(&frame, a.chunks))?;
+    let p2p = rt.block_on(libp2p_chunks(&frame, a.chunks))?;
+    let aggregation = [(2, 4), (8, 8)].map(|(k, r)| (k, r, aggregation_vs_memcpy(k, r)));
+    drop(rt);
+
+    let mut rows = Vec::new();
+    if !a.limits_only {
+        if !a.data_dir.join("ratings.csv").exists() {
+            bail!(
+                "MovieLens not found at {} (pass --data-dir)",
+                a.data_dir.display()
+            );
+        }
+        let out = std::env::temp_dir().join(format!("shatter-bench-rounds-{}", std::process::id()));
+        let opts = Options {
+            mode: Some(Mode::Inproc),
+            nodes: Some(8),
+            vns: Some(a.vns.clone()),
+            degree: Some(4),
+            rounds: Some(a.rounds),
+            dataset: Some("movielens".into()),
+            data_dir: Some(a.data_dir.clone()),
+            out: Some(out.clone()),
+            ..Options::default()
+        };
+        let settings = Settings::from_options(opts)?;
+        eprintln!("{}", testnet::describe(&settings));
+        let report = testnet::run(&settings)?;
+        if report.failed {
+            bail!("some nodes failed: see {}/summary.json", out.display());
+        }
+        let lines = std::fs::read_to_string(out.join("metrics.jsonl"))
+            .context("reading the run's metrics")?;
+        for s in &report.summaries {
+            let ms: Vec<RoundMetrics> = lines
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter(|v| v["vns"] == s.vns)
+                .filter_map(|v| serde_json::from_value(v).ok())
+                .collect();
+            rows.push(Row::new(s, &ms));
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+
+    println!();
+    if !rows.is_empty() {
+        println!(
+            "MovieLens MF (d = {d}), 8 RNs, r = 4, lr 0.075, batch 32, 1 epoch/round, {} rounds, inproc TCP",
+            a.rounds
+        );
+        println!(
+            "{:<4} {:>9} {:>12} {:>9} {:>9} {:>10} {:>11} {:>10} {:>9} {:>8} {:>9}",
+            "k",
+            "round s",
+            "w/o round0",
+            "train s",
+            "overhead",
+            "nbrs/VN",
+            "chunk B/RN",
+            "÷ 4·d·r",
+            "msgs/RN",
+            "RMSE",
+            "before s"
+        );
+        for r in &rows {
+            let before = BEFORE_ROUND_SECS
+                .iter()
+                .find(|(k, _)| *k == r.k)
+                .map_or("-".to_string(), |(_, s)| format!("{s:.3}"));
+            println!(
+                "{:<4} {:>9.3} {:>12.3} {:>9.4} {:>9.3} {:>10.3} {:>11.0} {:>10.3} {:>9.0} {:>8.4} {:>9}",
+                r.k,
+                r.round,
+                r.round_after_first,
+                r.train,
+                r.round - r.train,
+                r.neighbours,
+                r.chunk_bytes,
+                r.chunk_bytes / (4.0 * d as f64 * 4.0),
+                r.messages,
+                r.rmse,
+                before
+            );
+        }
+        println!(
+            "Python reference (central peer sampler, same machine class): {REFERENCE_ROUND_SECS} s per round, \
+             {REFERENCE_TRAIN_SECS} s of it training"
+        );
+        println!();
+    }
+    let mb = |bytes_per_s: f64| bytes_per_s / 1e6;
+    println!(
+        "Limits: {} chunks of {} B each way, request then acknowledgement",
+        a.chunks,
+        frame.len()
+    );
+    println!("  raw loopback TCP           {:>8.1} MB/s", mb(raw));
+    println!(
+        "  libp2p chunk path          {:>8.1} MB/s  ({:.2}× raw)",
+        mb(p2p),
+        p2p / raw
+    );
+    for (k, r, (agg, memcpy)) in aggregation {
+        println!(
+            "  aggregation k={k}, r={r}       {:>8.1} MB/s  ({:.2}× memcpy at {:.1} MB/s)",
+            mb(agg),
+            agg / memcpy,
+            mb(memcpy)
+        );
+    }
+    Ok(())
+}
+
+/// One k's figures, means over every RN and round.
+struct Row {
+    k: usize,
+    round: f64,
+    round_after_first: f64,
+    train: f64,
+    neighbours: f64,
+    chunk_bytes: f64,
+    messages: f64,
+    rmse: f64,
+}
+
+impl Row {
+    fn new(s: &testnet::report::Summary, ms: &[RoundMetrics]) -> Row {
+        let mean = |f: &dyn Fn(&RoundMetrics) -> f64, pick: &dyn Fn(&RoundMetrics) -> bool| {
+            let v: Vec<f64> = ms.iter().filter(|m| pick(m)).map(f).collect();
+            v.iter().sum::<f64>() / v.len().max(1) as f64
+        };
+        let all = |_: &RoundMetrics| true;
+        Row {
+            k: s.vns,
+            round: s.mean_round_seconds,
+            round_after_first: mean(&|m| m.round_secs, &|m| m.round.get() > 0),
+            train: s.mean_train_seconds,
+            neighbours: mean(&|m| m.neighbours as f64, &all) / s.vns as f64,
+            chunk_bytes: s.chunk_bytes_per_rn_per_round,
+            messages: s.messages_per_rn_per_round,
+            rmse: s.final_metric,
+        }
+    }
+}
+
+/// Bytes per second of `n` frames sent over one loopback TCP connection, each answered by a 2-byte
+/// acknowledgement before the next (the chunk protocol's request/response pattern, without libp2p).
+async fn raw_tcp(frame: &[u8], n: usize) -> anyhow::Result<f64> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let len = frame.len();
+    let server = tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await?;
+        s.set_nodelay(true)?;
+        let mut buf = vec![0u8; len];
+        for _ in 0..n {
+            let mut prefix = [0u8; 4];
+            s.read_exact(&mut prefix).await?;
+            s.read_exact(&mut buf).await?;
+            s.write_all(&[0, 0]).await?;
+        }
+        anyhow::Ok(())
+    });
+    let mut c = tokio::net::TcpStream::connect(addr).await?;
+    c.set_nodelay(true)?;
+    let t = Instant::now();
+    for _ in 0..n {
+        c.write_all(&(len as u32).to_le_bytes()).await?;
+        c.write_all(frame).await?;
+        let mut ack = [0u8; 2];
+        c.read_exact(&mut ack).await?;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    server.await??;
+    Ok((n * len) as f64 / secs)
+}
+
+/// Bytes per second of `n` chunk frames sent between two VN Swarms over 127.0.0.1 TCP (the node's own
+/// transport and behaviour: noise, yamux, request-response with the chunk codec), one at a time.
+async fn libp2p_chunks(frame: &[u8], n: usize) -> anyhow::Result<f64> {
+    let (ka, kb) = (Keypair::generate_ed25519(), Keypair::generate_ed25519());
+    let (pa, pb) = (ka.public().to_peer_id(), kb.public().to_peer_id());
+    let mut a = node::net::transport::build_swarm(ka, None, Timeouts::default())?;
+    let mut b = node::net::transport::build_swarm(kb, None, Timeouts::default())?;
+    a.behaviour_mut().allow.allow_peer(pb);
+    b.behaviour_mut().allow.allow_peer(pa);
+    b.listen_on("/ip4/127.0.0.1/tcp/0".parse()?)?;
+    let addr = loop {
+        if let SwarmEvent::NewListenAddr { address, .. } = b.select_next_some().await {
+            break address;
+        }
+    };
+    let receiver = tokio::spawn(async move {
+        // n timed requests and one untimed first one.
+        let mut answered = 0;
+        while answered <= n {
+            if let SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(Event::Message {
+                message: Message::Request { channel, .. },
+                ..
+            })) = b.select_next_some().await
+            {
+                let _ = b.behaviour_mut().chunk.send_response(channel, vec![0, 0]);
+                answered += 1;
+            }
+        }
+        // Keep driving the swarm briefly so the last response leaves.
+        let _ = tokio::time::timeout(Duration::from_millis(200), async {
+            loop {
+                b.select_next_some().await;
+            }
+        })
+        .await;
+    });
+    a.dial(addr.clone())?;
+    // The first request (connection set-up, protocol negotiation) is not timed.
+    let mut t = None;
+    for i in 0..=n {
+        if i == 1 {
+            t = Some(Instant::now());
+        }
+        a.behaviour_mut().chunk.send_request_with_addresses(
+            &pb,
+            frame.to_vec(),
+            vec![addr.clone()],
+        );
+        loop {
+            match a.select_next_some().await {
+                SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(Event::Message {
+                    message: Message::Response { .. },
+                    ..
+                })) => break,
+                SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(Event::OutboundFailure {
+                    error,
+                    ..
+                })) => bail!("chunk request failed: {error}"),
+                _ => {}
+            }
+        }
+    }
+    let secs = t.expect("n ≥ 1").elapsed().as_secs_f64();
+    receiver.abort();
+    Ok((n * frame.len()) as f64 / secs)
+}
+
+/// Bytes per second of one round's aggregation (extract the k local chunks, add k·r received copies, write
+/// the per-parameter means back) against memcpy of the same received bytes, for MovieLens MF.
+fn aggregation_vs_memcpy(k: usize, r: usize) -> (f64, f64) {
+    let part = Arc::new(ChunkPartition::new(&MOVIELENS_LAYOUT, k, 7).expect("partition"));
+    let d = part.d();
+    let values = |salt: usize| -> Vec<f32> {
+        (0..d)
+            .map(|i| ((i.wrapping_mul(2_654_435_761) ^ salt) % 1000) as f32 * 1e-3 - 0.5)
+            .collect()
+    };
+    let local = values(0);
+    let received: Vec<Vec<Vec<f32>>> = (0..r)
+        .map(|c| {
+            let other = values(c + 1);
+            (0..k)
+                .map(|s| part.extract(s, &other).expect("extract"))
+                .collect()
+        })
+        .collect();
+    let bytes = (r * d * 4) as f64;
+    let reps = 200;
+    let mut agg = Aggregator::new(part.clone());
+    let (mut cut, mut params) = (Vec::new(), local.clone());
+    let t = Instant::now();
+    for _ in 0..reps {
+        part.extract_all_into(black_box(&local), &mut cut)
+            .expect("extract");
+        agg.reset();
+        for copies in &received {
+            for (s, chunk) in copies.iter().enumerate() {
+                agg.add(s, black_box(chunk)).expect("add");
+            }
+        }
+        agg.finish_into(&mut params).expect("finish");
+        black_box(&params);
+    }
+    let agg_rate = bytes * reps as f64 / t.elapsed().as_secs_f64();
+    // One flat copy of all received bytes (as `cargo bench -p models --bench chunking` does): the same
+    // amount of memory traffic, not a cache-hot copy into one model-sized buffer.
+    let src = vec![1f32; r * d];
+    let mut dst = vec![0f32; r * d];
+    let t = Instant::now();
+    for _ in 0..reps {
+        dst.copy_from_slice(black_box(&src));
+        black_box(&dst);
+    }
+    let memcpy_rate = bytes * reps as f64 / t.elapsed().as_secs_f64();
+    (agg_rate, memcpy_rate)
+}
