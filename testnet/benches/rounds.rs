@@ -55,9 +55,10 @@ struct Args {
     /// Virtual nodes per RN to run.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     vns: Vec<usize>,
-    /// MovieLens directory.
-    #[arg(long, default_value = "../shared/data/movielens/ml-latest-small")]
-    data_dir: PathBuf,
+    /// MovieLens directory. [default: ../shared/data/movielens/ml-latest-small beside the repository; `cargo
+    /// bench` runs in testnet/]
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     /// Chunks sent per transport in the limits part.
     #[arg(long, default_value_t = 200)]
     chunks: usize,
@@ -87,12 +88,15 @@ fn main() -> anyhow::Result<()> {
     let aggregation = [(2, 4), (8, 8)].map(|(k, r)| (k, r, aggregation_vs_memcpy(k, r)));
     drop(rt);
 
+    let data_dir = a.data_dir.clone().unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/movielens/ml-latest-small")
+    });
     let mut rows = Vec::new();
     if !a.limits_only {
-        if !a.data_dir.join("ratings.csv").exists() {
+        if !data_dir.join("ratings.csv").exists() {
             bail!(
                 "MovieLens not found at {} (pass --data-dir)",
-                a.data_dir.display()
+                data_dir.display()
             );
         }
         let out = std::env::temp_dir().join(format!("shatter-bench-rounds-{}", std::process::id()));
@@ -103,7 +107,7 @@ fn main() -> anyhow::Result<()> {
             degree: Some(4),
             rounds: Some(a.rounds),
             dataset: Some("movielens".into()),
-            data_dir: Some(a.data_dir.clone()),
+            data_dir: Some(data_dir),
             out: Some(out.clone()),
             ..Options::default()
         };
