@@ -47,7 +47,8 @@
 //! * a splice hands (x, y) over with `Handover`; x re-sends a `Drop` to y at freeze in case it was lost.
 //!
 //! # Rounds, early and late messages
-//! Several rounds may be open at once (the node negotiates round t+1 while round t trains). A proposal or
+//! Several rounds may be open at once (a node negotiates up to `MAX_LOOKAHEAD` rounds ahead of the one it
+//! trains, each at its own time; the rounds are independent states here). A proposal or
 //! splice request for a round this VN has not started (or has frozen) is simply forwarded (or rejected at
 //! ttl 0): forwarding needs no round state, so no buffering of future-round messages is needed here. Other
 //! messages for a round that is not open are answered as documented above (`Nack`/`Drop`) or ignored.

@@ -89,7 +89,8 @@ fn main() -> anyhow::Result<()> {
     drop(rt);
 
     let data_dir = a.data_dir.clone().unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/movielens/ml-latest-small")
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/data/movielens/ml-latest-small")
     });
     let mut rows = Vec::new();
     if !a.limits_only {

@@ -53,9 +53,11 @@ impl fmt::Display for Algo {
 pub enum TimingChoice {
     /// `loopback` for up to 64 VNs, `lan` above (hundreds of swarms on a few cores need the slack).
     Auto,
-    /// `node::Timing::loopback()`: 100 ms overlay sub-steps, 5 s exchange timeout.
+    /// `node::Timing::loopback()`: 40 ms overlay sub-steps negotiated 12 rounds ahead (4 in a debug build),
+    /// 5 s exchange timeout.
     Loopback,
-    /// `node::Timing::default()`: 200 ms sub-steps, 30 s exchange timeout, 5 s warm-up.
+    /// `node::Timing::default()`: 200 ms sub-steps negotiated 4 rounds ahead, 30 s exchange timeout, 5 s
+    /// warm-up.
     Lan,
 }
 

@@ -936,8 +936,8 @@ mod tests {
             at
         };
         let a = opened(1);
-        for r in 0..3 {
-            let t = a[r].expect("within the lookahead");
+        for (r, opened_at) in a.iter().enumerate().take(3) {
+            let t = opened_at.expect("within the lookahead");
             let base = spacing * r as u32;
             assert!(t >= base && t <= base + jitter, "round {r} opened at {t:?}");
         }
