@@ -67,8 +67,8 @@ impl SimConfig {
             overlay: OverlayConfig::new(degree, Duration::from_millis(100)),
             exchange_timeout: Duration::from_secs(10),
             send_jitter: Duration::from_secs(1),
-            // The release build's loopback lookahead, fixed so a seed gives the same run in every build.
-            lookahead: 12,
+            // The release build's loopback lookahead, in every build, so a seed gives the same run.
+            lookahead: crate::runtime::LOOPBACK_LOOKAHEAD,
             train_time: Duration::from_secs(10),
             train_jitter: 0.2,
             warmup: Duration::from_secs(20),

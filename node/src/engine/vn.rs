@@ -191,9 +191,8 @@ pub struct VnEngine<I> {
     /// The newest round the RN started (overlays run up to `lookahead` rounds beyond it).
     newest: Option<Round>,
     /// When the last scheduled negotiation was due (before its jitter): the next one starts at least
-    /// `start_spacing` later.
+    /// `start_spacing()` later.
     last_start: Option<Duration>,
-    start_spacing: Duration,
     pending_total: usize,
     allowed: Box<dyn Fn(&I) -> bool + Send>,
     counters: Counters,
@@ -219,15 +218,6 @@ impl<I: VnIdentity> VnEngine<I> {
         }
         let jitter_rng = rand_chacha::ChaCha12Rng::from_rng(&mut overlay_rng);
         let sampler = Sampler::new(me.clone(), cfg.sampler.clone(), cyclon_rng, overlay_rng)?;
-        // Negotiations started together run their sub-steps in phase, so every proposal walk of all of
-        // them leaves at the same instants and the bursts delay each other past the sub-step (measured in
-        // one process: 1.9 of 4 neighbours when 9 rounds started at once). Spreading starts W / L apart keeps
-        // about L negotiations open, evenly phased, and costs nothing once running: rounds cannot come faster
-        // than one per W / L anyway.
-        let start_spacing = match cfg.lookahead {
-            0 => Duration::ZERO,
-            l => cfg.sampler.overlay.deadline() / l as u32,
-        };
         Ok(Self {
             me,
             cfg,
@@ -236,7 +226,6 @@ impl<I: VnIdentity> VnEngine<I> {
             rounds: BTreeMap::new(),
             newest: None,
             last_start: None,
-            start_spacing,
             pending_total: 0,
             allowed,
             counters: Counters::default(),
@@ -329,6 +318,7 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         self.newest = Some(self.newest.map_or(round, |n| n.max(round)));
+        let spacing = self.start_spacing();
         for ahead in 0..=self.cfg.lookahead {
             let u = round + ahead;
             if self.cfg.last_round.is_some_and(|last| u > last) {
@@ -343,14 +333,24 @@ impl<I: VnIdentity> VnEngine<I> {
                 .cfg
                 .start_jitter
                 .mul_f64(rand::Rng::random::<f64>(&mut self.jitter_rng));
-            let base = self
-                .last_start
-                .map_or(now, |t| now.max(t + self.start_spacing));
+            let base = self.last_start.map_or(now, |t| now.max(t + spacing));
             self.last_start = Some(base);
             r.start_at = Some(base + offset);
         }
         self.forget_old_rounds(out);
         self.start_due_overlays(now, out);
+    }
+
+    /// Least time between two negotiation starts: the window W over the lookahead L. Negotiations started
+    /// together run their sub-steps in phase, so every proposal walk of all of them leaves at the same
+    /// instants and the bursts delay each other past the sub-step (measured in one process: 1.9 of 4
+    /// neighbours when 9 rounds started at once). Starts W / L apart keep about L negotiations open, evenly
+    /// phased, and cost nothing once running: rounds cannot come faster than one per W / L anyway.
+    fn start_spacing(&self) -> Duration {
+        match self.cfg.lookahead {
+            0 => Duration::ZERO,
+            l => self.cfg.sampler.overlay.deadline() / l as u32,
+        }
     }
 
     /// Starts the negotiations whose time has come.

@@ -14,4 +14,4 @@ mod timing;
 
 pub use builder::NodeBuilder;
 pub use handle::{NodeHandle, NodeStatus};
-pub use timing::Timing;
+pub use timing::{LOOPBACK_LOOKAHEAD, Timing};

@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::VnConfig;
 
+/// Rounds negotiated ahead by a release build on loopback (see `Timing::loopback`); the node simulator uses
+/// it in every build so that a seed gives the same run.
+pub const LOOPBACK_LOOKAHEAD: u64 = 12;
+
 /// Protocol timing on a real network. The defaults suit a LAN or the Internet with rounds of seconds to
 /// minutes; tests shorten them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,7 +71,11 @@ impl Timing {
             // a debug build handles messages several times slower and holds 4 (`cargo run -p testnet`:
             // 4.0 neighbours, 0.24 s rounds; 8: 3.5 neighbours, 0.37 s). Pacing that adapts to load is an
             // open issue: a VN cannot back off alone, every VN must negotiate a round at about the same time.
-            overlay_lookahead: if cfg!(debug_assertions) { 4 } else { 12 },
+            overlay_lookahead: if cfg!(debug_assertions) {
+                4
+            } else {
+                LOOPBACK_LOOKAHEAD
+            },
             exchange_timeout_ms: 5000,
             // Sibling VNs get their chunks at the same instant: each waits its own random delay up to this
             // before sending (DESIGN §5). It is paid once per round, so it stays a fraction of a fast round.
