@@ -31,7 +31,14 @@ pub const CHUNK_HEADER_BYTES: usize = 1 + 8 + 4 + 4;
 pub const MAX_CHUNK_VALUES: usize = 1 << 24;
 
 /// Largest chunk frame payload, the framing limit for the chunk protocol.
-pub const MAX_CHUNK_FRAME_BYTES: usize = CHUNK_HEADER_BYTES + 4 * MAX_CHUNK_VALUES;
+pub const MAX_CHUNK_FRAME_BYTES: usize = chunk_frame_bytes(MAX_CHUNK_VALUES);
+
+/// Bytes of the frame of a chunk of `values` values (header and values, without the length prefix): the
+/// largest chunk frame a run can carry is this for its largest chunk, and a receiver refuses longer ones
+/// before reading them.
+pub const fn chunk_frame_bytes(values: usize) -> usize {
+    CHUNK_HEADER_BYTES + 4 * values
+}
 
 /// One chunk of one round: the values a virtual node holds for chunk index `chunk` of the static partition.
 #[derive(Debug, Clone, PartialEq)]

@@ -43,6 +43,9 @@ struct Args {
     /// Probability that a VN crashes at each round start.
     #[arg(long, default_value_t = 0.0)]
     crash: f64,
+    /// Hop budget of proposal and splice walks. [default: the overlay's, 30]
+    #[arg(long)]
+    ttl: Option<u8>,
     /// Rounds negotiated ahead (the node's `overlay_lookahead`); with it, a round starts every
     /// `--round-period-ms` whatever the overlay window, so up to L + 1 negotiations overlap.
     #[arg(long, default_value_t = 0)]
@@ -67,6 +70,9 @@ fn main() -> anyhow::Result<()> {
     cfg.overlay = sampling::OverlayConfig::new(a.degree, Duration::from_millis(a.substep_ms));
     cfg.net.loss = a.loss;
     cfg.crash_prob = a.crash;
+    if let Some(ttl) = a.ttl {
+        cfg.overlay.ttl = ttl;
+    }
     if a.lookahead > 0 {
         cfg.lookahead = a.lookahead;
         cfg.round_period = match a.round_period_ms {

@@ -270,8 +270,9 @@ async fn raw_tcp(frame: &[u8], n: usize) -> anyhow::Result<f64> {
 async fn libp2p_chunks(frame: &[u8], n: usize) -> anyhow::Result<f64> {
     let (ka, kb) = (Keypair::generate_ed25519(), Keypair::generate_ed25519());
     let (pa, pb) = (ka.public().to_peer_id(), kb.public().to_peer_id());
-    let mut a = node::net::transport::build_swarm(ka, None, Timeouts::default())?;
-    let mut b = node::net::transport::build_swarm(kb, None, Timeouts::default())?;
+    let max = frame.len();
+    let mut a = node::net::transport::build_swarm(ka, None, Timeouts::default(), max)?;
+    let mut b = node::net::transport::build_swarm(kb, None, Timeouts::default(), max)?;
     a.behaviour_mut().allow.allow_peer(pb);
     b.behaviour_mut().allow.allow_peer(pa);
     b.listen_on("/ip4/127.0.0.1/tcp/0".parse()?)?;

@@ -46,10 +46,12 @@ pub struct VnBehaviour {
 }
 
 impl VnBehaviour {
-    pub fn new(key: &Keypair, timeouts: Timeouts) -> Self {
+    /// `max_chunk_frame`: the largest chunk frame this run carries (`protocol::chunk::chunk_frame_bytes` of
+    /// its largest chunk); longer requests are refused from their length prefix, before any allocation.
+    pub fn new(key: &Keypair, timeouts: Timeouts, max_chunk_frame: usize) -> Self {
         let chunk = request_response::Behaviour::with_codec(
             FrameCodec::new(
-                protocol::chunk::MAX_CHUNK_FRAME_BYTES,
+                max_chunk_frame.min(protocol::chunk::MAX_CHUNK_FRAME_BYTES),
                 MAX_CHUNK_REPLY_BYTES,
             ),
             [(

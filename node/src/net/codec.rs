@@ -1,6 +1,8 @@
 //! The request-response codec for both Shatter protocols: length-prefixed raw frames. Decoding the frame's
 //! content is left to the VN, which counts what it refuses; here only the length is checked, before a byte
-//! is allocated. libp2p's stock cbor/json codecs cap messages at 1/10 MiB, too small for a model chunk.
+//! is allocated, and the buffer grows with the bytes that arrive, never with the length announced (a peer
+//! announcing the maximum and trickling bytes holds only what it sent). libp2p's stock cbor/json codecs cap
+//! messages at 1/10 MiB, too small for a model chunk.
 
 use std::io;
 
@@ -24,13 +26,26 @@ impl FrameCodec {
     }
 }
 
+/// The most a read reserves before bytes arrive: a frame's buffer then doubles as it fills (amortised O(1)
+/// per byte), so memory follows what the peer actually sent.
+const INITIAL_READ_BYTES: usize = 64 * 1024;
+
 async fn read_frame<T: AsyncRead + Unpin + Send>(io: &mut T, max: usize) -> io::Result<Vec<u8>> {
     let mut prefix = [0u8; protocol::frame::LENGTH_PREFIX_BYTES];
     io.read_exact(&mut prefix).await?;
     let len = protocol::frame::decode_prefix(prefix, max)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    let mut buf = vec![0u8; len];
-    io.read_exact(&mut buf).await?;
+    let mut buf = Vec::with_capacity(len.min(INITIAL_READ_BYTES));
+    io.take(len as u64).read_to_end(&mut buf).await?;
+    if buf.len() != len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "frame announced {len} bytes, stream ended after {}",
+                buf.len()
+            ),
+        ));
+    }
     Ok(buf)
 }
 
@@ -110,6 +125,15 @@ mod tests {
         let mut lying = Cursor::new(u32::MAX.to_le_bytes().to_vec());
         let err = codec.read_request(&proto, &mut lying).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+
+        // A frame announcing more than it sends ends in an error, holding only what arrived.
+        let mut short = 10u32.to_le_bytes().to_vec();
+        short.extend_from_slice(b"abc");
+        let err = codec
+            .read_request(&proto, &mut Cursor::new(short))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
 
         let mut sink = Cursor::new(Vec::new());
         assert!(

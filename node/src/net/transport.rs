@@ -35,18 +35,20 @@ fn transport(key: &Keypair, psk: Option<PreSharedKey>) -> Result<Boxed<(PeerId, 
     })
 }
 
-/// A Swarm for one VN identity. Must be called inside a tokio runtime.
+/// A Swarm for one VN identity, refusing chunk frames over `max_chunk_frame` bytes. Must be called inside a
+/// tokio runtime.
 pub fn build_swarm(
     key: Keypair,
     psk: Option<PreSharedKey>,
     timeouts: Timeouts,
+    max_chunk_frame: usize,
 ) -> Result<Swarm<VnBehaviour>> {
     let t = transport(&key, psk)?;
     Ok(libp2p::SwarmBuilder::with_existing_identity(key)
         .with_tokio()
         .with_other_transport(|_| t)
         .map_err(|e| NodeError::Network(format!("transport: {e}")))?
-        .with_behaviour(|key| VnBehaviour::new(key, timeouts))
+        .with_behaviour(|key| VnBehaviour::new(key, timeouts, max_chunk_frame))
         .map_err(|e| NodeError::Network(format!("behaviour: {e}")))?
         .with_swarm_config(|c| c.with_idle_connection_timeout(timeouts.idle_connection))
         .build())

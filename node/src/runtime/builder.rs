@@ -196,9 +196,19 @@ impl NodeBuilder {
         };
         // Built before any Swarm binds: an algorithm the engine cannot run stops the node here.
         let engine = RnEngine::new(crate::algo::shatter_or_el(partition), self.rounds)?;
+        let chunk_lens = engine.chunk_lens();
+        let largest = chunk_lens.iter().copied().max().unwrap_or(0);
+        if largest > protocol::chunk::MAX_CHUNK_VALUES {
+            return Err(NodeError::Config(format!(
+                "a chunk of {largest} values exceeds the protocol's {} (use more virtual nodes)",
+                protocol::chunk::MAX_CHUNK_VALUES
+            )));
+        }
+        // Frames longer than this run's largest chunk are refused from their length prefix.
+        let max_chunk_frame = protocol::chunk::chunk_frame_bytes(largest);
         let vn_cfg = self
             .timing
-            .vn_config(self.degree, self.rounds, Arc::new(engine.chunk_lens()));
+            .vn_config(self.degree, self.rounds, Arc::new(chunk_lens));
         let metrics_file = match &self.metrics_path {
             Some(p) => Some((
                 p.clone(),
@@ -223,7 +233,7 @@ impl NodeBuilder {
         for (s, key) in self.keys.into_iter().enumerate() {
             let stream = vn_stream(&key);
             let peer = key.public().to_peer_id();
-            let mut swarm = build_swarm(key, self.psk, self.timeouts)?;
+            let mut swarm = build_swarm(key, self.psk, self.timeouts, max_chunk_frame)?;
             for p in peers.allowed() {
                 swarm.behaviour_mut().allow.allow_peer(*p);
             }
