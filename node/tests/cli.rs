@@ -1,16 +1,11 @@
 //! The `node` binary: keygen output, errors that name file and field, and two real processes completing
 //! rounds from config files (the path a deployment uses).
 
-// Wall-clock timing of a whole run is what this file measures; no engine reads it.
-#![allow(clippy::disallowed_methods)]
+mod common;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-fn node() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_node"))
-}
+use common::{ProcNet, node, wait_all};
 
 #[test]
 fn keygen_prints_one_peer_id_per_vn_and_refuses_to_overwrite() {
@@ -60,95 +55,27 @@ fn a_bad_config_fails_naming_the_file_and_field() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.toml"));
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn write_config(dir: &Path, i: usize, ports: &[u16]) {
-    let listen: Vec<String> = ports
-        .iter()
-        .map(|p| format!("\"/ip4/127.0.0.1/tcp/{p}\""))
-        .collect();
-    let text = format!(
-        "key_dir = \"keys{i}\"\nvns = 2\nlisten = [{}]\npeer_list = \"peers.toml\"\ndegree = 2\nrounds = 2\n\
-         metrics = \"metrics{i}.jsonl\"\n[learning]\ndataset = \"synthetic\"\nmodel = \"mlp:16\"\nnodes = 2\nindex = {i}\n\
-         lr = 0.05\nlocal_epochs = 1\nseed = 5\nmax_test_samples = 200\n\
-         [timing]\ncyclon_period_ms = 250\nshuffle_timeout_ms = 500\nsubstep_ms = 100\nexchange_timeout_ms = 5000\nsend_jitter_ms = 200\nwarmup_ms = 1500\n",
-        listen.join(", ")
-    );
-    std::fs::write(dir.join(format!("node{i}.toml")), text).unwrap();
-}
-
 #[test]
 fn two_node_processes_complete_rounds_from_config_files() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let mut peers = String::new();
-    let ports: Vec<Vec<u16>> = (0..2).map(|_| vec![free_port(), free_port()]).collect();
-    for (i, node_ports) in ports.iter().enumerate() {
-        let out = node()
-            .args(["keygen", "--dir"])
-            .arg(d.join(format!("keys{i}")))
-            .args(["--vns", "2"])
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        for (id, port) in String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .zip(node_ports)
-        {
-            peers.push_str(&format!(
-                "[[peer]]\nid = \"{id}\"\naddr = \"/ip4/127.0.0.1/tcp/{port}\"\n"
-            ));
-        }
-        write_config(d, i, node_ports);
-    }
-    std::fs::write(d.join("peers.toml"), peers).unwrap();
+    let net = ProcNet::new(2, 2, 2, false);
     let mut children: Vec<_> = (0..2)
         .map(|i| {
-            node()
-                .args(["run", "--config"])
-                .arg(d.join(format!("node{i}.toml")))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
+            net.write_config(i, 1500);
+            net.spawn(i)
         })
         .collect();
-    let start = Instant::now();
-    let mut ok = true;
-    for c in &mut children {
-        loop {
-            if let Some(status) = c.try_wait().unwrap() {
-                ok &= status.success();
-                break;
-            }
-            if start.elapsed() > Duration::from_secs(90) {
-                let _ = c.kill();
-                ok = false;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    assert!(ok, "both nodes exited successfully in time");
+    assert!(
+        wait_all(&mut children, Duration::from_secs(90)),
+        "both nodes exited successfully in time"
+    );
     for i in 0..2 {
-        let lines = std::fs::read_to_string(d.join(format!("metrics{i}.jsonl"))).unwrap();
-        let rounds: Vec<serde_json::Value> = lines
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(rounds.len(), 2, "{lines}");
+        let rounds = net.metrics(i);
+        assert_eq!(rounds.len(), 2, "{rounds:?}");
         assert_eq!(rounds[0]["node"], i);
         let copies: u64 = rounds
             .iter()
             .map(|r| r["copies_received"].as_u64().unwrap())
             .sum();
-        assert!(copies > 0, "chunks crossed between the processes: {lines}");
+        assert!(copies > 0, "chunks crossed between the processes: {rounds:?}");
     }
 }

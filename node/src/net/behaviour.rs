@@ -4,12 +4,14 @@
 use std::time::Duration;
 
 use libp2p::allow_block_list::{self, AllowedPeers};
+use libp2p::{connection_limits, memory_connection_limits};
 use libp2p::identity::Keypair;
 use libp2p::request_response::{self, ProtocolSupport};
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::{StreamProtocol, identify, ping};
 
 use super::codec::FrameCodec;
+use super::limits;
 
 /// Timeouts chosen for Shatter rather than libp2p's 10 s defaults.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +23,10 @@ pub struct Timeouts {
     /// A connection with no stream: rounds include local training, often longer than libp2p's 10 s, and
     /// re-dialling every round costs a handshake per neighbour.
     pub idle_connection: Duration,
+    /// From accepting (or dialling) a socket to a multiplexed, authenticated connection; a socket that has not
+    /// got there by then is closed. The node builder sets it from `Timing::handshake_timeout_ms` (what a node
+    /// config sets); default [`super::limits::HANDSHAKE_TIMEOUT`].
+    pub handshake: Duration,
 }
 
 impl Default for Timeouts {
@@ -29,6 +35,7 @@ impl Default for Timeouts {
             chunk_request: Duration::from_secs(120),
             control_request: Duration::from_secs(5),
             idle_connection: Duration::from_secs(300),
+            handshake: super::limits::HANDSHAKE_TIMEOUT,
         }
     }
 }
@@ -38,6 +45,9 @@ const MAX_CHUNK_REPLY_BYTES: usize = 64;
 
 #[derive(NetworkBehaviour)]
 pub struct VnBehaviour {
+    /// First, so that a connection over the limits is denied before any other behaviour sets up state for it.
+    pub limits: connection_limits::Behaviour,
+    pub memory: memory_connection_limits::Behaviour,
     pub allow: allow_block_list::Behaviour<AllowedPeers>,
     pub identify: identify::Behaviour,
     pub ping: ping::Behaviour,
@@ -58,7 +68,9 @@ impl VnBehaviour {
                 StreamProtocol::new(protocol::names::CHUNK),
                 ProtocolSupport::Full,
             )],
-            request_response::Config::default().with_request_timeout(timeouts.chunk_request),
+            request_response::Config::default()
+                .with_request_timeout(timeouts.chunk_request)
+                .with_max_concurrent_streams(limits::CHUNK_STREAMS_PER_CONNECTION),
         );
         let control = request_response::Behaviour::with_codec(
             // Control replies are empty acknowledgements: every message travels as its own request.
@@ -67,9 +79,13 @@ impl VnBehaviour {
                 StreamProtocol::new(protocol::names::CONTROL),
                 ProtocolSupport::Full,
             )],
-            request_response::Config::default().with_request_timeout(timeouts.control_request),
+            request_response::Config::default()
+                .with_request_timeout(timeouts.control_request)
+                .with_max_concurrent_streams(limits::CONTROL_STREAMS_PER_CONNECTION),
         );
         Self {
+            limits: limits::connection_limits(),
+            memory: limits::memory_limits(),
             allow: allow_block_list::Behaviour::default(),
             // The agent version is the same for every VN of every node: it must not tell siblings apart.
             identify: identify::Behaviour::new(

@@ -2,5 +2,6 @@
 
 pub mod behaviour;
 pub mod codec;
+pub mod limits;
 pub mod transport;
 pub mod vn_task;

@@ -4,6 +4,8 @@
 //! whose VNs all live in one process (`testnet --mode inproc` at hundreds of VNs) then needs no socket per
 //! connection. A memory address is reachable only from the same process; deployments listen on TCP.
 
+use std::time::Duration;
+
 use libp2p::core::transport::MemoryTransport;
 use libp2p::core::transport::upgrade::Version;
 use libp2p::core::{Transport, muxing::StreamMuxerBox, transport::Boxed};
@@ -14,7 +16,14 @@ use libp2p::{PeerId, Swarm, noise, tcp, yamux};
 use super::behaviour::{Timeouts, VnBehaviour};
 use crate::{NodeError, Result};
 
-fn transport(key: &Keypair, psk: Option<PreSharedKey>) -> Result<Boxed<(PeerId, StreamMuxerBox)>> {
+/// The transport stack; every socket that has not become an authenticated, multiplexed connection within
+/// `handshake` is closed (covering the pre-shared-key exchange too: a silent or stalling socket holds a
+/// descriptor for at most that long).
+fn transport(
+    key: &Keypair,
+    psk: Option<PreSharedKey>,
+    handshake: Duration,
+) -> Result<Boxed<(PeerId, StreamMuxerBox)>> {
     let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true))
         .or_transport(MemoryTransport::default());
     let noise = noise::Config::new(key).map_err(|e| NodeError::Network(format!("noise: {e}")))?;
@@ -26,11 +35,13 @@ fn transport(key: &Keypair, psk: Option<PreSharedKey>) -> Result<Boxed<(PeerId, 
             .upgrade(Version::V1Lazy)
             .authenticate(noise)
             .multiplex(yamux)
+            .timeout(handshake)
             .boxed(),
         None => tcp
             .upgrade(Version::V1Lazy)
             .authenticate(noise)
             .multiplex(yamux)
+            .timeout(handshake)
             .boxed(),
     })
 }
@@ -43,7 +54,7 @@ pub fn build_swarm(
     timeouts: Timeouts,
     max_chunk_frame: usize,
 ) -> Result<Swarm<VnBehaviour>> {
-    let t = transport(&key, psk)?;
+    let t = transport(&key, psk, timeouts.handshake)?;
     Ok(libp2p::SwarmBuilder::with_existing_identity(key)
         .with_tokio()
         .with_other_transport(|_| t)

@@ -206,6 +206,10 @@ impl NodeBuilder {
         }
         // Frames longer than this run's largest chunk are refused from their length prefix.
         let max_chunk_frame = protocol::chunk::chunk_frame_bytes(largest);
+        let timeouts = Timeouts {
+            handshake: Duration::from_millis(self.timing.handshake_timeout_ms),
+            ..self.timeouts
+        };
         let vn_cfg = self
             .timing
             .vn_config(self.degree, self.rounds, Arc::new(chunk_lens));
@@ -233,7 +237,7 @@ impl NodeBuilder {
         for (s, key) in self.keys.into_iter().enumerate() {
             let stream = vn_stream(&key);
             let peer = key.public().to_peer_id();
-            let mut swarm = build_swarm(key, self.psk, self.timeouts, max_chunk_frame)?;
+            let mut swarm = build_swarm(key, self.psk, timeouts, max_chunk_frame)?;
             for p in peers.allowed() {
                 swarm.behaviour_mut().allow.allow_peer(*p);
             }

@@ -33,6 +33,9 @@ pub struct Timing {
     pub send_jitter_ms: u64,
     /// Gossip before round 0, so views are mixed (and peers are up) when the first overlay is built.
     pub warmup_ms: u64,
+    /// A socket that has not completed its handshake (pre-shared key, noise, yamux) this long after it was
+    /// accepted or dialled is closed (`node::net::limits`).
+    pub handshake_timeout_ms: u64,
 }
 
 impl Default for Timing {
@@ -46,6 +49,7 @@ impl Default for Timing {
             exchange_timeout_ms: 30_000,
             send_jitter_ms: 1000,
             warmup_ms: 5000,
+            handshake_timeout_ms: crate::net::limits::HANDSHAKE_TIMEOUT.as_millis() as u64,
         }
     }
 }
@@ -81,6 +85,7 @@ impl Timing {
             // before sending (DESIGN §5). It is paid once per round, so it stays a fraction of a fast round.
             send_jitter_ms: 20,
             warmup_ms: 1500,
+            ..Self::default()
         }
     }
 
