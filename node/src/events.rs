@@ -24,6 +24,9 @@ pub enum NodeEvent {
     },
     /// An incoming connection failed before the peer was known (e.g. a wrong pre-shared key).
     ConnectionFailed { vn: usize, error: String },
+    /// Virtual node `vn`'s task ended unexpectedly (a panic, or aborted); the node goes on without it: its
+    /// chunk is no longer shared and its rounds count as done with nothing received.
+    VnLost { vn: usize, reason: String },
     /// The node stopped on an error.
     Error(String),
     /// All rounds are done (or the node was stopped).

@@ -44,7 +44,9 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,libp2p=warn".into()),
+                // request-response warns once per stream it drops at its cap: a peer opening streams in a
+                // loop would write the log. The node's own refusal events are rate-limited instead.
+                .unwrap_or_else(|_| "info,libp2p=warn,libp2p_request_response=error".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -120,6 +122,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         }
                         NodeEvent::ConnectionFailed { vn, error } => {
                             tracing::debug!(vn, %error, "connection failed")
+                        }
+                        NodeEvent::VnLost { vn, reason } => {
+                            tracing::error!(vn, %reason, "virtual node lost; going on without it")
                         }
                         NodeEvent::Error(e) => tracing::error!(%e, "node error"),
                         NodeEvent::Finished => break,

@@ -303,3 +303,44 @@ async fn a_node_killed_mid_run_delays_its_neighbours_by_at_most_the_deadline() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_virtual_node_is_reported_and_its_node_completes_every_round() {
+    let specs: Vec<Spec> = (0..3)
+        .map(|_| Spec {
+            listed: true,
+            psk: None,
+        })
+        .collect();
+    let rounds = 4;
+    let mut net = spawn(&specs, 2, 2, rounds).await;
+    loop {
+        match tokio::time::timeout(LIMIT, net.events[0].recv())
+            .await
+            .expect("a round in time")
+        {
+            Some(NodeEvent::RoundFinished(_)) => break,
+            Some(_) => {}
+            None => panic!("node 0 ended early"),
+        }
+    }
+    net.handles[0].crash_virtual_node(1);
+    for (i, h) in net.handles.iter().enumerate() {
+        let s = tokio::time::timeout(LIMIT, h.wait())
+            .await
+            .expect("finished in time: nobody waits for the lost VN");
+        assert_eq!(s.rounds_completed, rounds, "node {i}: {:?}", s.error);
+        assert_eq!(s.error, None);
+    }
+    let events = drain(&mut net.events[0]);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, NodeEvent::VnLost { vn: 1, .. })),
+        "the loss was reported: {events:?}"
+    );
+    // Once the crash is behind it, node 0 shares through its one remaining VN: at most r copies per round.
+    for m in rounds_of(&events).iter().filter(|m| m.round.get() >= 2) {
+        assert!(m.copies_received <= 2, "{m:?}");
+    }
+}

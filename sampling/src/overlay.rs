@@ -303,6 +303,14 @@ impl<I: PeerId> OverlayBuilder<I> {
             .is_some_and(|l| matches!(l, Link::Established { .. }))
     }
 
+    /// Whether `round` has any link with `peer`: offered, committed or counted. Before a round freezes, only
+    /// such a peer can legitimately send this VN its chunk of that round (it froze first with the edge).
+    pub fn has_link(&self, round: Round, peer: &I) -> bool {
+        self.rounds
+            .get(&round)
+            .is_some_and(|s| s.links.contains_key(peer))
+    }
+
     pub fn is_frozen(&self, round: Round) -> Option<bool> {
         self.rounds.get(&round).map(|s| s.frozen)
     }
@@ -376,7 +384,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                 }
             }
             OverlayInput::Message { from, msg } => {
-                if msg.validate().is_err() || from == self.me {
+                if msg.validate().is_err() || from == self.me || self.walk_too_long(&msg) {
                     out.push(OverlayOutput::Invalid { from });
                 } else {
                     self.on_message(now, from, msg, view, out);
@@ -387,6 +395,16 @@ impl<I: PeerId> OverlayBuilder<I> {
 
     fn newest(&self) -> Option<Round> {
         self.rounds.keys().next_back().copied()
+    }
+
+    /// A walk whose remaining ttl exceeds the configured one: no honest VN of this network starts a walk that
+    /// long (every hop lowers it), so it is a peer trying to make us and others forward it for longer — up to
+    /// `MAX_TTL` hops of traffic from one message.
+    fn walk_too_long(&self, msg: &OverlayMsg<I>) -> bool {
+        matches!(
+            msg,
+            OverlayMsg::Propose { ttl, .. } | OverlayMsg::SpliceRequest { ttl, .. } if *ttl > self.cfg.ttl
+        )
     }
 
     fn start_round(

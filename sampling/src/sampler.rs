@@ -144,6 +144,11 @@ impl<I: PeerId> Sampler<I> {
         self.overlay.is_neighbour(round, peer)
     }
 
+    /// Whether `round`'s overlay has any link (offered, committed or counted) with `peer`.
+    pub fn has_link(&self, round: Round, peer: &I) -> bool {
+        self.overlay.has_link(round, peer)
+    }
+
     /// The earliest time the caller must feed [`SamplerInput::Tick`]; `None` when nothing is pending.
     pub fn poll_timeout(&self) -> Option<Duration> {
         match (self.cyclon.next_timeout(), self.overlay.next_timeout()) {

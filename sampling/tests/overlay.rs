@@ -366,6 +366,44 @@ fn invalid_messages_are_refused() {
 }
 
 #[test]
+fn walks_longer_than_the_configured_ttl_are_refused_not_forwarded() {
+    // Within the protocol's MAX_TTL but above what this network starts walks with: one such message would
+    // otherwise buy its sender up to MAX_TTL hops of other VNs' traffic.
+    let mut a = builder(1);
+    let ttl = a.config().ttl;
+    for (t, forwarded) in [(ttl, true), (ttl + 1, false)] {
+        let mut out = Vec::new();
+        for msg in [
+            OverlayMsg::Propose {
+                round: Round(0),
+                origin: 2,
+                nonce: 0,
+                ttl: t,
+            },
+            OverlayMsg::SpliceRequest {
+                round: Round(0),
+                origin: 2,
+                nonce: 1,
+                ttl: t,
+            },
+        ] {
+            a.handle(
+                Duration::ZERO,
+                OverlayInput::Message { from: 2, msg },
+                &[2, 3, 4],
+                &mut out,
+            );
+        }
+        let sent = out
+            .iter()
+            .filter(|o| matches!(o, OverlayOutput::Send { .. }))
+            .count();
+        assert_eq!(sent, if forwarded { 2 } else { 0 }, "ttl {t}: {out:?}");
+        assert_eq!(out.contains(&OverlayOutput::Invalid { from: 2 }), !forwarded);
+    }
+}
+
+#[test]
 fn confirms_beyond_r_are_refused_and_invariants_hold() {
     // A peer pushing unsolicited Confirms cannot make a round hold more than r edges.
     let mut a = builder(1);

@@ -7,6 +7,7 @@
 
 mod counters;
 pub mod metrics;
+pub mod rate;
 pub mod rn;
 pub mod route;
 pub mod vn;

@@ -29,6 +29,9 @@ pub enum RnInput {
     },
     /// A message from VN `vn`.
     FromVn { vn: usize, msg: FromVirtualNode },
+    /// VN `vn` is gone (its task ended or panicked): this round and every later one proceed without it, as if
+    /// it reported each done with nothing received.
+    VnLost { vn: usize },
     /// The aggregated model of `round` was evaluated.
     Evaluated {
         round: Round,
@@ -84,6 +87,8 @@ pub struct RnEngine {
     phase: Phase,
     params: Vec<f32>,
     vn_done: Vec<bool>,
+    /// VNs that are gone; they count as done in every round.
+    vn_lost: Vec<bool>,
     metrics: RoundMetrics,
     round_start: Duration,
     exchange_start: Duration,
@@ -113,6 +118,7 @@ impl RnEngine {
             phase: Phase::Idle,
             params: Vec::new(),
             vn_done: vec![false; k],
+            vn_lost: vec![false; k],
             metrics: RoundMetrics::default(),
             round_start: Duration::ZERO,
             exchange_start: Duration::ZERO,
@@ -172,8 +178,15 @@ impl RnEngine {
                     Err(why) => out.push(RnOutput::Failed(why)),
                 }
                 self.params = params;
+                // Every VN may already be done: all of them lost.
+                self.finish_exchange(now, &mut out);
             }
             RnInput::FromVn { vn, msg } => self.on_vn_message(now, vn, msg, &mut out),
+            RnInput::VnLost { vn } if vn < self.vn_lost.len() => {
+                self.vn_lost[vn] = true;
+                self.vn_done[vn] = true;
+                self.finish_exchange(now, &mut out);
+            }
             RnInput::Evaluated {
                 round,
                 metric_name,
@@ -210,7 +223,7 @@ impl RnEngine {
         self.round_start = now;
         self.phase = Phase::Training;
         self.algo.begin_round(round);
-        self.vn_done.iter_mut().for_each(|d| *d = false);
+        self.vn_done.clone_from(&self.vn_lost);
         self.metrics = RoundMetrics {
             round,
             ..RoundMetrics::default()
@@ -252,30 +265,109 @@ impl RnEngine {
                 m.neighbours += s.neighbours;
                 m.copies_delivered += s.delivered;
                 m.refused += s.refused;
-                if self.vn_done.iter().all(|d| *d) {
-                    self.metrics.exchange_secs = (now - self.exchange_start).as_secs_f64();
-                    match self.algo.combine(self.round, 0, &self.params) {
-                        Ok(params) => {
-                            self.phase = Phase::Evaluating;
-                            out.push(RnOutput::Evaluate {
-                                round: self.round,
-                                params,
-                            });
-                        }
-                        Err(e) => out.push(RnOutput::Failed(format!(
-                            "{}: combining round {}: {e}",
-                            self.algo.name(),
-                            self.round
-                        ))),
-                    }
-                }
+                self.finish_exchange(now, out);
             }
             FromVirtualNode::Done(_) => {}
+        }
+    }
+
+    /// Once trained and every VN is done: combine and ask for the evaluation.
+    fn finish_exchange(&mut self, now: Duration, out: &mut Vec<RnOutput>) {
+        if self.phase != Phase::Exchanging || !self.vn_done.iter().all(|d| *d) {
+            return;
+        }
+        self.metrics.exchange_secs = (now - self.exchange_start).as_secs_f64();
+        match self.algo.combine(self.round, 0, &self.params) {
+            Ok(params) => {
+                self.phase = Phase::Evaluating;
+                out.push(RnOutput::Evaluate {
+                    round: self.round,
+                    params,
+                });
+            }
+            Err(e) => out.push(RnOutput::Failed(format!(
+                "{}: combining round {}: {e}",
+                self.algo.name(),
+                self.round
+            ))),
         }
     }
 
     /// Lets the driver record how long the aggregation (the `handle` call that produced `Evaluate`) took.
     pub fn set_aggregate_secs(&mut self, secs: f64) {
         self.metrics.aggregate_secs = secs;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use protocol::rnvn::RoundSummary;
+
+    use super::*;
+
+    fn engine(k: usize) -> RnEngine {
+        let partition = models::chunking::ChunkPartition::new(&[6, 4], k, 1).unwrap();
+        RnEngine::new(crate::algo::shatter_or_el(Arc::new(partition)), 3).unwrap()
+    }
+
+    fn trained(round: Round) -> RnInput {
+        RnInput::Trained {
+            round,
+            params: vec![1.0; 10],
+            train_loss: 0.0,
+            secs: 0.0,
+        }
+    }
+
+    fn done(vn: usize, round: Round) -> RnInput {
+        RnInput::FromVn {
+            vn,
+            msg: FromVirtualNode::Done(RoundSummary {
+                round,
+                ..RoundSummary::default()
+            }),
+        }
+    }
+
+    fn evaluates(out: &[RnOutput]) -> bool {
+        out.iter().any(|o| matches!(o, RnOutput::Evaluate { .. }))
+    }
+
+    #[test]
+    fn a_lost_vn_counts_as_done_in_this_round_and_every_later_one() {
+        let t = Duration::ZERO;
+        let mut e = engine(3);
+        e.handle(t, RnInput::Start);
+        // Lost while the RN trains: the round waits for the two others, not for it.
+        assert!(!evaluates(&e.handle(t, RnInput::VnLost { vn: 1 })));
+        assert!(!evaluates(&e.handle(t, trained(Round(0)))));
+        assert!(!evaluates(&e.handle(t, done(0, Round(0)))));
+        assert!(evaluates(&e.handle(t, done(2, Round(0)))));
+        let out = e.handle(
+            t,
+            RnInput::Evaluated {
+                round: Round(0),
+                metric_name: models::train::MetricKind::Accuracy,
+                metric: 0.5,
+                loss: 1.0,
+                secs: 0.0,
+            },
+        );
+        assert!(out.iter().any(|o| matches!(o, RnOutput::Train { .. })));
+        // Round 1: still not waited for.
+        e.handle(t, trained(Round(1)));
+        e.handle(t, done(0, Round(1)));
+        assert!(evaluates(&e.handle(t, done(2, Round(1)))));
+    }
+
+    #[test]
+    fn with_every_vn_lost_the_round_ends_when_training_does() {
+        let t = Duration::ZERO;
+        let mut e = engine(1);
+        e.handle(t, RnInput::Start);
+        assert!(!evaluates(&e.handle(t, RnInput::VnLost { vn: 0 })));
+        assert!(evaluates(&e.handle(t, trained(Round(0)))));
     }
 }

@@ -32,11 +32,27 @@ use sampling::{Protocol, Sampler, SamplerConfig, SamplerInput, SamplerOutput};
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::counters::Counters;
+use super::rate::{PerPeer, Rate};
 
-/// Chunks held for rounds whose overlay is not frozen yet, over all rounds. A VN expects at most r per round
-/// and rounds run at most [`MAX_FUTURE_ROUNDS`] ahead; 64 covers r = 8 over several rounds with margin, and
-/// bounds what early senders can make us hold (64 × the largest chunk).
+/// Chunks held for rounds whose overlay is not frozen yet, over all rounds. Only a peer with a link in that
+/// round's overlay (at most one chunk per peer and round) is held, so a VN holds about r per round and rounds
+/// run at most [`MAX_FUTURE_ROUNDS`] ahead; 64 covers r = 8 over several rounds with margin, and bounds what
+/// early senders can make us hold (64 × the largest chunk) whatever the overlay's state.
 pub const MAX_PENDING_CHUNKS: usize = 64;
+
+/// Control messages one peer may send a VN per overlay sub-step, per round being negotiated (the VN negotiates
+/// `lookahead + 1` at once). An honest peer sends a handful per sub-step and round: its own proposals, walks it
+/// forwards through us, the replies of the matching protocol; 16 is several times that, so only a peer that
+/// floods is limited. Over the limit, messages are dropped and counted.
+pub const CONTROL_PER_SUBSTEP_PER_ROUND: f64 = 16.0;
+
+/// Control messages one peer may send at once, per round being negotiated (a burst at a sub-step boundary).
+pub const CONTROL_BURST_PER_ROUND: f64 = 64.0;
+
+/// Cyclon shuffle requests one peer may send a VN at once. An honest peer sends one when we are the oldest
+/// entry of its view — at most once per Cyclon period — so more is a peer pushing its entries into our view
+/// (each accepted request replaces up to `shuffle_len` of our entries).
+pub const SHUFFLE_BURST: f64 = 4.0;
 
 // A chunk more than MAX_FUTURE_ROUNDS ahead of the newest round this VN's RN started is refused as `WrongRound`;
 // exchange states older than the newest minus MAX_KEPT_ROUNDS are forgotten and their chunks are stale. One
@@ -141,6 +157,8 @@ pub enum RefusalKind {
     NotAllowed,
     /// A chunk refused with this reason.
     Chunk(RefuseReason),
+    /// A control message over its sender's rate (dropped unread).
+    RateLimited,
 }
 
 #[derive(Debug)]
@@ -196,6 +214,9 @@ pub struct VnEngine<I> {
     pending_total: usize,
     allowed: Box<dyn Fn(&I) -> bool + Send>,
     counters: Counters,
+    /// Control messages per sender, and Cyclon shuffle requests per sender.
+    control_rate: PerPeer<I>,
+    shuffle_rate: PerPeer<I>,
 }
 
 impl<I: VnIdentity> VnEngine<I> {
@@ -217,6 +238,17 @@ impl<I: VnIdentity> VnEngine<I> {
             )));
         }
         let jitter_rng = rand_chacha::ChaCha12Rng::from_rng(&mut overlay_rng);
+        let open_rounds = (cfg.lookahead + 1) as f64;
+        let control_rate = PerPeer::new(Rate {
+            burst: CONTROL_BURST_PER_ROUND * open_rounds,
+            per_period: CONTROL_PER_SUBSTEP_PER_ROUND * open_rounds,
+            period: cfg.sampler.overlay.substep,
+        });
+        let shuffle_rate = PerPeer::new(Rate {
+            burst: SHUFFLE_BURST,
+            per_period: 1.0,
+            period: cfg.sampler.cyclon.period,
+        });
         let sampler = Sampler::new(me.clone(), cfg.sampler.clone(), cyclon_rng, overlay_rng)?;
         Ok(Self {
             me,
@@ -229,6 +261,8 @@ impl<I: VnIdentity> VnEngine<I> {
             pending_total: 0,
             allowed,
             counters: Counters::default(),
+            control_rate,
+            shuffle_rate,
         })
     }
 
@@ -429,6 +463,11 @@ impl<I: VnIdentity> VnEngine<I> {
             });
             return;
         }
+        // `from` is the connection's authenticated peer: limited before any decoding work is spent on it.
+        if !self.control_rate.allow(&from, now) {
+            self.rate_limited(from, out);
+            return;
+        }
         let env: ControlEnvelope<I> = match protocol::codec::decode_control(&bytes)
             .and_then(|e: ControlEnvelope<I>| e.validate().map(|_| e))
         {
@@ -454,6 +493,12 @@ impl<I: VnIdentity> VnEngine<I> {
         let (from, msg) = (env.sender, env.msg);
         match msg {
             ControlMsg::Cyclon(m) => {
+                if matches!(m, CyclonMsg::ShuffleRequest { .. })
+                    && !self.shuffle_rate.allow(&from, now)
+                {
+                    self.rate_limited(from, out);
+                    return;
+                }
                 // Gossip about peers that are not on the list is dropped entry by entry: they never enter a view.
                 let msg = ControlMsg::Cyclon(self.filter_cyclon(m));
                 self.sampler_input(now, SamplerInput::Message { from, msg }, out);
@@ -473,6 +518,14 @@ impl<I: VnIdentity> VnEngine<I> {
                 self.sampler_input(now, SamplerInput::Message { from, msg }, out);
             }
         }
+    }
+
+    fn rate_limited(&mut self, from: I, out: &mut Vec<VnOutput<I>>) {
+        self.counters.refused += 1;
+        out.push(VnOutput::Refused {
+            from,
+            what: RefusalKind::RateLimited,
+        });
     }
 
     fn filter_cyclon(&self, m: CyclonMsg<I>) -> CyclonMsg<I> {
@@ -531,6 +584,7 @@ impl<I: VnIdentity> VnEngine<I> {
             self.refuse(from, token, RefuseReason::WrongRound, out);
             return;
         }
+        let linked = self.sampler.has_link(round, &from);
         let r = self.rounds.entry(round).or_default();
         r.summary.round = round;
         if r.received_from.contains(&from) || r.pending.iter().any(|(p, _, _)| *p == from) {
@@ -538,6 +592,13 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         if r.neighbours.is_none() {
+            // Not frozen here yet. An honest sender froze first with an edge to us, and an edge exists at both
+            // ends before either counts it: a sender with no link in this round's overlay is not a
+            // neighbour, and holding its chunk would only let it take a slot an honest early chunk needs.
+            if !linked {
+                self.refuse(from, token, RefuseReason::NotNeighbour, out);
+                return;
+            }
             if self.pending_total >= MAX_PENDING_CHUNKS {
                 self.refuse(from, token, RefuseReason::WrongRound, out);
                 return;
@@ -802,6 +863,33 @@ mod tests {
         .encode()
     }
 
+    /// Control bytes from `from` (its own envelope).
+    fn control(from: u32, msg: ControlMsg<u32>) -> Vec<u8> {
+        protocol::codec::encode_control(&ControlEnvelope { sender: from, msg }).unwrap()
+    }
+
+    /// Proposes to `e` from fresh peers, one per sub-step, until it offers one a slot in `round` (it accepts
+    /// only in its acceptor sub-steps). Returns that peer and the time.
+    fn reserve_link(e: &mut VnEngine<u32>, round: Round, from: Duration) -> (u32, Duration) {
+        let substep = e.cfg.sampler.overlay.substep;
+        for i in 0..20u32 {
+            let now = from + substep * i + Duration::from_millis(1);
+            let peer = 100 + i;
+            let msg = ControlMsg::Overlay(OverlayMsg::Propose {
+                round,
+                origin: peer,
+                nonce: i as u64,
+                ttl: 1,
+            });
+            let bytes = control(peer, msg);
+            e.handle(now, VnInput::Control { from: peer, bytes });
+            if e.sampler.has_link(round, &peer) {
+                return (peer, now);
+            }
+        }
+        panic!("no proposal accepted in 20 sub-steps");
+    }
+
     /// The refusal reason sent back for a chunk, if any.
     fn reply_of(out: &[VnOutput<u32>]) -> Option<ChunkReply> {
         out.iter().find_map(|o| match o {
@@ -870,16 +958,24 @@ mod tests {
             Some(RefuseReason::WrongRound),
             "far future"
         );
-        // A good chunk before the freeze waits (no reply yet); a second from the same sender is a duplicate.
+        // Before the freeze, a sender with no link in the round's overlay is refused at once.
         assert_eq!(
-            reply_of(&send_chunk(&mut e, t, 2, chunk(0, 1, &[1.0, 2.0]))),
+            refused(&send_chunk(&mut e, t, 2, chunk(0, 1, &[1.0, 2.0]))),
+            Some(RefuseReason::NotNeighbour),
+            "no link"
+        );
+        // A good chunk from a peer with a link waits (no reply yet); a second from it is a duplicate.
+        let (peer, t) = reserve_link(&mut e, Round(0), t);
+        assert_eq!(
+            reply_of(&send_chunk(&mut e, t, peer, chunk(0, 1, &[1.0, 2.0]))),
             None
         );
+        assert_eq!(e.pending_total, 1);
         assert_eq!(
-            refused(&send_chunk(&mut e, t, 2, chunk(0, 0, &[1.0, 2.0, 3.0]))),
+            refused(&send_chunk(&mut e, t, peer, chunk(0, 0, &[1.0, 2.0, 3.0]))),
             Some(RefuseReason::Duplicate)
         );
-        // At the freeze (no view, so no neighbours) the held chunk is refused: its sender is not a neighbour.
+        // At the freeze the offered slot was never confirmed: the held chunk is refused, not a neighbour's.
         let deadline = sampling::OverlayConfig::new(2, Duration::from_millis(10)).deadline();
         let out = e.handle(deadline + Duration::from_millis(1), VnInput::Tick);
         assert_eq!(refused(&out), Some(RefuseReason::NotNeighbour));
@@ -887,7 +983,82 @@ mod tests {
             !out.iter().any(|o| matches!(o, VnOutput::Received { .. })),
             "nothing reached the RN"
         );
-        assert_eq!(e.counters.refused, 8);
+        assert_eq!(e.pending_total, 0);
+        assert_eq!(e.counters.refused, 9);
+    }
+
+    #[test]
+    fn a_peer_flooding_control_messages_is_limited_and_others_are_not() {
+        let mut e = engine(|_| true);
+        let t = Duration::ZERO;
+        let limited = |out: &[VnOutput<u32>]| {
+            out.iter().any(|o| {
+                matches!(
+                    o,
+                    VnOutput::Refused {
+                        what: RefusalKind::RateLimited,
+                        ..
+                    }
+                )
+            })
+        };
+        // Shuffle requests: the burst is handled (each answered with a reply), the rest dropped unread.
+        let shuffle = |from: u32| {
+            control(
+                from,
+                ControlMsg::Cyclon(CyclonMsg::ShuffleRequest {
+                    entries: vec![protocol::control::ViewEntry { id: from, age: 0 }],
+                }),
+            )
+        };
+        let handled = (0..20)
+            .filter(|_| {
+                let out = e.handle(
+                    t,
+                    VnInput::Control {
+                        from: 5,
+                        bytes: shuffle(5),
+                    },
+                );
+                !limited(&out)
+            })
+            .count();
+        assert_eq!(handled, SHUFFLE_BURST as usize);
+        let other = e.handle(
+            t,
+            VnInput::Control {
+                from: 6,
+                bytes: shuffle(6),
+            },
+        );
+        assert!(!limited(&other), "another peer is not limited");
+        // One Cyclon period later the flooder may shuffle once more.
+        let period = e.cfg.sampler.cyclon.period;
+        let out = e.handle(
+            t + period,
+            VnInput::Control {
+                from: 5,
+                bytes: shuffle(5),
+            },
+        );
+        assert!(!limited(&out));
+        // Any control message: one negotiation open (lookahead 0) gives the peer a burst of
+        // CONTROL_BURST_PER_ROUND; garbage counts too (the limit comes before decoding).
+        let mut e = engine(|_| true);
+        let passed = (0..200)
+            .filter(|_| {
+                let out = e.handle(
+                    t,
+                    VnInput::Control {
+                        from: 7,
+                        bytes: vec![0xff; 8],
+                    },
+                );
+                !limited(&out)
+            })
+            .count();
+        assert_eq!(passed, CONTROL_BURST_PER_ROUND as usize);
+        assert_eq!(e.counters.refused, 200, "every message refused: malformed or limited");
     }
 
     /// `StartRound(t)` opens the overlays of t ..= t + lookahead, spaced W / lookahead apart so they do not

@@ -21,10 +21,55 @@ use tokio::time::Instant;
 
 use super::behaviour::{VnBehaviour, VnBehaviourEvent};
 use crate::VnAddr;
+use crate::engine::rate::{Rate, TokenBucket};
 use crate::engine::{RefusalKind, ReplyToken, VnDriver, VnEngine, VnInput, VnOutput, route_vn};
 use crate::events::{EventSink, NodeEvent};
 use crate::observe::Observer;
 use crate::peers::PeerList;
+
+/// Refusal events one VN emits: a burst, then one per second. Each becomes a warning line in the `node`
+/// binary, and a flood of refusals must not become a flood of lines (or fill the embedder's event queue);
+/// every refusal is still counted in the round metrics, and the next event says how many were not reported.
+const REFUSAL_EVENTS: Rate = Rate {
+    burst: 20.0,
+    per_period: 1.0,
+    period: Duration::from_secs(1),
+};
+
+/// Rate-limited refusal and connection-failure events of one VN.
+pub(crate) struct RefusalLog {
+    events: EventSink,
+    bucket: TokenBucket,
+    suppressed: u64,
+}
+
+impl RefusalLog {
+    pub(crate) fn new(events: EventSink) -> Self {
+        Self {
+            events,
+            bucket: REFUSAL_EVENTS.bucket(Duration::ZERO),
+            suppressed: 0,
+        }
+    }
+
+    /// Emits `ev` (a refusal or connection failure at time `now`) unless over the rate.
+    fn report(&mut self, now: Duration, mut ev: NodeEvent) {
+        if !REFUSAL_EVENTS.take(&mut self.bucket, now) {
+            self.suppressed += 1;
+            return;
+        }
+        if self.suppressed > 0 {
+            let note = format!(" ({} more refusals not reported)", self.suppressed);
+            match &mut ev {
+                NodeEvent::PeerRefused { reason, .. } => reason.push_str(&note),
+                NodeEvent::ConnectionFailed { error, .. } => error.push_str(&note),
+                _ => {}
+            }
+            self.suppressed = 0;
+        }
+        self.events.send(ev);
+    }
+}
 
 /// Commands from the RN task.
 #[derive(Debug)]
@@ -45,7 +90,8 @@ pub struct VnTask {
     pub peers: Arc<PeerList>,
     pub commands: mpsc::Receiver<VnCommand>,
     pub to_rn: mpsc::Sender<(usize, FromVirtualNode)>,
-    pub events: EventSink,
+    /// Refusal and connection-failure events, rate-limited.
+    pub(crate) log: RefusalLog,
     pub epoch: Instant,
     /// The real node's index and the harness's observer, if any.
     pub node: usize,
@@ -113,11 +159,11 @@ impl VnTask {
         )
     }
 
-    fn refuse_unlisted(&self, peer: PeerId) -> bool {
+    fn refuse_unlisted(&mut self, peer: PeerId) -> bool {
         if self.peers.is_allowed(&peer) {
             return false;
         }
-        self.events.send(NodeEvent::PeerRefused {
+        self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
             vn: self.index,
             peer,
             reason: "not on the peer list".into(),
@@ -228,7 +274,7 @@ impl VnTask {
                 if !self.peers.is_allowed(&peer_id) =>
             {
                 // The allow-list closes it; tell the embedder once.
-                self.events.send(NodeEvent::PeerRefused {
+                self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
                     vn: self.index,
                     peer: peer_id,
                     reason: "not on the peer list".into(),
@@ -249,14 +295,14 @@ impl VnTask {
                 match peer_id {
                     // The allow-list denies an unlisted peer right after the handshake, when its identity is known.
                     Some(peer) if !self.peers.is_allowed(&peer) => {
-                        self.events.send(NodeEvent::PeerRefused {
+                        self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
                             vn: self.index,
                             peer,
                             reason: "not on the peer list".into(),
                         })
                     }
                     // A wrong pre-shared key fails before any identity is known.
-                    _ => self.events.send(NodeEvent::ConnectionFailed {
+                    _ => self.log.report(self.epoch.elapsed(), NodeEvent::ConnectionFailed {
                         vn: self.index,
                         error: error.to_string(),
                     }),
@@ -286,7 +332,7 @@ impl VnTask {
             addrs,
             wake,
             epoch: self.epoch,
-            events: &self.events,
+            log: &mut self.log,
             observer: self.observer.as_deref(),
             to_rn: Vec::new(),
         };
@@ -312,7 +358,7 @@ struct SwarmPort<'a> {
     addrs: &'a HashMap<PeerId, Multiaddr>,
     wake: &'a mut Option<Instant>,
     epoch: Instant,
-    events: &'a EventSink,
+    log: &'a mut RefusalLog,
     observer: Option<&'a dyn Observer<PeerId>>,
     to_rn: Vec<FromVirtualNode>,
 }
@@ -356,7 +402,7 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
     fn refused(&mut self, from: VnAddr, what: RefusalKind) {
         tracing::debug!(vn = self.index, peer = %from.peer, ?what, "refused");
         if !matches!(what, RefusalKind::Chunk(_)) {
-            self.events.send(NodeEvent::PeerRefused {
+            self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
                 vn: self.index,
                 peer: from.peer,
                 reason: format!("{what:?}"),
@@ -414,4 +460,35 @@ pub async fn listen(swarm: &mut Swarm<VnBehaviour>, addr: Multiaddr) -> crate::R
                 "no listen address for {addr} within {LISTEN_TIMEOUT:?}"
             ))
         })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_of_refusals_becomes_a_few_events_that_say_how_many_were_not_reported() {
+        let (sink, mut rx) = EventSink::new(1024);
+        let mut log = RefusalLog::new(sink);
+        let refusal = || NodeEvent::PeerRefused {
+            vn: 0,
+            peer: PeerId::random(),
+            reason: "RateLimited".into(),
+        };
+        for _ in 0..1000 {
+            log.report(Duration::ZERO, refusal());
+        }
+        let mut got = Vec::new();
+        while let Ok(ev) = rx.try_recv() {
+            got.push(ev);
+        }
+        assert_eq!(got.len(), REFUSAL_EVENTS.burst as usize);
+        log.report(Duration::from_secs(1), refusal());
+        match rx.try_recv() {
+            Ok(NodeEvent::PeerRefused { reason, .. }) => {
+                assert!(reason.contains("980 more refusals not reported"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

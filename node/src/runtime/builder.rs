@@ -20,7 +20,7 @@ use crate::events::{EVENT_CAPACITY, EventSink, NodeEvent};
 use crate::learner::{Learner, LearningConfig};
 use crate::net::behaviour::Timeouts;
 use crate::net::transport::build_swarm;
-use crate::net::vn_task::{VnTask, listen};
+use crate::net::vn_task::{RefusalLog, VnTask, listen};
 use crate::observe::Observer;
 use crate::peers::PeerList;
 use crate::{NodeError, Result, VnAddr};
@@ -270,7 +270,7 @@ impl NodeBuilder {
                 peers: peers.clone(),
                 commands: rx,
                 to_rn: to_rn.clone(),
-                events: events.clone(),
+                log: RefusalLog::new(events.clone()),
                 epoch,
                 node: self.index,
                 observer: self.observer.clone(),
@@ -278,9 +278,11 @@ impl NodeBuilder {
             addrs.push(me);
         }
         drop(to_rn);
-        for t in tasks {
-            tokio::spawn(t.run());
-        }
+        // The RN task supervises its VN tasks: one that ends before the node does is reported and the rounds
+        // go on without it (`RnInput::VnLost`), instead of the RN waiting for it for ever.
+        let mut vn_tasks = tokio::task::JoinSet::new();
+        let vn_aborts: Vec<_> = tasks.into_iter().map(|t| vn_tasks.spawn(t.run())).collect();
+        let vn_ids = vn_aborts.iter().map(|a| a.id()).collect();
 
         let (status_tx, status_rx) = watch::channel(NodeStatus::default());
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -289,6 +291,9 @@ impl NodeBuilder {
             engine,
             learner: Some(learner),
             vn_cmds,
+            vn_tasks,
+            vn_ids,
+            lost: Vec::new(),
             from_vns,
             events: events.clone(),
             status: status_tx,
@@ -304,6 +309,7 @@ impl NodeBuilder {
                 status: status_rx,
                 stop: Arc::new(stop_tx),
                 addrs: Arc::new(addrs),
+                vn_tasks: Arc::new(vn_aborts),
             },
             events_rx,
         ))

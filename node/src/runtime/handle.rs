@@ -24,6 +24,8 @@ pub struct NodeHandle {
     pub(super) status: watch::Receiver<NodeStatus>,
     pub(super) stop: Arc<watch::Sender<bool>>,
     pub(super) addrs: Arc<Vec<VnAddr>>,
+    /// One per VN task, for [`NodeHandle::crash_virtual_node`].
+    pub(super) vn_tasks: Arc<Vec<tokio::task::AbortHandle>>,
 }
 
 impl NodeHandle {
@@ -34,6 +36,14 @@ impl NodeHandle {
     /// The VNs' identities and the addresses they announce.
     pub fn addresses(&self) -> &[VnAddr] {
         &self.addrs
+    }
+
+    /// Fault injection for tests and drills: ends VN `vn`'s task abruptly, as a panic would. The node reports
+    /// [`crate::NodeEvent::VnLost`] and completes its rounds without that VN.
+    pub fn crash_virtual_node(&self, vn: usize) {
+        if let Some(t) = self.vn_tasks.get(vn) {
+            t.abort();
+        }
     }
 
     /// Asks the node to stop: it leaves at once, mid-round if need be.

@@ -11,6 +11,7 @@ use protocol::Round;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::handle::NodeStatus;
@@ -31,6 +32,10 @@ pub(super) struct RnTask {
     pub(super) engine: RnEngine,
     pub(super) learner: Option<Learner>,
     pub(super) vn_cmds: Vec<mpsc::Sender<VnCommand>>,
+    /// The VN tasks (`vn_ids[s]` is VN s's task) and the VNs found gone.
+    pub(super) vn_tasks: JoinSet<()>,
+    pub(super) vn_ids: Vec<tokio::task::Id>,
+    pub(super) lost: Vec<usize>,
     pub(super) from_vns: mpsc::Receiver<(usize, FromVirtualNode)>,
     pub(super) events: EventSink,
     pub(super) status: watch::Sender<NodeStatus>,
@@ -49,6 +54,8 @@ impl RnTask {
         for tx in &self.vn_cmds {
             let _ = tx.send(VnCommand::Rn(ToVirtualNode::Stop)).await;
         }
+        // They end on Stop; dropping the set would abort them mid-reply.
+        self.vn_tasks.detach_all();
         if let Err(e) = &result {
             tracing::error!(node = self.index, error = %e, "node stopped");
             self.events
@@ -73,7 +80,18 @@ impl RnTask {
             if self.apply(out, &mut job).await? {
                 return Ok(());
             }
+            let mut lost = None;
             let input = tokio::select! {
+                Some(joined) = self.vn_tasks.join_next_with_id(), if !self.vn_tasks.is_empty() => {
+                    let (id, reason) = match joined {
+                        Ok((id, ())) => (id, "its task ended".to_string()),
+                        Err(e) if e.is_panic() => (e.id(), format!("its task panicked: {e}")),
+                        Err(e) => (e.id(), format!("its task was aborted: {e}")),
+                    };
+                    let vn = self.vn_ids.iter().position(|i| *i == id).expect("a VN task");
+                    lost = Some(reason);
+                    RnInput::VnLost { vn }
+                }
                 msg = self.from_vns.recv() => {
                     let (vn, msg) = msg.ok_or(NodeError::Stopped)?;
                     RnInput::FromVn { vn, msg }
@@ -95,6 +113,9 @@ impl RnTask {
                 }
                 _ = self.stop.wait_for(|s| *s) => return Ok(()),
             };
+            if let (Some(reason), RnInput::VnLost { vn }) = (lost, &input) {
+                self.lose(*vn, reason);
+            }
             // Wall-clock time of the aggregation (the `handle` call that produces `Evaluate`).
             #[allow(clippy::disallowed_methods)] // a measurement, not an input to the engine
             let t = std::time::Instant::now();
@@ -121,14 +142,27 @@ impl RnTask {
         let (effects, finished) = (port.effects, port.finished);
         for effect in effects {
             match effect {
-                Effect::Command(vn, cmd) => self.vn_cmds[vn]
-                    .send(cmd)
-                    .await
-                    .map_err(|_| NodeError::Stopped)?,
+                Effect::Command(vn, _) if self.lost.contains(&vn) => {}
+                Effect::Command(vn, cmd) => {
+                    if self.vn_cmds[vn].send(cmd).await.is_err() {
+                        // Gone before its end was noticed: the supervisor's report follows (and is handled
+                        // then); skip its commands meanwhile.
+                        self.lost.push(vn);
+                    }
+                }
                 Effect::Record(m) => self.record(m).await?,
             }
         }
         Ok(finished)
+    }
+
+    /// Marks VN `vn` gone and tells the embedder; the engine then stops waiting for it.
+    fn lose(&mut self, vn: usize, reason: String) {
+        tracing::error!(node = self.index, vn, %reason, "virtual node lost; the node goes on without it");
+        if !self.lost.contains(&vn) {
+            self.lost.push(vn);
+        }
+        self.events.send(NodeEvent::VnLost { vn, reason });
     }
 
     async fn record(&mut self, m: RoundMetrics) -> Result<()> {

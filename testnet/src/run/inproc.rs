@@ -157,6 +157,10 @@ async fn run_async(
                 }
                 Some((_, NodeEvent::PeerRefused { .. })) => refused += 1,
                 Some((_, NodeEvent::ConnectionFailed { .. })) => {}
+                Some((i, NodeEvent::VnLost { vn, reason })) => {
+                    progress.note(&format!("node {i}: virtual node {vn} lost ({reason})"));
+                    errors.push(format!("node {i}: virtual node {vn} lost: {reason}"));
+                }
                 Some((i, NodeEvent::Finished)) => {
                     finished[i] = true;
                     if finished.iter().all(|f| *f) {
