@@ -25,6 +25,10 @@ pub fn free_port() -> u16 {
 pub struct ProcNet {
     pub dir: tempfile::TempDir,
     pub ports: Vec<Vec<u16>>,
+    /// Each node's VN identities, as `node keygen` printed them.
+    pub peer_ids: Vec<Vec<libp2p::PeerId>>,
+    /// More identities to list (without an address): a test's own, e.g. an attacker's.
+    pub extra_peers: Vec<libp2p::PeerId>,
     pub vns: usize,
     pub rounds: u64,
     pub psk: bool,
@@ -38,29 +42,25 @@ impl ProcNet {
     pub fn new(nodes: usize, vns: usize, rounds: u64, psk: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        let mut peers = String::new();
         let ports: Vec<Vec<u16>> = (0..nodes)
             .map(|_| (0..vns).map(|_| free_port()).collect())
             .collect();
-        for (i, node_ports) in ports.iter().enumerate() {
-            let out = node()
-                .args(["keygen", "--dir"])
-                .arg(d.join(format!("keys{i}")))
-                .args(["--vns", &vns.to_string()])
-                .output()
-                .unwrap();
-            assert!(out.status.success());
-            for (id, port) in String::from_utf8(out.stdout)
-                .unwrap()
-                .lines()
-                .zip(node_ports)
-            {
-                peers.push_str(&format!(
-                    "[[peer]]\nid = \"{id}\"\naddr = \"/ip4/127.0.0.1/tcp/{port}\"\n"
-                ));
-            }
-        }
-        std::fs::write(d.join("peers.toml"), peers).unwrap();
+        let peer_ids = (0..nodes)
+            .map(|i| {
+                let out = node()
+                    .args(["keygen", "--dir"])
+                    .arg(d.join(format!("keys{i}")))
+                    .args(["--vns", &vns.to_string()])
+                    .output()
+                    .unwrap();
+                assert!(out.status.success());
+                String::from_utf8(out.stdout)
+                    .unwrap()
+                    .lines()
+                    .map(|l| l.parse().unwrap())
+                    .collect()
+            })
+            .collect();
         if psk {
             std::fs::write(
                 d.join("swarm.key"),
@@ -68,14 +68,34 @@ impl ProcNet {
             )
             .unwrap();
         }
-        Self {
+        let net = Self {
             dir,
             ports,
+            peer_ids,
+            extra_peers: Vec::new(),
             vns,
             rounds,
             psk,
             timing: String::new(),
+        };
+        net.write_peer_list();
+        net
+    }
+
+    /// (Re)writes `peers.toml`: every node's VNs with their addresses, then [`ProcNet::extra_peers`].
+    pub fn write_peer_list(&self) {
+        let mut peers = String::new();
+        for (ids, ports) in self.peer_ids.iter().zip(&self.ports) {
+            for (id, port) in ids.iter().zip(ports) {
+                peers.push_str(&format!(
+                    "[[peer]]\nid = \"{id}\"\naddr = \"/ip4/127.0.0.1/tcp/{port}\"\n"
+                ));
+            }
         }
+        for id in &self.extra_peers {
+            peers.push_str(&format!("[[peer]]\nid = \"{id}\"\n"));
+        }
+        std::fs::write(self.path().join("peers.toml"), peers).unwrap();
     }
 
     pub fn path(&self) -> &Path {
