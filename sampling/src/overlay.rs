@@ -245,6 +245,11 @@ struct RoundState<I> {
     lock: Option<SpliceLock<I>>,
     /// Peers whose edge we handed over in a splice; they get a second `Drop` at freeze.
     handed_over: Vec<I>,
+    /// Offers (Accept) whose reservation expired before the `Confirm` came, by peer: a late `Confirm` with
+    /// that nonce may still take the edge if there is room. A `Confirm` for anything else is refused — an
+    /// edge arises only from an offer this VN made (else a listed peer could make itself any VN's neighbour).
+    /// At most one per acceptor sub-step.
+    expired_offers: BTreeMap<I, u64>,
 }
 
 impl<I: PeerId> RoundState<I> {
@@ -434,6 +439,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                 walks: BTreeMap::new(),
                 lock: None,
                 handed_over: Vec::new(),
+                expired_offers: BTreeMap::new(),
             },
         );
         while self.rounds.len() as u64 > MAX_KEPT_ROUNDS {
@@ -511,7 +517,9 @@ impl<I: PeerId> OverlayBuilder<I> {
             let mut expired = Vec::new();
             for (p, l) in s.links.iter_mut() {
                 match l {
-                    Link::Reserved { until, .. } if *until <= now => expired.push(p.clone()),
+                    Link::Reserved { until, nonce } if *until <= now => {
+                        expired.push((p.clone(), *nonce))
+                    }
                     Link::Committed {
                         nonce,
                         retx: Some(t),
@@ -533,8 +541,9 @@ impl<I: PeerId> OverlayBuilder<I> {
                     _ => {}
                 }
             }
-            for p in expired {
+            for (p, nonce) in expired {
                 s.links.remove(&p);
+                s.expired_offers.insert(p, nonce);
             }
             if s.lock.as_ref().is_some_and(|l| l.until <= now) {
                 let lock = s.lock.take().expect("checked");
@@ -849,8 +858,12 @@ impl<I: PeerId> OverlayBuilder<I> {
             Some(Link::Established { nonce: n }) if *n == nonce => {
                 send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
             }
-            None if open && s.degree() < degree => {
+            None if open
+                && s.degree() < degree
+                && s.expired_offers.get(&from) == Some(&nonce) =>
+            {
                 // Our reservation expired but there is still room: take the edge.
+                s.expired_offers.remove(&from);
                 s.links.insert(from.clone(), Link::Established { nonce });
                 send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
             }
@@ -1040,16 +1053,20 @@ impl<I: PeerId> OverlayBuilder<I> {
         let me = self.me.clone();
         let s = self.state(round);
         let open = !s.frozen;
-        if let Some(l) = s.links.get(&from)
-            && matches!(l, Link::Established { .. })
-        {
-            s.links.remove(&from);
-            if !open {
-                out.push(OverlayOutput::EdgeDropped {
-                    round,
-                    peer: from.clone(),
-                });
+        // Only a current neighbour can hand its edge over: from anyone else a Handover would insert a
+        // newcomer of the sender's choosing (forced adjacency).
+        if !matches!(s.links.get(&from), Some(Link::Established { .. })) {
+            if newcomer != me {
+                send(out, &newcomer, OverlayMsg::Nack { round, nonce });
             }
+            return;
+        }
+        s.links.remove(&from);
+        if !open {
+            out.push(OverlayOutput::EdgeDropped {
+                round,
+                peer: from.clone(),
+            });
         }
         if s.lock.as_ref().is_some_and(|l| l.other == from) {
             s.lock = None;

@@ -164,6 +164,35 @@ fn sends(out: &[OverlayOutput<u32>]) -> Vec<(u32, OverlayMsg<u32>)> {
         .collect()
 }
 
+/// Proposes to `a` from `from` (as origin), one proposal per sub-step, until `a` offers it a slot in `round`
+/// (a VN accepts only in its acceptor sub-steps). Returns the time of the offer and its nonce.
+fn reserve(a: &mut OverlayBuilder<u32>, round: Round, from: u32, view: &[u32]) -> (Duration, u64) {
+    let substep = a.config().substep;
+    for i in 0..a.config().substeps {
+        let now = substep * i + Duration::from_millis(1);
+        let nonce = 1000 + i as u64;
+        let mut out = Vec::new();
+        a.handle(
+            now,
+            OverlayInput::Message {
+                from,
+                msg: OverlayMsg::Propose {
+                    round,
+                    origin: from,
+                    nonce,
+                    ttl: 1,
+                },
+            },
+            view,
+            &mut out,
+        );
+        if sends(&out).contains(&(from, OverlayMsg::Accept { round, nonce })) {
+            return (now, nonce);
+        }
+    }
+    panic!("no offer within the round");
+}
+
 #[test]
 fn future_round_proposals_are_forwarded_or_rejected() {
     let mut b = builder(1);
@@ -218,14 +247,15 @@ fn half_open_edge_is_detected_by_both_ends() {
         &view,
         &mut out,
     );
+    let (t, nonce) = reserve(&mut a, Round(3), 2, &view);
     out.clear();
     a.handle(
-        Duration::from_millis(10),
+        t,
         OverlayInput::Message {
             from: 2,
             msg: OverlayMsg::Confirm {
                 round: Round(3),
-                nonce: 77,
+                nonce,
             },
         },
         &view,
@@ -237,7 +267,7 @@ fn half_open_edge_is_detected_by_both_ends() {
             2,
             OverlayMsg::ConfirmAck {
                 round: Round(3),
-                nonce: 77
+                nonce
             }
         )]
     );
@@ -271,18 +301,20 @@ fn half_open_edge_is_detected_by_both_ends() {
         &view,
         &mut out,
     );
+    let (t, nonce) = reserve(&mut a2, Round(3), 2, &view);
     a2.handle(
-        Duration::ZERO,
+        t,
         OverlayInput::Message {
             from: 2,
             msg: OverlayMsg::Confirm {
                 round: Round(3),
-                nonce: 1,
+                nonce,
             },
         },
         &view,
         &mut out,
     );
+    assert!(a2.is_neighbour(Round(3), &2));
     out.clear();
     a2.handle(
         freeze,
@@ -404,8 +436,9 @@ fn walks_longer_than_the_configured_ttl_are_refused_not_forwarded() {
 }
 
 #[test]
-fn confirms_beyond_r_are_refused_and_invariants_hold() {
-    // A peer pushing unsolicited Confirms cannot make a round hold more than r edges.
+fn an_edge_arises_only_from_an_offer_this_vn_made() {
+    // A listed peer pushing unsolicited Confirms (any nonce) or Handovers (naming a newcomer of its choice)
+    // gets no edge: each is refused with a Nack, and the invariants hold throughout.
     let mut a = builder(1);
     let view: Vec<u32> = (2..10).collect();
     let mut out = Vec::new();
@@ -415,11 +448,8 @@ fn confirms_beyond_r_are_refused_and_invariants_hold() {
         &view,
         &mut out,
     );
-    assert!(a.check_invariants().is_ok());
-    // Unsolicited Confirms are taken while there is room (documented), so r of them fill the round; the
-    // invariant holds at r and the builder refuses the next one.
-    let r = a.config().degree as u32;
-    for p in 2..2 + r + 1 {
+    for p in 2..10u32 {
+        out.clear();
         a.handle(
             Duration::ZERO,
             OverlayInput::Message {
@@ -432,7 +462,71 @@ fn confirms_beyond_r_are_refused_and_invariants_hold() {
             &view,
             &mut out,
         );
+        assert_eq!(
+            sends(&out),
+            vec![(
+                p,
+                OverlayMsg::Nack {
+                    round: Round(0),
+                    nonce: p as u64
+                }
+            )]
+        );
+        out.clear();
+        a.handle(
+            Duration::ZERO,
+            OverlayInput::Message {
+                from: p,
+                msg: OverlayMsg::Handover {
+                    round: Round(0),
+                    nonce: 7,
+                    newcomer: 50 + p,
+                },
+            },
+            &view,
+            &mut out,
+        );
+        assert_eq!(
+            sends(&out),
+            vec![(
+                50 + p,
+                OverlayMsg::Nack {
+                    round: Round(0),
+                    nonce: 7
+                }
+            )]
+        );
         a.check_invariants().unwrap();
     }
-    assert_eq!(a.neighbours(Round(0)).unwrap().len(), r as usize);
+    assert!(a.neighbours(Round(0)).unwrap().is_empty());
+    // A Confirm for an offer this VN made, with the offer's nonce, takes the edge — even after the
+    // reservation expired, while there is room; the same peer with another nonce does not.
+    let mut b = builder(1);
+    b.handle(
+        Duration::ZERO,
+        OverlayInput::StartRound { round: Round(0) },
+        &view,
+        &mut out,
+    );
+    let (t, nonce) = reserve(&mut b, Round(0), 2, &view);
+    let late = t + b.config().reserve_timeout + Duration::from_millis(1);
+    b.handle(late, OverlayInput::Tick, &view, &mut out);
+    assert!(!b.has_link(Round(0), &2), "the reservation expired");
+    for (n, taken) in [(nonce + 1, false), (nonce, true)] {
+        out.clear();
+        b.handle(
+            late,
+            OverlayInput::Message {
+                from: 2,
+                msg: OverlayMsg::Confirm {
+                    round: Round(0),
+                    nonce: n,
+                },
+            },
+            &view,
+            &mut out,
+        );
+        assert_eq!(b.is_neighbour(Round(0), &2), taken, "nonce {n}: {out:?}");
+        b.check_invariants().unwrap();
+    }
 }
