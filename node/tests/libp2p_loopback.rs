@@ -344,3 +344,62 @@ async fn a_crashed_virtual_node_is_reported_and_its_node_completes_every_round()
         assert!(m.copies_received <= 2, "{m:?}");
     }
 }
+
+/// What a connected peer learns through identify: only the announced address, never the listen addresses
+/// (a VN listening on 0.0.0.0 would otherwise name every interface of its host).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identify_tells_peers_only_the_announced_address() {
+    use libp2p::futures::StreamExt;
+    use libp2p::identify;
+    use libp2p::swarm::SwarmEvent;
+    use node::net::behaviour::{Timeouts, VnBehaviourEvent};
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let announced: Multiaddr = format!("/ip4/127.0.0.1/tcp/{port}").parse().unwrap();
+    let observer_key = Keypair::generate_ed25519();
+    let observer = observer_key.public().to_peer_id();
+    let node_key = Keypair::generate_ed25519();
+    let node_peer = node_key.public().to_peer_id();
+    let lc = learning(1);
+    let (split, parts) = lc.load().unwrap();
+    let learner = lc.learners(&split, &parts, 0..1).unwrap().remove(0);
+    let (h, _events) = NodeBuilder::new(vec![node_key], lc, 0)
+        .learner(learner)
+        .listen(vec![format!("/ip4/0.0.0.0/tcp/{port}").parse().unwrap()])
+        .announce(vec![announced.clone()])
+        .peers(PeerList::from_entries(vec![
+            (observer, None),
+            (node_peer, None),
+        ]))
+        .degree(1)
+        .rounds(1)
+        .timing(Timing::loopback())
+        .spawn()
+        .await
+        .unwrap();
+    let mut o =
+        node::net::transport::build_swarm(observer_key, None, Timeouts::default(), 1024).unwrap();
+    o.behaviour_mut().allow.allow_peer(node_peer);
+    o.dial(announced.clone()).unwrap();
+    let told = tokio::time::timeout(LIMIT, async {
+        loop {
+            if let SwarmEvent::Behaviour(VnBehaviourEvent::Identify(identify::Event::Received {
+                peer_id,
+                info,
+                ..
+            })) = o.select_next_some().await
+                && peer_id == node_peer
+            {
+                break info.listen_addrs;
+            }
+        }
+    })
+    .await
+    .expect("identify in time");
+    assert_eq!(told, vec![announced]);
+    h.stop();
+}

@@ -87,10 +87,13 @@ impl VnBehaviour {
             limits: limits::connection_limits(),
             memory: limits::memory_limits(),
             allow: allow_block_list::Behaviour::default(),
-            // The agent version is the same for every VN of every node: it must not tell siblings apart.
+            // The agent version is the same for every VN of every node: it must not tell siblings apart. Only
+            // the VN's external address (the node builder sets its one announced address) is told, never the
+            // listen addresses: those would name every interface of the host, linking VNs that share one.
             identify: identify::Behaviour::new(
                 identify::Config::new(protocol::names::IDENTIFY_VERSION.into(), key.public())
-                    .with_agent_version("shatter".into()),
+                    .with_agent_version("shatter".into())
+                    .with_hide_listen_addrs(true),
             ),
             ping: ping::Behaviour::new(ping::Config::new()),
             chunk,

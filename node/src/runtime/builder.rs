@@ -247,6 +247,9 @@ impl NodeBuilder {
             )
             .await?;
             let me = VnAddr::new(peer, self.announce.get(s).cloned().unwrap_or(bound));
+            // The one address identify tells peers (it hides listen addresses): a VN listening on 0.0.0.0
+            // would otherwise announce every interface of its host, and with `announce` set its private ones.
+            swarm.add_external_address(me.addr.clone());
             let allowed = peers.clone();
             let engine = VnEngine::new(
                 me.clone(),
