@@ -114,6 +114,20 @@ fn drain(rx: &mut mpsc::Receiver<NodeEvent>) -> Vec<NodeEvent> {
     v
 }
 
+/// Waits for the node's first finished round.
+async fn first_round(rx: &mut mpsc::Receiver<NodeEvent>) {
+    loop {
+        match tokio::time::timeout(LIMIT, rx.recv())
+            .await
+            .expect("a round in time")
+        {
+            Some(NodeEvent::RoundFinished(_)) => return,
+            Some(_) => {}
+            None => panic!("the node ended before its first round"),
+        }
+    }
+}
+
 fn rounds_of(events: &[NodeEvent]) -> Vec<node::engine::RoundMetrics> {
     events
         .iter()
@@ -274,16 +288,7 @@ async fn a_node_killed_mid_run_delays_its_neighbours_by_at_most_the_deadline() {
     let rounds = 4;
     let mut net = spawn(&specs, 2, 2, rounds).await;
     // Kill node 3 as soon as it finished its first round: it disappears mid-run with its VNs.
-    loop {
-        match tokio::time::timeout(LIMIT, net.events[3].recv())
-            .await
-            .expect("a round in time")
-        {
-            Some(NodeEvent::RoundFinished(_)) => break,
-            Some(_) => {}
-            None => panic!("node 3 ended early"),
-        }
-    }
+    first_round(&mut net.events[3]).await;
     net.handles[3].stop();
     let t = Timing::loopback();
     let overlay = (5 * 2 + 4) as f64 * t.substep_ms as f64 / 1000.0;
@@ -314,16 +319,7 @@ async fn a_crashed_virtual_node_is_reported_and_its_node_completes_every_round()
         .collect();
     let rounds = 4;
     let mut net = spawn(&specs, 2, 2, rounds).await;
-    loop {
-        match tokio::time::timeout(LIMIT, net.events[0].recv())
-            .await
-            .expect("a round in time")
-        {
-            Some(NodeEvent::RoundFinished(_)) => break,
-            Some(_) => {}
-            None => panic!("node 0 ended early"),
-        }
-    }
+    first_round(&mut net.events[0]).await;
     net.handles[0].crash_virtual_node(1);
     for (i, h) in net.handles.iter().enumerate() {
         let s = tokio::time::timeout(LIMIT, h.wait())
