@@ -11,6 +11,8 @@
 //! degree = 8                            # r (paper: 8)
 //! rounds = 100
 //! metrics = "metrics.jsonl"             # optional: one JSON line per round
+//! algorithm = "shatter"                 # optional: shatter | el | chunking:K | sparsify-random:F
+//!                                       #   (default: el with vns = 1, shatter with more)
 //!
 //! [learning]
 //! dataset = "movielens"                 # synthetic | synthetic-images | movielens | sent140 | cifar10 | mnist
@@ -37,6 +39,7 @@ use models::nn::ModelSpec;
 use models::train::{LocalWork, TrainConfig};
 use serde::Deserialize;
 
+use crate::algo::AlgoSpec;
 use crate::learner::LearningConfig;
 use crate::peers::PeerList;
 use crate::{NodeBuilder, NodeError, Result, Timing, keys};
@@ -54,6 +57,8 @@ struct RawConfig {
     degree: usize,
     rounds: u64,
     metrics: Option<PathBuf>,
+    /// Checked by serde (`AlgoSpec`'s parser), so a bad name is reported with this field.
+    algorithm: Option<AlgoSpec>,
     learning: RawLearning,
     #[serde(default)]
     timing: Timing,
@@ -99,6 +104,8 @@ pub struct NodeConfig {
     pub degree: usize,
     pub rounds: u64,
     pub metrics: Option<PathBuf>,
+    /// `None`: EL with one VN, Shatter with more.
+    pub algorithm: Option<AlgoSpec>,
     pub learning: LearningConfig,
     pub index: usize,
     pub timing: Timing,
@@ -240,6 +247,7 @@ impl NodeConfig {
             },
             index: l.index,
             timing: raw.timing,
+            algorithm: raw.algorithm,
         })
     }
 
@@ -264,7 +272,11 @@ impl NodeConfig {
             .as_deref()
             .map(crate::net::transport::load_psk)
             .transpose()?;
-        Ok(NodeBuilder::new(keys, self.learning.clone(), self.index)
+        let mut builder = NodeBuilder::new(keys, self.learning.clone(), self.index);
+        if let Some(a) = &self.algorithm {
+            builder = builder.algorithm(a.clone());
+        }
+        Ok(builder
             .listen(self.listen.clone())
             .announce(self.announce.clone())
             .peers(peers)
@@ -313,6 +325,18 @@ seed = 9
         assert_eq!(c.learning.train.batch_size, 32);
         assert_eq!(c.index, 1);
         assert_eq!(c.timing, Timing::default());
+        assert_eq!(c.algorithm, None);
+    }
+
+    #[test]
+    fn the_algorithm_is_named_and_a_bad_name_is_reported_where_it_is() {
+        let p = Path::new("node.toml");
+        let with = |a: &str| GOOD.replacen("degree", &format!("algorithm = \"{a}\"\ndegree"), 1);
+        let c = NodeConfig::parse(p, &with("chunking:8")).unwrap();
+        assert_eq!(c.algorithm, Some(AlgoSpec::Chunking { chunks: 8 }));
+        let e = NodeConfig::parse(p, &with("chunking:1")).unwrap_err().to_string();
+        // serde reports the value's place: the line of `algorithm = ...`.
+        assert!(e.contains("node.toml: line 6") && e.contains("K ≥ 2"), "{e}");
     }
 
     #[test]

@@ -47,6 +47,17 @@ struct Running {
 /// Spawns one node per spec, k VNs each. Node 0 starts first; the others bootstrap from its addresses, as a
 /// real deployment's peer list would give them. Unlisted nodes believe everyone is allowed.
 async fn spawn(specs: &[Spec], k: usize, degree: usize, rounds: u64) -> Running {
+    spawn_with(specs, k, degree, rounds, None).await
+}
+
+/// [`spawn`] with a named algorithm (`None`: the default for k).
+async fn spawn_with(
+    specs: &[Spec],
+    k: usize,
+    degree: usize,
+    rounds: u64,
+    algorithm: Option<node::algo::AlgoSpec>,
+) -> Running {
     let keys: Vec<Vec<Keypair>> = specs
         .iter()
         .map(|_| (0..k).map(|_| Keypair::generate_ed25519()).collect())
@@ -79,7 +90,11 @@ async fn spawn(specs: &[Spec], k: usize, degree: usize, rounds: u64) -> Running 
             }
             PeerList::from_entries(e)
         };
-        let (h, ev) = NodeBuilder::new(ks, lc.clone(), i)
+        let mut builder = NodeBuilder::new(ks, lc.clone(), i);
+        if let Some(a) = &algorithm {
+            builder = builder.algorithm(a.clone());
+        }
+        let (h, ev) = builder
             .learner(learners.next().unwrap())
             .peers(entries(!spec.listed))
             .psk(spec.psk)
@@ -398,4 +413,36 @@ async fn identify_tells_peers_only_the_announced_address() {
     .expect("identify in time");
     assert_eq!(told, vec![announced]);
     h.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_sparsification_runs_over_libp2p_with_one_vn_per_node() {
+    let specs: Vec<Spec> = (0..3)
+        .map(|_| Spec {
+            listed: true,
+            psk: None,
+        })
+        .collect();
+    let algo = "sparsify-random:0.25".parse().unwrap();
+    let mut net = spawn_with(&specs, 1, 2, 3, Some(algo)).await;
+    for h in &net.handles {
+        let s = tokio::time::timeout(LIMIT, h.wait())
+            .await
+            .expect("finished in time");
+        assert_eq!((s.rounds_completed, s.error), (3, None));
+    }
+    for rx in &mut net.events {
+        let rounds = rounds_of(&drain(rx));
+        let copies: u32 = rounds.iter().map(|m| m.copies_received).sum();
+        assert!(copies > 0, "chunks crossed the network: {rounds:?}");
+        // One chunk of four per neighbour: a frame of d/4 values (and its length prefix), not of d.
+        let lc = learning(3);
+        let (split, parts) = lc.load().unwrap();
+        let d = lc.learners(&split, &parts, 0..1).unwrap()[0].model.num_params();
+        let frame = |values: usize| (protocol::chunk::chunk_frame_bytes(values) + 4) as u64;
+        for m in rounds.iter().filter(|m| m.neighbours > 0) {
+            let per = m.chunk_bytes_sent / m.neighbours as u64;
+            assert!(per >= frame(d / 4) && per <= frame(d.div_ceil(4)), "{per} B for d = {d}: {m:?}");
+        }
+    }
 }

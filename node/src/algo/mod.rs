@@ -29,12 +29,19 @@
 //! - `mod.rs`: the [`Algorithm`] trait, [`Payload`], [`Graph`], [`AlgoError`].
 //! - `shatter.rs`: [`Shatter`], k VNs, static seeded chunk partition, per-parameter mean.
 //! - `el.rs`: Epidemic Learning, Shatter with k = 1 ([`el`]).
+//! - `spec.rs`: [`AlgoSpec`], the algorithm as configs and command lines name it, and its construction.
+//! - `chunking.rs`: [`OneChunk`], one random chunk of K per round through one VN: the chunking-only
+//!   ablation (static partition) and random sparsification (a fresh partition per round).
 
+mod chunking;
 mod el;
 mod shatter;
+mod spec;
 
+pub use chunking::OneChunk;
 pub use el::el;
 pub use shatter::Shatter;
+pub use spec::AlgoSpec;
 
 use std::sync::Arc;
 

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::handle::{NodeHandle, NodeStatus};
 use super::rn_task::RnTask;
 use super::timing::Timing;
+use crate::algo::AlgoSpec;
 use crate::engine::{RnEngine, VnEngine};
 use crate::events::{EVENT_CAPACITY, EventSink, NodeEvent};
 use crate::learner::{Learner, LearningConfig};
@@ -51,6 +52,7 @@ pub struct NodeBuilder {
     timeouts: Timeouts,
     metrics_path: Option<PathBuf>,
     observer: Option<Arc<dyn Observer<PeerId>>>,
+    algorithm: Option<AlgoSpec>,
 }
 
 impl NodeBuilder {
@@ -72,7 +74,14 @@ impl NodeBuilder {
             timeouts: Timeouts::default(),
             metrics_path: None,
             observer: None,
+            algorithm: None,
         }
+    }
+
+    /// The algorithm (default: EL with one VN key, Shatter with more). Every node of a network runs the same.
+    pub fn algorithm(mut self, algorithm: AlgoSpec) -> Self {
+        self.algorithm = Some(algorithm);
+        self
     }
 
     /// Listen addresses: one per VN, or one used by every VN (port 0 picks a free port for each).
@@ -182,20 +191,27 @@ impl NodeBuilder {
                 .map_err(|e| NodeError::Config(format!("loading data panicked: {e}")))??
             }
         };
+        let spec = self.algorithm.unwrap_or_else(|| AlgoSpec::from_vns(k));
+        spec.check_vns(k)
+            .map_err(|e| NodeError::Config(e.to_string()))?;
+        let chunks = spec.chunks(k);
         let partition = match self.partition {
-            Some(p) if p.k() == k && p.d() == learner.model.num_params() => p,
+            Some(p) if p.k() == chunks && p.d() == learner.model.num_params() => p,
             Some(p) => {
                 return Err(NodeError::Config(format!(
-                    "partition has k = {}, d = {} but the node has {k} VNs and d = {}",
+                    "partition has k = {}, d = {} but {spec} cuts {chunks} chunks of d = {}",
                     p.k(),
                     p.d(),
                     learner.model.num_params()
                 )));
             }
-            None => Arc::new(self.learning.chunk_partition(&learner.model, k)?),
+            None => Arc::new(self.learning.chunk_partition(&learner.model, chunks)?),
         };
+        let algorithm = spec
+            .build(partition, self.learning.seed, self.index as u64)
+            .map_err(|e| NodeError::Config(e.to_string()))?;
         // Built before any Swarm binds: an algorithm the engine cannot run stops the node here.
-        let engine = RnEngine::new(crate::algo::shatter_or_el(partition), self.rounds)?;
+        let engine = RnEngine::new(algorithm, self.rounds)?;
         let chunk_lens = engine.chunk_lens();
         let largest = chunk_lens.iter().copied().max().unwrap_or(0);
         if largest > protocol::chunk::MAX_CHUNK_VALUES {

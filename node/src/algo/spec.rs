@@ -1,0 +1,169 @@
+//! [`AlgoSpec`]: an algorithm as a config file or a command line names it (`shatter`, `el`, `chunking:8`,
+//! `sparsify-random:0.125`), and the one place that turns the name into an [`Algorithm`].
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use models::chunking::ChunkPartition;
+use sampling::{Stream, vn_rng};
+use serde::{Deserialize, Serialize};
+
+use super::{AlgoError, Algorithm, OneChunk, el};
+
+/// An algorithm and its parameter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum AlgoSpec {
+    /// Shatter with the node's k VNs (k = 1 is EL).
+    Shatter,
+    /// Epidemic Learning: the whole model through one VN.
+    El,
+    /// The chunking-only ablation: one of `chunks` static chunks per round, one VN.
+    Chunking { chunks: usize },
+    /// Random sparsification: a fresh random `fraction` of the parameters per round, one VN.
+    SparsifyRandom { fraction: f64 },
+}
+
+/// Names `FromStr` knows, for error messages.
+const KNOWN: &str = "shatter, el, chunking:K, sparsify-random:F";
+
+impl AlgoSpec {
+    /// What a node with `vns` VNs ran before algorithms were named: EL with one VN, Shatter with more.
+    pub fn from_vns(vns: usize) -> Self {
+        if vns == 1 { Self::El } else { Self::Shatter }
+    }
+
+    /// Checks the algorithm against the node's number of VNs.
+    pub fn check_vns(&self, vns: usize) -> Result<(), AlgoError> {
+        match self {
+            Self::Shatter if vns >= 1 => Ok(()),
+            Self::Shatter => Err(AlgoError::Other("shatter needs at least one VN".into())),
+            _ if vns == 1 => Ok(()),
+            _ => Err(AlgoError::Other(format!(
+                "{self} sends through one identity: set the VNs to 1, not {vns}"
+            ))),
+        }
+    }
+
+    /// Chunks of the model partition the algorithm cuts (k for Shatter, K for chunking, 1/F for
+    /// sparsification).
+    pub fn chunks(&self, vns: usize) -> usize {
+        match self {
+            Self::Shatter => vns,
+            Self::El => 1,
+            Self::Chunking { chunks } => *chunks,
+            Self::SparsifyRandom { fraction } => (1.0 / fraction).round() as usize,
+        }
+    }
+
+    /// The algorithm for node `node` of a run seeded `seed`, over `partition` (cut into
+    /// [`AlgoSpec::chunks`] chunks by the run's seeded partition).
+    pub fn build(
+        &self,
+        partition: Arc<ChunkPartition>,
+        seed: u64,
+        node: u64,
+    ) -> Result<Box<dyn Algorithm>, AlgoError> {
+        // The RN's own stream: never a VN's (those use purposes 0 and 1 of each identity).
+        let rng = || vn_rng(seed, node, Stream::Algorithm);
+        Ok(match self {
+            Self::Shatter => super::shatter_or_el(partition),
+            Self::El => Box::new(el(partition)?),
+            Self::Chunking { .. } => Box::new(OneChunk::chunking(partition, rng())),
+            Self::SparsifyRandom { .. } => {
+                Box::new(OneChunk::sparsify_random(partition, seed, rng()))
+            }
+        })
+    }
+}
+
+impl fmt::Display for AlgoSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Shatter => write!(f, "shatter"),
+            Self::El => write!(f, "el"),
+            Self::Chunking { chunks } => write!(f, "chunking:{chunks}"),
+            Self::SparsifyRandom { fraction } => write!(f, "sparsify-random:{fraction}"),
+        }
+    }
+}
+
+impl FromStr for AlgoSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, arg) = match s.split_once(':') {
+            Some((n, a)) => (n, Some(a)),
+            None => (s, None),
+        };
+        let need = |what: &str| {
+            arg.ok_or_else(|| format!("{name} needs {what}, e.g. {name}:{}", example(name)))
+        };
+        match name {
+            "shatter" | "el" if arg.is_some() => Err(format!("{name} takes no parameter")),
+            "shatter" => Ok(Self::Shatter),
+            "el" => Ok(Self::El),
+            "chunking" => {
+                let chunks: usize = need("a number of chunks")?
+                    .parse()
+                    .map_err(|e| format!("chunking:K needs an integer K: {e}"))?;
+                if chunks < 2 {
+                    return Err("chunking:K needs K ≥ 2 (K = 1 is el)".into());
+                }
+                Ok(Self::Chunking { chunks })
+            }
+            "sparsify-random" => {
+                let fraction: f64 = need("a fraction")?
+                    .parse()
+                    .map_err(|e| format!("sparsify-random:F needs a number F: {e}"))?;
+                if !(fraction > 0.0 && fraction < 1.0) {
+                    return Err(format!("sparsify-random:F needs 0 < F < 1, not {fraction}"));
+                }
+                Ok(Self::SparsifyRandom { fraction })
+            }
+            _ => Err(format!("unknown algorithm {s:?} (known: {KNOWN})")),
+        }
+    }
+}
+
+fn example(name: &str) -> &'static str {
+    match name {
+        "chunking" => "8",
+        _ => "0.125",
+    }
+}
+
+impl TryFrom<String> for AlgoSpec {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<AlgoSpec> for String {
+    fn from(a: AlgoSpec) -> String {
+        a.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_mistakes_say_what_is_wrong() {
+        for s in ["shatter", "el", "chunking:8", "sparsify-random:0.125"] {
+            assert_eq!(s.parse::<AlgoSpec>().unwrap().to_string(), s);
+        }
+        let err = |s: &str| s.parse::<AlgoSpec>().unwrap_err();
+        assert!(err("chunking").contains("chunking:8"), "{}", err("chunking"));
+        assert!(err("chunking:1").contains("K ≥ 2"));
+        assert!(err("sparsify-random:2").contains("0 < F < 1"));
+        assert!(err("dpsgd").contains("known:"));
+        assert!(err("el:3").contains("no parameter"));
+        assert_eq!(AlgoSpec::SparsifyRandom { fraction: 0.125 }.chunks(4), 8);
+        assert!(AlgoSpec::Chunking { chunks: 8 }.check_vns(2).is_err());
+        assert_eq!(AlgoSpec::from_vns(1), AlgoSpec::El);
+    }
+}
