@@ -3,8 +3,6 @@
 use protocol::frame::LENGTH_PREFIX_BYTES;
 use protocol::rnvn::{RefusalCounts, RoundSummary};
 
-use super::vn::RefusalKind;
-
 /// Running totals since the VN started, and the totals at the last report. Bytes count frame payloads plus
 /// their length prefix (what our codec puts on a stream); libp2p's own framing (noise, yamux) is not
 /// included.
@@ -46,15 +44,10 @@ impl Counters {
         self.chunk_bytes_sent += (payload + LENGTH_PREFIX_BYTES) as u64;
     }
 
-    /// One refusal, counted in the total and under its reason.
-    pub fn refused(&mut self, what: &RefusalKind) {
+    /// One refusal, counted in the total and, by `reason` (which bumps one counter), under its reason.
+    pub fn refused(&mut self, reason: impl FnOnce(&mut RefusalCounts)) {
         self.refused += 1;
-        let by = &mut self.refused_by_reason;
-        match what {
-            RefusalKind::Malformed(_) => by.malformed = by.malformed.saturating_add(1),
-            RefusalKind::NotAllowed => by.not_allowed = by.not_allowed.saturating_add(1),
-            RefusalKind::Chunk(reason) => by.add_chunk(*reason),
-        }
+        reason(&mut self.refused_by_reason);
     }
 
     pub fn received(&mut self, payload: usize) {

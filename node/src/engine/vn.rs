@@ -722,7 +722,11 @@ impl<I: VnIdentity> VnEngine<I> {
     /// Counts a refusal under its reason and surfaces it to the driver: every refusal goes through here, so
     /// the round summary's total and its per-reason counts always agree.
     fn refused(&mut self, from: I, what: RefusalKind, out: &mut Vec<VnOutput<I>>) {
-        self.counters.refused(&what);
+        self.counters.refused(|by| match &what {
+            RefusalKind::Malformed(_) => by.malformed = by.malformed.saturating_add(1),
+            RefusalKind::NotAllowed => by.not_allowed = by.not_allowed.saturating_add(1),
+            RefusalKind::Chunk(reason) => by.add_chunk(*reason),
+        });
         out.push(VnOutput::Refused { from, what });
     }
 
