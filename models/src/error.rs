@@ -30,6 +30,12 @@ pub enum ModelsError {
     #[error("invalid configuration: {0}")]
     Config(String),
 
+    /// Local training met a non-finite loss: the model is left as the failing step left it (non-finite
+    /// values possible). A node recovers from it by restoring the parameters it had before training
+    /// (`node::learner::Learner::train`); a configuration (learning rate) or a poisoned model causes it.
+    #[error("training diverged at step {step}: loss is {loss} (learning rate {lr} too high?)")]
+    Diverged { step: usize, loss: f64, lr: f64 },
+
     /// A flat parameter vector of the wrong length was given to a model.
     #[error("parameter vector has length {got}, the model has {expected} parameters")]
     ParamLength { expected: usize, got: usize },

@@ -301,10 +301,11 @@ fn run_batches(
         for idx in order.chunks(cfg.batch_size) {
             let l = step(idx)? as f64;
             if !l.is_finite() {
-                return Err(ModelsError::Config(format!(
-                    "training diverged at step {}: loss is {l} (learning rate {} too high?)",
-                    report.steps, cfg.lr
-                )));
+                return Err(ModelsError::Diverged {
+                    step: report.steps,
+                    loss: l,
+                    lr: cfg.lr,
+                });
             }
             loss_sum += l * idx.len() as f64;
             report.steps += 1;

@@ -28,6 +28,11 @@
 //!
 //! [timing]                              # optional, see `Timing`
 //! substep_ms = 200
+//!
+//! [values]                              # optional: the bound on received values (`ValueBounds`)
+//! ratio = 1000                          # |v| up to ratio × the largest |v| of the VN's own chunk,
+//! floor = 1000                          #   never less than floor,
+//! ceiling = 1e6                         #   never more than ceiling
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -40,6 +45,7 @@ use models::train::{LocalWork, TrainConfig};
 use serde::Deserialize;
 
 use crate::algo::AlgoSpec;
+use crate::engine::ValueBounds;
 use crate::learner::LearningConfig;
 use crate::peers::PeerList;
 use crate::{NodeBuilder, NodeError, Result, Timing, keys};
@@ -62,6 +68,8 @@ struct RawConfig {
     learning: RawLearning,
     #[serde(default)]
     timing: Timing,
+    #[serde(default)]
+    values: ValueBounds,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,6 +117,7 @@ pub struct NodeConfig {
     pub learning: LearningConfig,
     pub index: usize,
     pub timing: Timing,
+    pub values: ValueBounds,
 }
 
 impl NodeConfig {
@@ -138,6 +147,7 @@ impl NodeConfig {
         if raw.vns == 0 {
             return Err(err("vns", "must be at least 1".into()));
         }
+        raw.values.validate().map_err(|e| err("values", e))?;
         if raw.degree == 0 {
             return Err(err("degree", "must be at least 1".into()));
         }
@@ -248,6 +258,7 @@ impl NodeConfig {
             index: l.index,
             timing: raw.timing,
             algorithm: raw.algorithm,
+            values: raw.values,
         })
     }
 
@@ -284,6 +295,7 @@ impl NodeConfig {
             .degree(self.degree)
             .rounds(self.rounds)
             .timing(self.timing.clone())
+            .value_bounds(self.values)
             .metrics_file(self.metrics.clone()))
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use models::ModelsError;
 use models::chunking::ChunkPartition;
 use models::data::partition::{Partition, partition};
 use models::data::{Dataset, DatasetSpec, Split};
@@ -84,6 +85,7 @@ impl LearningConfig {
                         self.seed
                             .wrapping_add(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i as u64 + 1)),
                     ),
+                    diverged: 0,
                 })
             })
             .collect()
@@ -103,29 +105,70 @@ pub struct Learner {
     pub test: Arc<Dataset>,
     pub train_cfg: TrainConfig,
     pub rng: ChaCha8Rng,
+    /// Local trainings that diverged so far (each survived by restoring the model; see [`Learner::train`]).
+    pub diverged: u64,
 }
 
 /// What a training call returns.
 #[derive(Debug, Clone)]
 pub struct Trained {
+    /// The trained parameters, or the parameters from before training when it diverged.
     pub params: Vec<f32>,
+    /// Mean loss of the round's steps; NaN when the training diverged (the round engine's sentinel:
+    /// [`crate::engine::RnInput::Trained`]).
     pub train_loss: f64,
     pub secs: f64,
 }
 
+impl Trained {
+    /// Whether this training diverged and `params` are the model from before it.
+    pub fn diverged(&self) -> bool {
+        !self.train_loss.is_finite()
+    }
+}
+
 impl Learner {
     /// Local training from the current model; returns the trained flat parameters.
+    ///
+    /// A training that diverges (a non-finite loss: a learning rate too high, or a model that a hostile
+    /// neighbour's values pushed far off) does not end the node (issue 14): the model goes back to the
+    /// parameters it had before this call — the round's starting model, the last aggregate — and those are
+    /// returned with a NaN loss, so the node takes part in the round with its last good model and the
+    /// next round trains again (with a fresh shuffle). That costs one copy of the parameters per round
+    /// (d floats, e.g. 45 MB for ResNet-18's 11.2 M; small beside the epoch of training it guards).
+    /// Restoring to the step before the failing one would need a copy per step. Every divergence is
+    /// counted in [`Learner::diverged`] and logged at `warn`, rate-limited to the 1st, 2nd, 4th, 8th, …
+    /// occurrence (a node stuck on a bad model would otherwise log every round). Other errors still end
+    /// the node: they are bugs or broken data, not something a peer can cause.
     pub fn train(&mut self) -> Result<Trained> {
         // Wall-clock seconds of the work, reported in metrics; never an input to an engine.
         #[allow(clippy::disallowed_methods)]
         let t = Instant::now();
-        let report = train_local(&mut self.model, &self.train, &self.train_cfg, &mut self.rng)?;
-        let params = self.model.flat_params()?;
-        Ok(Trained {
-            params,
-            train_loss: report.mean_loss,
-            secs: t.elapsed().as_secs_f64(),
-        })
+        let before = self.model.flat_params()?;
+        match train_local(&mut self.model, &self.train, &self.train_cfg, &mut self.rng) {
+            Ok(report) => Ok(Trained {
+                params: self.model.flat_params()?,
+                train_loss: report.mean_loss,
+                secs: t.elapsed().as_secs_f64(),
+            }),
+            Err(e @ ModelsError::Diverged { .. }) => {
+                self.model.set_flat_params(&before)?;
+                self.diverged += 1;
+                if self.diverged.is_power_of_two() {
+                    tracing::warn!(
+                        error = %e,
+                        times = self.diverged,
+                        "local training diverged: continuing from the model before it"
+                    );
+                }
+                Ok(Trained {
+                    params: before,
+                    train_loss: f64::NAN,
+                    secs: t.elapsed().as_secs_f64(),
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Loads `params` into the model and evaluates it on the test set; returns the evaluation and its time.
@@ -136,5 +179,60 @@ impl Learner {
         self.model.set_flat_params(params)?;
         let eval = evaluate(&self.model, &self.test)?;
         Ok((eval, t.elapsed().as_secs_f64()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use models::train::LocalWork;
+
+    fn learner(lr: f64) -> Learner {
+        let lc = LearningConfig {
+            dataset: DatasetSpec::default(),
+            model: Some(ModelSpec::Mlp { hidden: vec![8] }),
+            partition: Partition::Iid,
+            nodes: 4,
+            train: TrainConfig {
+                lr,
+                batch_size: 32,
+                work: LocalWork::Steps(20),
+            },
+            seed: 3,
+            max_test_samples: Some(100),
+        };
+        let (split, parts) = lc.load().unwrap();
+        lc.learners(&split, &parts, [0]).unwrap().remove(0)
+    }
+
+    /// Issue 14: a training step that diverges does not end the node; it goes on from the model it had
+    /// before the round's training, says so (NaN loss, the engine's sentinel), and trains again next time.
+    #[test]
+    fn a_diverging_training_continues_from_the_last_good_model() {
+        let mut l = learner(1e9);
+        let before = l.model.flat_params().unwrap();
+        let t = l.train().expect("divergence is survived, not an error");
+        assert!(t.diverged() && t.train_loss.is_nan());
+        assert_eq!(
+            t.params, before,
+            "the round goes on with the model from before training"
+        );
+        assert_eq!(
+            l.model.flat_params().unwrap(),
+            before,
+            "the model itself is restored"
+        );
+        assert_eq!(l.diverged, 1);
+        assert!(
+            l.train().unwrap().diverged(),
+            "diverges again at this learning rate"
+        );
+        assert_eq!(l.diverged, 2);
+        // With a sane learning rate the same node trains on from there.
+        l.train_cfg.lr = 0.05;
+        let t = l.train().unwrap();
+        assert!(!t.diverged() && t.train_loss.is_finite());
+        assert!(t.params.iter().all(|v| v.is_finite()) && t.params != before);
+        assert_eq!(l.diverged, 2);
     }
 }

@@ -19,9 +19,10 @@ use rand_chacha::ChaCha12Rng;
 use sampling::sim::{Event, NetConfig, Network};
 use sampling::{CyclonConfig, OverlayConfig, SamplerConfig, Stream, derive_rng, vn_rng};
 
+use crate::algo::Algorithm;
 use crate::engine::{
-    RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, VnConfig,
-    VnDriver, VnEngine, VnInput, route_rn, route_vn,
+    RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, ValueBounds,
+    VnConfig, VnDriver, VnEngine, VnInput, route_rn, route_vn,
 };
 use crate::learner::{Learner, Trained};
 use crate::observe::{Observer, notify_round_start};
@@ -51,6 +52,8 @@ pub struct SimConfig {
     pub train_jitter: f64,
     /// Cyclon gossip before round 0, so views are mixed when the first overlay is built.
     pub warmup: Duration,
+    /// The bound every VN puts on received values ([`ValueBounds`]; issue 14).
+    pub values: ValueBounds,
 }
 
 impl SimConfig {
@@ -72,6 +75,7 @@ impl SimConfig {
             train_time: Duration::from_secs(10),
             train_jitter: 0.2,
             warmup: Duration::from_secs(20),
+            values: ValueBounds::default(),
         }
     }
 }
@@ -119,10 +123,28 @@ pub fn run_observed(
     cfg: &SimConfig,
     learners: Vec<Learner>,
     partition: Arc<ChunkPartition>,
+    on_round: impl FnMut(usize, &RoundMetrics),
+    observer: Option<&dyn Observer<u32>>,
+) -> Result<SimReport> {
+    let algos = (0..learners.len())
+        .map(|_| crate::algo::shatter_or_el(partition.clone()))
+        .collect();
+    run_algorithms(cfg, learners, algos, partition, on_round, observer)
+}
+
+/// [`run_observed`] with the algorithm each real node runs given, one per learner (all with the partition's
+/// k VNs). For harnesses and tests that run nodes unlike the rest — e.g. a test's wrapper that makes one
+/// node send poisoned values, so that the honest nodes' defences are exercised through the real engines —
+/// without any such behaviour in the node itself.
+pub fn run_algorithms(
+    cfg: &SimConfig,
+    learners: Vec<Learner>,
+    algos: Vec<Box<dyn Algorithm>>,
+    partition: Arc<ChunkPartition>,
     mut on_round: impl FnMut(usize, &RoundMetrics),
     observer: Option<&dyn Observer<u32>>,
 ) -> Result<SimReport> {
-    let mut sim = Sim::new(cfg, learners, partition, observer)?;
+    let mut sim = Sim::new(cfg, learners, algos, partition, observer)?;
     while sim.finished < sim.rns.len() {
         let Some((now, ev)) = sim.fabric.net.pop_until(Duration::MAX) else {
             return Err(NodeError::Config(
@@ -174,6 +196,7 @@ impl<'a> Sim<'a> {
     fn new(
         cfg: &'a SimConfig,
         learners: Vec<Learner>,
+        algos: Vec<Box<dyn Algorithm>>,
         partition: Arc<ChunkPartition>,
         observer: Option<&'a dyn Observer<u32>>,
     ) -> Result<Self> {
@@ -192,8 +215,15 @@ impl<'a> Sim<'a> {
                 cfg.degree, total, n
             )));
         }
-        let rns = (0..n)
-            .map(|_| RnEngine::new(crate::algo::shatter_or_el(partition.clone()), cfg.rounds))
+        if algos.len() != n || algos.iter().any(|a| a.virtual_nodes() != k) {
+            return Err(NodeError::Config(format!(
+                "{} algorithms for {n} nodes, each needs {k} VNs",
+                algos.len()
+            )));
+        }
+        let rns = algos
+            .into_iter()
+            .map(|a| RnEngine::new(a, cfg.rounds))
             .collect::<Result<Vec<_>>>()?;
         let chunk_lens = Arc::new(rns[0].chunk_lens());
         let vn_cfg = VnConfig {
@@ -220,6 +250,7 @@ impl<'a> Sim<'a> {
                     vn_rng(cfg.seed, g as u64, Stream::Overlay),
                     Box::new(|_| true),
                 )
+                .and_then(|e| e.with_value_bounds(cfg.values))
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let mut sim = Self {

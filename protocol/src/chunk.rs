@@ -12,8 +12,8 @@
 //! ```
 //!
 //! Decoding checks structure only (version, count within [`MAX_CHUNK_VALUES`], exact length). Whether the
-//! round, the chunk index, the length for that index and the values themselves (NaN, infinities) are
-//! acceptable depends on the receiver's state and is checked by the round engine, which counts refusals.
+//! round, the chunk index, the length for that index and the values themselves (NaN, infinities, values out
+//! of the model's range) are acceptable depends on the receiver's state and is checked by the round engine, which counts refusals.
 
 use serde::{Deserialize, Serialize};
 
@@ -146,6 +146,11 @@ pub enum RefuseReason {
     NonFinite,
     /// The same neighbour already delivered a chunk this round.
     Duplicate,
+    /// A finite value too large for the model being trained: beyond the receiver's bound, which it derives
+    /// from its own chunk's scale (`node::engine::vn::ValueBounds`). Refused like NaN, because averaging it
+    /// in overflows the aggregate or makes the next training step diverge (issue 14). Appended last: the
+    /// variants before it keep their encoding.
+    OutOfRange,
 }
 
 #[cfg(test)]
@@ -210,6 +215,30 @@ mod tests {
             ChunkFrame::decode(&bytes),
             Err(DecodeError::Version { got: 9, .. })
         ));
+    }
+
+    /// The reply's encoding is part of the wire: each reason keeps its byte, and `OutOfRange` (added for
+    /// issue 14) is a new one after them, so an older peer's replies still decode the same.
+    #[test]
+    fn refusal_reasons_keep_their_encoding() {
+        use crate::codec::{decode_control, encode_control};
+        let all = [
+            (ChunkReply::Accepted, vec![0u8]),
+            (ChunkReply::Refused(RefuseReason::NotNeighbour), vec![1, 0]),
+            (ChunkReply::Refused(RefuseReason::WrongRound), vec![1, 1]),
+            (ChunkReply::Refused(RefuseReason::BadChunk), vec![1, 2]),
+            (ChunkReply::Refused(RefuseReason::NonFinite), vec![1, 3]),
+            (ChunkReply::Refused(RefuseReason::Duplicate), vec![1, 4]),
+            (ChunkReply::Refused(RefuseReason::OutOfRange), vec![1, 5]),
+        ];
+        for (reply, bytes) in all {
+            assert_eq!(encode_control(&reply).unwrap(), bytes, "{reply:?}");
+            assert_eq!(decode_control::<ChunkReply>(&bytes).unwrap(), reply);
+        }
+        assert!(
+            decode_control::<ChunkReply>(&[1, 6]).is_err(),
+            "unknown reason"
+        );
     }
 
     #[test]

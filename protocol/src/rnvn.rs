@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ChunkFrame, Round};
+use crate::{ChunkFrame, RefuseReason, Round};
 
 /// RN → VN.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,8 +37,11 @@ pub struct RoundSummary {
     pub received: u32,
     /// Copies sent that the neighbour accepted.
     pub delivered: u32,
-    /// Frames refused (malformed, wrong round, bad chunk, non-finite, not a neighbour).
+    /// Messages refused (malformed, not allowed, wrong round, bad chunk, non-finite, out of range, duplicate,
+    /// not a neighbour, over the sender's rate): the sum of `refused_by_reason`.
     pub refused: u32,
+    /// `refused`, by reason.
+    pub refused_by_reason: RefusalCounts,
     /// Bytes of chunk frames sent (payload + length prefix), the part the cost model 4·d·r describes.
     pub chunk_bytes_sent: u64,
     /// Payload bytes sent and received on the wire for the round (chunks and control).
@@ -46,4 +49,130 @@ pub struct RoundSummary {
     pub bytes_received: u64,
     pub messages_sent: u64,
     pub messages_received: u64,
+}
+
+/// Refusals counted by reason: one named counter per reason (a fixed set, so the count stays a few bytes per
+/// round and adding them up is a handful of additions). Which reason dominates tells an operator what is
+/// wrong: `malformed` or `not_allowed` a broken or foreign peer, `wrong_round`/`not_neighbour` timing or
+/// overlay trouble, `non_finite`/`out_of_range` a faulty or hostile neighbour poisoning values (issue 14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RefusalCounts {
+    /// Bytes that did not decode or broke a protocol limit (control messages, chunk frames, replies).
+    pub malformed: u32,
+    /// A sender, or an identity a message vouches for, not on the peer list.
+    pub not_allowed: u32,
+    /// [`RefuseReason::NotNeighbour`].
+    pub not_neighbour: u32,
+    /// [`RefuseReason::WrongRound`].
+    pub wrong_round: u32,
+    /// [`RefuseReason::BadChunk`] (unknown index or wrong length; undecodable frames count as `malformed`).
+    pub bad_chunk: u32,
+    /// [`RefuseReason::NonFinite`].
+    pub non_finite: u32,
+    /// [`RefuseReason::OutOfRange`].
+    pub out_of_range: u32,
+    /// [`RefuseReason::Duplicate`].
+    pub duplicate: u32,
+    /// A control message over its sender's rate limit (dropped unread).
+    pub rate_limited: u32,
+}
+
+impl RefusalCounts {
+    /// Counts one chunk refused for `reason`.
+    pub fn add_chunk(&mut self, reason: RefuseReason) {
+        let c = match reason {
+            RefuseReason::NotNeighbour => &mut self.not_neighbour,
+            RefuseReason::WrongRound => &mut self.wrong_round,
+            RefuseReason::BadChunk => &mut self.bad_chunk,
+            RefuseReason::NonFinite => &mut self.non_finite,
+            RefuseReason::OutOfRange => &mut self.out_of_range,
+            RefuseReason::Duplicate => &mut self.duplicate,
+        };
+        *c = c.saturating_add(1);
+    }
+
+    /// Adds `other`'s counts to these (saturating: a count never wraps to a small number).
+    pub fn add(&mut self, other: &Self) {
+        let Self {
+            malformed,
+            not_allowed,
+            not_neighbour,
+            wrong_round,
+            bad_chunk,
+            non_finite,
+            out_of_range,
+            duplicate,
+            rate_limited,
+        } = *other;
+        self.malformed = self.malformed.saturating_add(malformed);
+        self.not_allowed = self.not_allowed.saturating_add(not_allowed);
+        self.not_neighbour = self.not_neighbour.saturating_add(not_neighbour);
+        self.wrong_round = self.wrong_round.saturating_add(wrong_round);
+        self.bad_chunk = self.bad_chunk.saturating_add(bad_chunk);
+        self.non_finite = self.non_finite.saturating_add(non_finite);
+        self.out_of_range = self.out_of_range.saturating_add(out_of_range);
+        self.duplicate = self.duplicate.saturating_add(duplicate);
+        self.rate_limited = self.rate_limited.saturating_add(rate_limited);
+    }
+
+    /// All reasons together.
+    pub fn total(&self) -> u64 {
+        let Self {
+            malformed,
+            not_allowed,
+            not_neighbour,
+            wrong_round,
+            bad_chunk,
+            non_finite,
+            out_of_range,
+            duplicate,
+            rate_limited,
+        } = *self;
+        [
+            malformed,
+            not_allowed,
+            not_neighbour,
+            wrong_round,
+            bad_chunk,
+            non_finite,
+            out_of_range,
+            duplicate,
+            rate_limited,
+        ]
+        .iter()
+        .map(|&c| c as u64)
+        .sum()
+    }
+
+    /// Nothing refused (metrics leave the field out then, so an honest run's output does not change).
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_add_up_by_reason() {
+        let mut a = RefusalCounts::default();
+        assert!(a.is_zero());
+        a.add_chunk(RefuseReason::OutOfRange);
+        a.add_chunk(RefuseReason::OutOfRange);
+        a.add_chunk(RefuseReason::NonFinite);
+        a.malformed += 1;
+        let mut b = RefusalCounts {
+            duplicate: u32::MAX,
+            ..RefusalCounts::default()
+        };
+        b.add(&a);
+        assert_eq!((b.out_of_range, b.non_finite, b.malformed), (2, 1, 1));
+        assert_eq!(a.total(), 4);
+        b.add(&RefusalCounts {
+            duplicate: 1,
+            ..RefusalCounts::default()
+        });
+        assert_eq!(b.duplicate, u32::MAX, "saturates");
+    }
 }

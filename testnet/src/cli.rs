@@ -180,9 +180,27 @@ pub struct Options {
     #[serde(alias = "substep-ms")]
     pub substep_ms: Option<u64>,
 
-    /// Rounds each VN negotiates its overlay ahead of its node's round (0 ..= 8), overriding the timing's.
+    /// Rounds each VN negotiates its overlay ahead of its node's round (0 ..= 16), overriding the timing's.
     #[arg(long, value_name = "ROUNDS")]
     pub lookahead: Option<u64>,
+
+    /// Value rule (issue 14): a VN refuses a chunk holding a value larger than this many times the largest
+    /// |value| of its own latest chunk, clamped to [--value-floor, --value-ceiling].
+    /// [default: 1000]
+    #[arg(long, value_name = "X")]
+    #[serde(alias = "value-ratio")]
+    pub value_ratio: Option<f32>,
+
+    /// Received values up to this magnitude are always accepted (also the bound before a VN's first own
+    /// chunk). [default: 1000]
+    #[arg(long, value_name = "V")]
+    #[serde(alias = "value-floor")]
+    pub value_floor: Option<f32>,
+
+    /// Received values beyond this magnitude are always refused. [default: 1e6]
+    #[arg(long, value_name = "V")]
+    #[serde(alias = "value-ceiling")]
+    pub value_ceiling: Option<f32>,
 
     /// How in-process VNs connect (inproc): tcp (127.0.0.1) | memory (libp2p's in-process transport: no file
     /// descriptor per connection). [default: tcp]
@@ -266,6 +284,9 @@ impl Options {
             timing: self.timing.or(file.timing),
             substep_ms: self.substep_ms.or(file.substep_ms),
             lookahead: self.lookahead.or(file.lookahead),
+            value_ratio: self.value_ratio.or(file.value_ratio),
+            value_floor: self.value_floor.or(file.value_floor),
+            value_ceiling: self.value_ceiling.or(file.value_ceiling),
             node_bin: self.node_bin.or(file.node_bin),
             transport: self.transport.or(file.transport),
             audit: self.audit || file.audit,
@@ -289,7 +310,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, lookahead, transport, node_bin, audit, audit_chunks, audit_every",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, lookahead, value_ratio, value_floor, value_ceiling, transport, node_bin, audit, audit_chunks, audit_every",
                 path.display(),
                 e.message().trim_end()
             )

@@ -9,6 +9,7 @@ use models::data::{DatasetSpec, Split};
 use models::nn::ModelSpec;
 use models::train::{LocalWork, TrainConfig};
 use node::Timing;
+use node::engine::ValueBounds;
 use node::learner::LearningConfig;
 
 use crate::cli::{Algo, Mode, Options, TimingChoice};
@@ -65,6 +66,8 @@ pub struct Settings {
     pub target: Option<f64>,
     pub timing: Timing,
     pub timing_name: &'static str,
+    /// The bound VNs put on received values (issue 14; `--value-ratio`, `--value-floor`, `--value-ceiling`).
+    pub values: ValueBounds,
     pub node_bin: Option<PathBuf>,
     pub transport: crate::cli::TransportChoice,
     /// `--audit`: the privacy audit's settings.
@@ -247,6 +250,15 @@ impl Settings {
             }
             timing.overlay_lookahead = l;
         }
+        let defaults = ValueBounds::default();
+        let values = ValueBounds {
+            ratio: o.value_ratio.unwrap_or(defaults.ratio),
+            floor: o.value_floor.unwrap_or(defaults.floor),
+            ceiling: o.value_ceiling.unwrap_or(defaults.ceiling),
+        };
+        values
+            .validate()
+            .map_err(|e| anyhow::anyhow!("--value-ratio/--value-floor/--value-ceiling: {e}"))?;
         let out = o.out.clone().unwrap_or_else(|| {
             Path::new("target").join("testnet").join(format!(
                 "{}-{mode}-{}",
@@ -277,6 +289,7 @@ impl Settings {
             target,
             timing,
             timing_name,
+            values,
             node_bin: o.node_bin,
             transport: o.transport.unwrap_or(crate::cli::TransportChoice::Tcp),
             audit,
@@ -392,6 +405,45 @@ mod tests {
 
     fn resolve(o: Options) -> anyhow::Result<Settings> {
         Settings::resolve(o)
+    }
+
+    #[test]
+    fn value_bounds_are_checked() {
+        let sim = |ratio, floor, ceiling| {
+            resolve(Options {
+                mode: Some(Mode::Sim),
+                value_ratio: ratio,
+                value_floor: floor,
+                value_ceiling: ceiling,
+                ..Options::default()
+            })
+        };
+        assert_eq!(
+            sim(None, None, None).unwrap().values,
+            ValueBounds::default()
+        );
+        let s = sim(Some(10.0), Some(1.0), Some(50.0)).unwrap();
+        assert_eq!(
+            s.values,
+            ValueBounds {
+                ratio: 10.0,
+                floor: 1.0,
+                ceiling: 50.0
+            }
+        );
+        let e = sim(Some(0.5), None, None).unwrap_err().to_string();
+        assert!(e.contains("--value-ratio"), "{e}");
+        assert!(
+            sim(None, Some(10.0), Some(5.0)).is_err(),
+            "ceiling below floor"
+        );
+        // Every mode takes them (the libp2p node's VNs apply them too).
+        let s = resolve(Options {
+            value_ratio: Some(10.0),
+            ..Options::default()
+        })
+        .unwrap();
+        assert_eq!(s.values.ratio, 10.0);
     }
 
     #[test]

@@ -336,7 +336,11 @@ fn divergence_is_reported_not_hidden() {
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let err =
         train_local(&mut m, &data, &sgd(1e6, 5, LocalWork::Epochs(50)), &mut rng).unwrap_err();
-    assert!(err.to_string().contains("diverged"), "{err}");
+    assert!(err.to_string().contains("training diverged"), "{err}");
+    assert!(
+        matches!(err, ModelsError::Diverged { .. }),
+        "typed: {err:?}"
+    );
 }
 
 #[test]

@@ -220,6 +220,62 @@ mod tests {
         assert!(err.to_string().contains("10 exchange step"), "{err}");
     }
 
+    /// A NaN training loss is the learner's word that training diverged and the params are the model
+    /// from before it: the round goes on with them and the metrics say so.
+    #[test]
+    fn a_diverged_training_is_reported_and_the_round_goes_on() {
+        let mut e = RnEngine::new(shatter_or_el(partition(1)), 1).unwrap();
+        let t = Duration::ZERO;
+        e.handle(t, RnInput::Start);
+        let out = e.handle(
+            t,
+            RnInput::Trained {
+                round: Round::ZERO,
+                params: vec![2.0; 6],
+                train_loss: f64::NAN,
+                secs: 0.0,
+            },
+        );
+        assert!(out.iter().any(|o| matches!(
+            o,
+            RnOutput::ToVn {
+                msg: ToVirtualNode::Exchange(_),
+                ..
+            }
+        )));
+        let done = FromVirtualNode::Done(RoundSummary::default());
+        let out = e.handle(t, RnInput::FromVn { vn: 0, msg: done });
+        assert!(
+            matches!(out.last(), Some(RnOutput::Evaluate { params, .. }) if params == &vec![2.0; 6])
+        );
+        let out = e.handle(
+            t,
+            RnInput::Evaluated {
+                round: Round::ZERO,
+                metric_name: models::train::MetricKind::Accuracy,
+                metric: 0.5,
+                loss: 1.0,
+                secs: 0.0,
+            },
+        );
+        let m = out
+            .iter()
+            .find_map(|o| match o {
+                RnOutput::RoundDone(m) => Some(m.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert!(m.train_diverged && m.train_loss == 0.0, "{m:?}");
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(json.contains("\"train_diverged\":true"), "{json}");
+        assert!(
+            !json.contains("refused_by_reason"),
+            "left out when nothing was refused: {json}"
+        );
+        let back: crate::engine::RoundMetrics = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, m);
+    }
+
     #[test]
     fn the_engine_runs_a_round_through_the_algorithm() {
         let mut e = RnEngine::new(shatter_or_el(partition(2)), 1).unwrap();

@@ -1,7 +1,7 @@
-//! Wire traffic counters of one VN, reported per round as deltas.
+//! Wire traffic and refusal counters of one VN, reported per round as deltas.
 
 use protocol::frame::LENGTH_PREFIX_BYTES;
-use protocol::rnvn::RoundSummary;
+use protocol::rnvn::{RefusalCounts, RoundSummary};
 
 /// Running totals since the VN started, and the totals at the last report. Bytes count frame payloads plus
 /// their length prefix (what our codec puts on a stream); libp2p's own framing (noise, yamux) is not
@@ -13,7 +13,10 @@ pub struct Counters {
     messages_sent: u64,
     messages_received: u64,
     chunk_bytes_sent: u64,
+    /// Everything refused since the VN started (the sum of every reason).
     pub refused: u64,
+    /// Refusals by reason since the last report (a fixed set of counters; taken by [`Counters::fill`]).
+    pub refused_by_reason: RefusalCounts,
     /// The running totals at the last report (a copy of the fields above).
     reported: Totals,
 }
@@ -41,6 +44,12 @@ impl Counters {
         self.chunk_bytes_sent += (payload + LENGTH_PREFIX_BYTES) as u64;
     }
 
+    /// One refusal, counted in the total and, by `reason` (which bumps one counter), under its reason.
+    pub fn refused(&mut self, reason: impl FnOnce(&mut RefusalCounts)) {
+        self.refused += 1;
+        reason(&mut self.refused_by_reason);
+    }
+
     pub fn received(&mut self, payload: usize) {
         self.bytes_received += (payload + LENGTH_PREFIX_BYTES) as u64;
         self.messages_received += 1;
@@ -62,6 +71,7 @@ impl Counters {
         summary.messages_sent = now.messages_sent - last.messages_sent;
         summary.messages_received = now.messages_received - last.messages_received;
         summary.refused = (now.refused - last.refused) as u32;
+        summary.refused_by_reason = std::mem::take(&mut self.refused_by_reason);
         summary.chunk_bytes_sent = now.chunk_bytes_sent - last.chunk_bytes_sent;
         self.reported = now;
     }

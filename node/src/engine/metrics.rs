@@ -2,6 +2,7 @@
 
 use models::train::MetricKind;
 use protocol::Round;
+use protocol::rnvn::RefusalCounts;
 use serde::{Deserialize, Serialize};
 
 /// What one RN reports for one round. Traffic is VN↔VN traffic summed over this RN's VNs (frame payloads
@@ -14,8 +15,13 @@ pub struct RoundMetrics {
     /// Test metric of the aggregated model.
     pub test_metric: f64,
     pub test_loss: f64,
-    /// Mean training loss of this round's local steps.
+    /// Mean training loss of this round's local steps (0 when the training diverged: no step was kept).
     pub train_loss: f64,
+    /// This round's local training diverged (a non-finite loss): the node went on from the model it had
+    /// before the round's training instead of leaving the run (issue 14). Left out of the JSON when false,
+    /// so an honest run's metrics read as before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub train_diverged: bool,
     /// Chunk frames sent (payload + prefix): the cost model's 4·d·r plus headers for a full overlay.
     pub chunk_bytes_sent: u64,
     pub bytes_sent: u64,
@@ -28,8 +34,13 @@ pub struct RoundMetrics {
     pub copies_received: u32,
     /// Our chunk copies that neighbours accepted.
     pub copies_delivered: u32,
-    /// Frames refused by this RN's VNs (malformed, wrong round, bad chunk, non-finite, not a neighbour).
+    /// Frames refused by this RN's VNs (malformed, not allowed, wrong round, bad chunk, non-finite, out of
+    /// range, duplicate, not a neighbour): the sum of `refused_by_reason`.
     pub refused: u32,
+    /// `refused` by reason (`{"malformed": 0, "not_allowed": 0, …, "out_of_range": 3, …}`). Left out of the
+    /// JSON when nothing was refused, so an honest run's metrics read as before.
+    #[serde(default, skip_serializing_if = "RefusalCounts::is_zero")]
+    pub refused_by_reason: RefusalCounts,
     pub train_secs: f64,
     /// From the end of training to the last VN's report (waiting for the overlay and the neighbours' chunks).
     pub exchange_secs: f64,

@@ -15,4 +15,6 @@ pub mod vn;
 pub use metrics::RoundMetrics;
 pub use rn::{RnEngine, RnInput, RnOutput};
 pub use route::{RnDriver, VnDriver, route_rn, route_vn};
-pub use vn::{RefusalKind, ReplyToken, VnConfig, VnEngine, VnIdentity, VnInput, VnOutput};
+pub use vn::{
+    RefusalKind, ReplyToken, ValueBounds, VnConfig, VnEngine, VnIdentity, VnInput, VnOutput,
+};

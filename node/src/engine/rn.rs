@@ -20,7 +20,11 @@ use crate::algo::{Algorithm, Graph, Payload};
 pub enum RnInput {
     /// Begin round 0.
     Start,
-    /// Local training of `round` finished with these parameters.
+    /// Local training of `round` finished with these parameters. A `train_loss` that is not finite says the
+    /// training diverged and `params` are the model from before it (what [`crate::learner::Learner::train`]
+    /// returns then): the round goes on with them and the metrics say `train_diverged`. A sentinel in the
+    /// loss rather than a field of its own, so that every driver (they build this input from the learner's
+    /// result) carries it unchanged.
     Trained {
         round: Round,
         params: Vec<f32>,
@@ -151,7 +155,13 @@ impl RnEngine {
                 train_loss,
                 secs,
             } if self.phase == Phase::Training && round == self.round => {
-                self.metrics.train_loss = train_loss;
+                if train_loss.is_finite() {
+                    self.metrics.train_loss = train_loss;
+                } else {
+                    // No step of this round was kept; the learner warned (rate-limited) with the cause.
+                    self.metrics.train_diverged = true;
+                    self.metrics.train_loss = 0.0;
+                }
                 self.metrics.train_secs = secs;
                 self.exchange_start = now;
                 self.phase = Phase::Exchanging;
@@ -265,6 +275,7 @@ impl RnEngine {
                 m.neighbours += s.neighbours;
                 m.copies_delivered += s.delivered;
                 m.refused += s.refused;
+                m.refused_by_reason.add(&s.refused_by_reason);
                 self.finish_exchange(now, out);
             }
             FromVirtualNode::Done(_) => {}

@@ -16,7 +16,8 @@
 //!    every confirmed neighbour, and the exchange deadline starts: `exchange_timeout` later the VN reports
 //!    `Done` whatever is missing, so a crashed or slow neighbour costs at most its chunk, never the round.
 //! 3. Chunks from peers: accepted only from confirmed neighbours of that round, once per neighbour, with a
-//!    known chunk index, the right length and finite values; each accepted copy goes to the RN at once.
+//!    known chunk index, the right length and finite values within the model's range ([`ValueBounds`]);
+//!    each accepted copy goes to the RN at once.
 //!    Chunks that arrive before the round is frozen wait (bounded) until the freeze decides.
 //!    A refusal for `NotNeighbour` tells the sender the edge is half-open; it stops counting it.
 
@@ -84,6 +85,88 @@ pub struct VnConfig {
     /// Length of each chunk index of the static partition (`chunk_lens.len()` = k). Chunks of another length
     /// for their index are refused.
     pub chunk_lens: Arc<Vec<usize>>,
+}
+
+/// How large a received value may be: `|v| ≤ clamp(ratio × scale, floor, ceiling)`, where `scale` is the
+/// largest |v| of this VN's own latest chunk (issue 14: one hostile neighbour sending huge finite values
+/// overflowed the aggregate, the next training step diverged and the victim left the run).
+///
+/// Why relative to the VN's *own* chunk: it is the one scale a VN knows without trusting anyone (its RN
+/// gives it every round, `ToVirtualNode::Exchange`), and honest chunks of a round come from models averaged
+/// together every round, so their values stay within a small factor of each other. Every chunk deals every
+/// layer of the model (the static partition, DESIGN §1), so the scale of the VN's own chunk index speaks for
+/// the chunks of other indices it receives. The scale is that of the latest own chunk when the chunk is
+/// checked (a neighbour that trained faster may send round t before this VN has its own chunk of t: it is
+/// then checked against round t − 1's scale, which differs little).
+///
+/// Why a floor: before its first own chunk a VN knows no scale, and a model can have tiny values (zeros at
+/// initialisation); honest values below the floor are never refused.
+///
+/// Why a ceiling: the scale is learned from a model that averages in what was accepted, so a patient
+/// neighbour sending ratio × scale every round could raise the bound geometrically (accepted values raise
+/// the aggregate, which raises the scale). The ceiling stops that ratchet at an absolute value no model of
+/// this project approaches and far from f32 overflow (the sum of r + 1 values stays finite).
+///
+/// What this does not do: values inside the bound still move the average (a bounded bias, not an
+/// overflow); robust aggregation (clipping, trimmed means) is another matter. A step that still diverges
+/// is survived by the learner (`crate::learner::Learner::train` restores the model from before the step).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ValueBounds {
+    /// Largest accepted |v| as a multiple of the own chunk's largest |v| (≥ 1).
+    pub ratio: f32,
+    /// Values up to this are always accepted (> 0); also the bound before the VN's first own chunk.
+    pub floor: f32,
+    /// Values beyond this are always refused (≥ `floor`, finite).
+    pub ceiling: f32,
+}
+
+impl Default for ValueBounds {
+    /// Generous enough never to refuse an honest run: honest chunks differ from a VN's own by a few times
+    /// at most (measured, largest received |v| over own largest |v|: 1.07 in the default sim, 4.1 in a
+    /// MovieLens sim with its per-user partition; README), so ×1000 leaves a margin of 240×; the models here
+    /// have |θ| of a few units (floor 1000) and nothing near 10⁶ (ceiling). The issue's poison (1e20 …
+    /// f32::MAX) is refused at once.
+    fn default() -> Self {
+        Self {
+            ratio: 1e3,
+            floor: 1e3,
+            ceiling: 1e6,
+        }
+    }
+}
+
+impl ValueBounds {
+    /// Refuses bounds that make no sense (they would refuse honest values or bound nothing).
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.ratio.is_finite() && self.ratio >= 1.0) {
+            return Err(format!(
+                "value ratio {} must be finite and at least 1",
+                self.ratio
+            ));
+        }
+        if !(self.floor.is_finite() && self.floor > 0.0) {
+            return Err(format!(
+                "value floor {} must be finite and positive",
+                self.floor
+            ));
+        }
+        if !(self.ceiling.is_finite() && self.ceiling >= self.floor) {
+            return Err(format!(
+                "value ceiling {} must be finite and at least the floor {}",
+                self.ceiling, self.floor
+            ));
+        }
+        Ok(())
+    }
+
+    /// The largest accepted |v| for a VN whose own latest chunk has largest |v| `scale` (`None`: no own chunk
+    /// yet).
+    pub fn limit(&self, scale: Option<f32>) -> f32 {
+        let relative = scale.map_or(0.0, |s| self.ratio * s);
+        // `max`/`min` ignore a NaN operand: a NaN scale (never stored) would leave the floor.
+        relative.max(self.floor).min(self.ceiling)
+    }
 }
 
 /// The shell's handle for an inbound chunk request, to answer it later (a libp2p response channel).
@@ -217,6 +300,10 @@ pub struct VnEngine<I> {
     /// Control messages per sender, and Cyclon shuffle requests per sender.
     control_rate: PerPeer<I>,
     shuffle_rate: PerPeer<I>,
+    /// The bound on received values.
+    bounds: ValueBounds,
+    /// Largest |v| of the latest own chunk (the model's scale as this VN knows it); `None` before the first.
+    own_scale: Option<f32>,
 }
 
 impl<I: VnIdentity> VnEngine<I> {
@@ -263,7 +350,22 @@ impl<I: VnIdentity> VnEngine<I> {
             counters: Counters::default(),
             control_rate,
             shuffle_rate,
+            bounds: ValueBounds::default(),
+            own_scale: None,
         })
+    }
+
+    /// Sets the bound on received values (default [`ValueBounds::default`]). A setter rather than a
+    /// [`VnConfig`] field so that the drivers that build a `VnConfig` need not change to keep the default.
+    pub fn with_value_bounds(mut self, bounds: ValueBounds) -> Result<Self, sampling::Error> {
+        bounds.validate().map_err(sampling::Error::Config)?;
+        self.bounds = bounds;
+        Ok(self)
+    }
+
+    /// The largest |v| a received chunk may carry now.
+    pub fn value_limit(&self) -> f32 {
+        self.bounds.limit(self.own_scale)
     }
 
     pub fn id(&self) -> &I {
@@ -406,6 +508,12 @@ impl<I: VnIdentity> VnEngine<I> {
     fn on_own_chunk(&mut self, now: Duration, frame: ChunkFrame, out: &mut Vec<VnOutput<I>>) {
         let round = frame.round;
         self.on_rn_round(now, round, out);
+        // One pass over our own chunk per round: the scale received chunks are held to. A non-finite own
+        // value (an RN bug; training that diverges is restored before it gets here) leaves the old scale.
+        let scale = frame.values.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        if scale.is_finite() && frame.values.iter().all(|v| v.is_finite()) {
+            self.own_scale = Some(scale);
+        }
         let Some(r) = self.rounds.get_mut(&round) else {
             return;
         };
@@ -457,15 +565,12 @@ impl<I: VnIdentity> VnEngine<I> {
     fn on_control(&mut self, now: Duration, from: I, bytes: Vec<u8>, out: &mut Vec<VnOutput<I>>) {
         self.counters.received(bytes.len());
         if !(self.allowed)(&from) {
-            out.push(VnOutput::Refused {
-                from,
-                what: RefusalKind::NotAllowed,
-            });
+            self.refused(from, RefusalKind::NotAllowed, out);
             return;
         }
         // `from` is the connection's authenticated peer: limited before any decoding work is spent on it.
         if !self.control_rate.allow(&from, now) {
-            self.rate_limited(from, out);
+            self.refused(from, RefusalKind::RateLimited, out);
             return;
         }
         let env: ControlEnvelope<I> = match protocol::codec::decode_control(&bytes)
@@ -473,20 +578,16 @@ impl<I: VnIdentity> VnEngine<I> {
         {
             Ok(e) => e,
             Err(e) => {
-                self.counters.refused += 1;
-                out.push(VnOutput::Refused {
-                    from,
-                    what: RefusalKind::Malformed(e.to_string()),
-                });
+                self.refused(from, RefusalKind::Malformed(e.to_string()), out);
                 return;
             }
         };
         if env.sender != from {
-            self.counters.refused += 1;
-            out.push(VnOutput::Refused {
+            self.refused(
                 from,
-                what: RefusalKind::Malformed("claimed sender is not the connection's peer".into()),
-            });
+                RefusalKind::Malformed("claimed sender is not the connection's peer".into()),
+                out,
+            );
             return;
         }
         // The sender's own claim carries its dial address, which the connection alone may not.
@@ -496,7 +597,7 @@ impl<I: VnIdentity> VnEngine<I> {
                 if matches!(m, CyclonMsg::ShuffleRequest { .. })
                     && !self.shuffle_rate.allow(&from, now)
                 {
-                    self.rate_limited(from, out);
+                    self.refused(from, RefusalKind::RateLimited, out);
                     return;
                 }
                 // Gossip about peers that are not on the list is dropped entry by entry: they never enter a view.
@@ -507,11 +608,7 @@ impl<I: VnIdentity> VnEngine<I> {
                 if let Some(claimed) = overlay_claim(&m)
                     && !(self.allowed)(claimed)
                 {
-                    self.counters.refused += 1;
-                    out.push(VnOutput::Refused {
-                        from,
-                        what: RefusalKind::NotAllowed,
-                    });
+                    self.refused(from, RefusalKind::NotAllowed, out);
                     return;
                 }
                 let msg = ControlMsg::Overlay(m);
@@ -520,13 +617,6 @@ impl<I: VnIdentity> VnEngine<I> {
         }
     }
 
-    fn rate_limited(&mut self, from: I, out: &mut Vec<VnOutput<I>>) {
-        self.counters.refused += 1;
-        out.push(VnOutput::Refused {
-            from,
-            what: RefusalKind::RateLimited,
-        });
-    }
 
     fn filter_cyclon(&self, m: CyclonMsg<I>) -> CyclonMsg<I> {
         let keep = |entries: Vec<protocol::control::ViewEntry<I>>| {
@@ -562,16 +652,15 @@ impl<I: VnIdentity> VnEngine<I> {
         let frame = match ChunkFrame::decode(&bytes) {
             Ok(f) => f,
             Err(e) => {
-                self.counters.refused += 1;
-                out.push(VnOutput::Refused {
-                    from,
-                    what: RefusalKind::Malformed(e.to_string()),
-                });
+                self.refused(from, RefusalKind::Malformed(e.to_string()), out);
                 self.reply(token, ChunkReply::Refused(RefuseReason::BadChunk), out);
                 return;
             }
         };
         if let Err(reason) = self.check_chunk(&frame) {
+            if matches!(reason, RefuseReason::NonFinite | RefuseReason::OutOfRange) {
+                self.spent_on_poison(frame.round, &from);
+            }
             self.refuse(from, token, reason, out);
             return;
         }
@@ -610,14 +699,37 @@ impl<I: VnIdentity> VnEngine<I> {
         self.decide_chunk(now, from, frame, token, out);
     }
 
-    /// Checks what the frame alone can tell: a known chunk index, its length, finite values.
+    /// A confirmed neighbour of a frozen, open round sent its chunk of the round with values we refuse: that
+    /// was its one chunk for the round (a second one is a `Duplicate`), so the round stops waiting for it.
+    /// Otherwise one poisoning neighbour would hold every victim's round until `exchange_timeout` (issue 14:
+    /// what a peer sends must not slow the run, let alone end it).
+    fn spent_on_poison(&mut self, round: Round, from: &I) {
+        let is_neighbour = self.sampler.is_neighbour(round, from);
+        if let Some(r) = self.rounds.get_mut(&round)
+            && !r.done
+            && r.neighbours.is_some()
+            && is_neighbour
+        {
+            r.received_from.insert(from.clone());
+        }
+    }
+
+    /// Checks what the frame alone can tell: a known chunk index, its length, finite values within
+    /// [`VnEngine::value_limit`]. NaN or an infinity anywhere is `NonFinite` even if another value is also
+    /// out of range (one pass finds both).
     fn check_chunk(&self, frame: &ChunkFrame) -> Result<(), RefuseReason> {
         match self.cfg.chunk_lens.get(frame.chunk.get()) {
             Some(&len) if len == frame.values.len() => {}
             _ => return Err(RefuseReason::BadChunk),
         }
-        if frame.values.iter().any(|v| !v.is_finite()) {
+        let (finite, largest) = frame.values.iter().fold((true, 0.0f32), |(f, m), v| {
+            (f && v.is_finite(), m.max(v.abs()))
+        });
+        if !finite {
             return Err(RefuseReason::NonFinite);
+        }
+        if largest > self.value_limit() {
+            return Err(RefuseReason::OutOfRange);
         }
         Ok(())
     }
@@ -658,12 +770,20 @@ impl<I: VnIdentity> VnEngine<I> {
         reason: RefuseReason,
         out: &mut Vec<VnOutput<I>>,
     ) {
-        self.counters.refused += 1;
-        out.push(VnOutput::Refused {
-            from,
-            what: RefusalKind::Chunk(reason),
-        });
+        self.refused(from, RefusalKind::Chunk(reason), out);
         self.reply(token, ChunkReply::Refused(reason), out);
+    }
+
+    /// Counts a refusal under its reason and surfaces it to the driver: every refusal goes through here, so
+    /// the round summary's total and its per-reason counts always agree.
+    fn refused(&mut self, from: I, what: RefusalKind, out: &mut Vec<VnOutput<I>>) {
+        self.counters.refused(|by| match &what {
+            RefusalKind::Malformed(_) => by.malformed = by.malformed.saturating_add(1),
+            RefusalKind::NotAllowed => by.not_allowed = by.not_allowed.saturating_add(1),
+            RefusalKind::Chunk(reason) => by.add_chunk(*reason),
+            RefusalKind::RateLimited => by.rate_limited = by.rate_limited.saturating_add(1),
+        });
+        out.push(VnOutput::Refused { from, what });
     }
 
     fn reply(&mut self, token: ReplyToken, reply: ChunkReply, out: &mut Vec<VnOutput<I>>) {
@@ -695,11 +815,7 @@ impl<I: VnIdentity> VnEngine<I> {
             }
             Ok(ChunkReply::Refused(_)) => {}
             Err(e) => {
-                self.counters.refused += 1;
-                out.push(VnOutput::Refused {
-                    from,
-                    what: RefusalKind::Malformed(e.to_string()),
-                });
+                self.refused(from, RefusalKind::Malformed(e.to_string()), out);
             }
         }
     }
@@ -722,15 +838,11 @@ impl<I: VnIdentity> VnEngine<I> {
                     }
                 }
                 SamplerOutput::Invalid { from, protocol } => {
-                    self.counters.refused += 1;
                     let what = match protocol {
                         Protocol::Cyclon => "cyclon message",
                         Protocol::Overlay => "overlay message",
                     };
-                    out.push(VnOutput::Refused {
-                        from,
-                        what: RefusalKind::Malformed(what.into()),
-                    });
+                    self.refused(from, RefusalKind::Malformed(what.into()), out);
                 }
                 SamplerOutput::ShuffleTimedOut { .. } => {}
             }
@@ -985,6 +1097,18 @@ mod tests {
         );
         assert_eq!(e.pending_total, 0);
         assert_eq!(e.counters.refused, 9);
+        let by = e.counters.refused_by_reason;
+        assert_eq!(
+            (
+                by.malformed,
+                by.bad_chunk,
+                by.non_finite,
+                by.wrong_round,
+                by.duplicate,
+                by.not_neighbour
+            ),
+            (1, 2, 2, 1, 1, 2)
+        );
     }
 
     #[test]
@@ -1059,6 +1183,141 @@ mod tests {
             .count();
         assert_eq!(passed, CONTROL_BURST_PER_ROUND as usize);
         assert_eq!(e.counters.refused, 200, "every message refused: malformed or limited");
+        let by = e.counters.refused_by_reason;
+        assert_eq!((by.malformed, by.rate_limited), (64, 136));
+    }
+
+    /// The value-range rule (issue 14): bounded by the floor before the VN's own chunk, then by ratio × the
+    /// own chunk's largest |v|, never beyond the ceiling; the issue's poison is refused as `OutOfRange` and
+    /// counted under that reason, NaN keeps its own reason.
+    #[test]
+    fn values_out_of_the_models_range_are_refused() {
+        let t = Duration::ZERO;
+        let refused = |out: &[VnOutput<u32>]| match reply_of(out) {
+            // The chunk passed the value checks; these senders have no link in the round, so it is then
+            // refused as not a neighbour's (a linked sender's would wait for the freeze).
+            Some(ChunkReply::Refused(RefuseReason::NotNeighbour)) | None => None,
+            Some(ChunkReply::Refused(reason)) => Some(reason),
+            Some(ChunkReply::Accepted) => panic!("accepted before the freeze"),
+        };
+        let own = |e: &mut VnEngine<u32>, values: &[f32]| {
+            e.handle(
+                t,
+                VnInput::FromRn(ToVirtualNode::Exchange(ChunkFrame {
+                    round: Round(0),
+                    chunk: protocol::ChunkIndex(0),
+                    values: values.to_vec(),
+                })),
+            );
+        };
+        // Defaults: the issue's poison is refused before and after the VN knows its scale.
+        let mut e = engine(|_| true);
+        e.handle(t, VnInput::StartRound(Round(0)));
+        let d = ValueBounds::default();
+        assert_eq!(e.value_limit(), d.floor, "before any own chunk: the floor");
+        let poison: [[f32; 2]; 4] = [
+            [1e30, -1e30],
+            [f32::MAX, 0.1],
+            [0.1, -f32::MAX],
+            [0.3, 1e20],
+        ];
+        for (sender, values) in (10u32..).zip(poison) {
+            let out = send_chunk(&mut e, t, sender, chunk(0, 1, &values));
+            assert_eq!(refused(&out), Some(RefuseReason::OutOfRange), "{values:?}");
+        }
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 20, chunk(0, 1, &[f32::NAN, 1e30]))),
+            Some(RefuseReason::NonFinite),
+            "NaN keeps its reason when another value is also out of range"
+        );
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 21, chunk(0, 1, &[-999.0, 0.5]))),
+            None
+        );
+        own(&mut e, &[0.5, -2.0, 1.0]);
+        assert_eq!(e.value_limit(), 2.0 * d.ratio);
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 22, chunk(0, 1, &[1999.0, 0.0]))),
+            None
+        );
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 23, chunk(0, 1, &[0.0, -2001.0]))),
+            Some(RefuseReason::OutOfRange)
+        );
+        // 5 out of range, 1 non-finite, and the two that passed refused as not a neighbour's.
+        assert_eq!(e.counters.refused, 8);
+        assert_eq!(e.counters.refused_by_reason.out_of_range, 5);
+        assert_eq!(e.counters.refused_by_reason.non_finite, 1);
+        assert_eq!(e.counters.refused_by_reason.not_neighbour, 2);
+        let mut summary = RoundSummary::default();
+        e.counters.fill(&mut summary);
+        assert_eq!(summary.refused, 8);
+        assert_eq!(summary.refused_by_reason.total(), 8);
+        assert_eq!(summary.refused_by_reason.out_of_range, 5);
+        e.counters.fill(&mut summary);
+        assert!(summary.refused_by_reason.is_zero(), "reported once");
+
+        // Configured bounds: ratio 10 over the own scale, clamped to [1, 100].
+        let bounds = ValueBounds {
+            ratio: 10.0,
+            floor: 1.0,
+            ceiling: 100.0,
+        };
+        let mut e = engine(|_| true).with_value_bounds(bounds).unwrap();
+        e.handle(t, VnInput::StartRound(Round(0)));
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 1, chunk(0, 1, &[1.0, -1.0]))),
+            None
+        );
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 2, chunk(0, 1, &[1.5, 0.0]))),
+            Some(RefuseReason::OutOfRange),
+            "the floor before any own chunk"
+        );
+        own(&mut e, &[0.0, 0.01, 0.0]);
+        assert_eq!(e.value_limit(), 1.0, "a tiny model: the floor");
+        own(&mut e, &[0.0, 2.0, 0.0]);
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 3, chunk(0, 1, &[-20.0, 0.0]))),
+            None
+        );
+        assert_eq!(
+            refused(&send_chunk(&mut e, t, 4, chunk(0, 1, &[20.5, 0.0]))),
+            Some(RefuseReason::OutOfRange)
+        );
+        own(&mut e, &[0.0, 50.0, 0.0]);
+        assert_eq!(
+            e.value_limit(),
+            100.0,
+            "the ceiling stops a ratcheted scale"
+        );
+        own(&mut e, &[f32::NAN, 1e4, 0.0]);
+        assert_eq!(
+            e.value_limit(),
+            100.0,
+            "a non-finite own chunk keeps the old scale"
+        );
+
+        for bad in [
+            ValueBounds {
+                ratio: 0.5,
+                ..bounds
+            },
+            ValueBounds {
+                floor: 0.0,
+                ..bounds
+            },
+            ValueBounds {
+                ceiling: 0.5,
+                ..bounds
+            },
+            ValueBounds {
+                ceiling: f32::INFINITY,
+                ..bounds
+            },
+        ] {
+            assert!(engine(|_| true).with_value_bounds(bad).is_err(), "{bad:?}");
+        }
     }
 
     /// `StartRound(t)` opens the overlays of t ..= t + lookahead, spaced W / lookahead apart so they do not

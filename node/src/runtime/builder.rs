@@ -16,7 +16,7 @@ use super::handle::{NodeHandle, NodeStatus};
 use super::rn_task::RnTask;
 use super::timing::Timing;
 use crate::algo::AlgoSpec;
-use crate::engine::{RnEngine, VnEngine};
+use crate::engine::{RnEngine, ValueBounds, VnEngine};
 use crate::events::{EVENT_CAPACITY, EventSink, NodeEvent};
 use crate::learner::{Learner, LearningConfig};
 use crate::net::behaviour::Timeouts;
@@ -53,6 +53,7 @@ pub struct NodeBuilder {
     metrics_path: Option<PathBuf>,
     observer: Option<Arc<dyn Observer<PeerId>>>,
     algorithm: Option<AlgoSpec>,
+    value_bounds: ValueBounds,
 }
 
 impl NodeBuilder {
@@ -75,7 +76,14 @@ impl NodeBuilder {
             metrics_path: None,
             observer: None,
             algorithm: None,
+            value_bounds: ValueBounds::default(),
         }
+    }
+
+    /// The bound the VNs put on received values (default [`ValueBounds::default`]).
+    pub fn value_bounds(mut self, bounds: ValueBounds) -> Self {
+        self.value_bounds = bounds;
+        self
     }
 
     /// The algorithm (default: EL with one VN key, Shatter with more). Every node of a network runs the same.
@@ -273,7 +281,8 @@ impl NodeBuilder {
                 vn_rng(self.learning.seed, stream, Stream::Cyclon),
                 vn_rng(self.learning.seed, stream, Stream::Overlay),
                 Box::new(move |a: &VnAddr| allowed.is_allowed(&a.peer)),
-            )?;
+            )?
+            .with_value_bounds(self.value_bounds)?;
             let (tx, rx) = mpsc::channel(VN_COMMAND_CAPACITY);
             vn_cmds.push(tx);
             let bootstrap = peers

@@ -114,6 +114,7 @@ async fn run_async(
             .degree(s.degree)
             .rounds(s.rounds)
             .timing(timing)
+            .value_bounds(s.values)
             .listen(vec![listen.clone()])
             .spawn()
             .await

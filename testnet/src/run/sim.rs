@@ -24,7 +24,10 @@ pub fn run(
     audit: Option<AuditPlan>,
     progress: &mut Progress,
 ) -> anyhow::Result<RunOutput> {
-    let cfg = SimConfig::new(setting.vns, s.degree, s.rounds, s.learning.seed);
+    let cfg = SimConfig {
+        values: s.values,
+        ..SimConfig::new(setting.vns, s.degree, s.rounds, s.learning.seed)
+    };
     let k = setting.vns as u32;
     // The simulator numbers VNs node by node: VN g belongs to real node g / k. Only the harness uses this.
     let observer = audit
