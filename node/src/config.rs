@@ -11,7 +11,7 @@
 //! degree = 8                            # r (paper: 8)
 //! rounds = 100
 //! metrics = "metrics.jsonl"             # optional: one JSON line per round
-//! algorithm = "shatter"                 # optional: shatter | el | chunking:K | sparsify-random:F
+//! algorithm = "shatter"                 # optional: shatter | el | dpsgd | chunking:K | sparsify-random:F | muffliato:SIGMA
 //!                                       #   (default: el with vns = 1, shatter with more)
 //!
 //! [learning]
@@ -284,8 +284,8 @@ impl NodeConfig {
             .map(crate::net::transport::load_psk)
             .transpose()?;
         let mut builder = NodeBuilder::new(keys, self.learning.clone(), self.index);
-        if let Some(a) = &self.algorithm {
-            builder = builder.algorithm(a.clone());
+        if let Some(a) = self.algorithm {
+            builder = builder.algorithm(a);
         }
         Ok(builder
             .listen(self.listen.clone())

@@ -19,7 +19,7 @@ use rand_chacha::ChaCha12Rng;
 use sampling::sim::{Event, NetConfig, Network};
 use sampling::{CyclonConfig, OverlayConfig, SamplerConfig, Stream, derive_rng, vn_rng};
 
-use crate::algo::Algorithm;
+use crate::algo::{AlgoSpec, Algorithm};
 use crate::engine::{
     RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, ValueBounds,
     VnConfig, VnDriver, VnEngine, VnInput, route_rn, route_vn,
@@ -54,6 +54,8 @@ pub struct SimConfig {
     pub warmup: Duration,
     /// The bound every VN puts on received values ([`ValueBounds`]; issue 14).
     pub values: ValueBounds,
+    /// The algorithm every node runs (`None`: EL with one VN, Shatter with more).
+    pub algorithm: Option<AlgoSpec>,
 }
 
 impl SimConfig {
@@ -76,7 +78,14 @@ impl SimConfig {
             train_jitter: 0.2,
             warmup: Duration::from_secs(20),
             values: ValueBounds::default(),
+            algorithm: None,
         }
+    }
+
+    /// The algorithm the nodes run.
+    pub fn algorithm(&self) -> AlgoSpec {
+        self.algorithm
+            .unwrap_or_else(|| AlgoSpec::from_vns(self.vns))
     }
 }
 
@@ -106,8 +115,9 @@ enum Work {
     Rn(usize, RnInput),
 }
 
-/// Runs `learners.len()` real nodes with `cfg.vns` VNs each for `cfg.rounds` rounds. `on_round(rn, metrics)`
-/// is called as each RN finishes a round (progress display).
+/// Runs `learners.len()` real nodes with `cfg.vns` VNs each for `cfg.rounds` rounds of `cfg.algorithm()`,
+/// over `partition` (the model cut into `cfg.algorithm().chunks(cfg.vns)` chunks). `on_round(rn, metrics)` is
+/// called as each RN finishes a round (progress display).
 pub fn run(
     cfg: &SimConfig,
     learners: Vec<Learner>,
@@ -126,25 +136,36 @@ pub fn run_observed(
     on_round: impl FnMut(usize, &RoundMetrics),
     observer: Option<&dyn Observer<u32>>,
 ) -> Result<SimReport> {
-    let algos = (0..learners.len())
-        .map(|_| crate::algo::shatter_or_el(partition.clone()))
-        .collect();
-    run_algorithms(cfg, learners, algos, partition, on_round, observer)
+    let spec = cfg.algorithm();
+    spec.check_vns(cfg.vns)
+        .map_err(|e| NodeError::Config(e.to_string()))?;
+    let chunks = spec.chunks(cfg.vns);
+    if partition.k() != chunks {
+        return Err(NodeError::Config(format!(
+            "partition has {} chunks; {spec} with {} VNs cuts {chunks}",
+            partition.k(),
+            cfg.vns
+        )));
+    }
+    let algos = (0..learners.len() as u64)
+        .map(|rn| spec.build(partition.clone(), cfg.seed, rn))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| NodeError::Config(e.to_string()))?;
+    run_algorithms(cfg, learners, algos, on_round, observer)
 }
 
-/// [`run_observed`] with the algorithm each real node runs given, one per learner (all with the partition's
-/// k VNs). For harnesses and tests that run nodes unlike the rest — e.g. a test's wrapper that makes one
-/// node send poisoned values, so that the honest nodes' defences are exercised through the real engines —
-/// without any such behaviour in the node itself.
+/// [`run_observed`] with the algorithm each real node runs given, one per learner (all with `cfg.vns` VNs).
+/// For harnesses and tests that run nodes unlike the rest — e.g. a test's wrapper that makes one node send
+/// poisoned values, so that the honest nodes' defences are exercised through the real engines — without any
+/// such behaviour in the node itself.
 pub fn run_algorithms(
     cfg: &SimConfig,
     learners: Vec<Learner>,
     algos: Vec<Box<dyn Algorithm>>,
-    partition: Arc<ChunkPartition>,
     mut on_round: impl FnMut(usize, &RoundMetrics),
     observer: Option<&dyn Observer<u32>>,
 ) -> Result<SimReport> {
-    let mut sim = Sim::new(cfg, learners, algos, partition, observer)?;
+    let mut sim = Sim::new(cfg, learners, algos, observer)?;
     while sim.finished < sim.rns.len() {
         let Some((now, ev)) = sim.fabric.net.pop_until(Duration::MAX) else {
             return Err(NodeError::Config(
@@ -197,18 +218,11 @@ impl<'a> Sim<'a> {
         cfg: &'a SimConfig,
         learners: Vec<Learner>,
         algos: Vec<Box<dyn Algorithm>>,
-        partition: Arc<ChunkPartition>,
         observer: Option<&'a dyn Observer<u32>>,
     ) -> Result<Self> {
         let n = learners.len();
         let k = cfg.vns;
         let total = n * k;
-        if partition.k() != k {
-            return Err(NodeError::Config(format!(
-                "partition has {} chunks for {k} VNs",
-                partition.k()
-            )));
-        }
         if n == 0 || cfg.degree >= total {
             return Err(NodeError::Config(format!(
                 "degree {} needs more than {} virtual nodes ({} nodes × {k})",
@@ -234,7 +248,8 @@ impl<'a> Sim<'a> {
             exchange_timeout: cfg.exchange_timeout,
             send_jitter: cfg.send_jitter,
             lookahead: cfg.lookahead,
-            last_round: cfg.rounds.checked_sub(1).map(Round),
+            last_round: rns[0].exchanges().checked_sub(1).map(Round),
+            static_graph: rns[0].graph() == crate::algo::Graph::Static,
             start_jitter: cfg.overlay.substep,
             chunk_lens,
         };

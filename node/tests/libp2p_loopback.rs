@@ -91,8 +91,8 @@ async fn spawn_with(
             PeerList::from_entries(e)
         };
         let mut builder = NodeBuilder::new(ks, lc.clone(), i);
-        if let Some(a) = &algorithm {
-            builder = builder.algorithm(a.clone());
+        if let Some(a) = algorithm {
+            builder = builder.algorithm(a);
         }
         let (h, ev) = builder
             .learner(learners.next().unwrap())

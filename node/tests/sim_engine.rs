@@ -366,7 +366,6 @@ fn a_hostile_neighbours_values_are_refused_and_the_run_goes_on() {
             &SimConfig::new(VNS, 3, ROUNDS, seed),
             learners,
             algos,
-            partition,
             |_, _| {},
             Some(&obs),
         )

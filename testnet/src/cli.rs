@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
+use node::algo::AlgoSpec;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// How the network runs.
@@ -26,23 +27,6 @@ impl fmt::Display for Mode {
             Mode::Inproc => "inproc",
             Mode::Procs => "procs",
             Mode::Sim => "sim",
-        })
-    }
-}
-
-/// Shatter (k VNs per RN) or Epidemic Learning (k = 1, the same code path).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Algo {
-    Shatter,
-    El,
-}
-
-impl fmt::Display for Algo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Algo::Shatter => "shatter",
-            Algo::El => "el",
         })
     }
 }
@@ -106,9 +90,10 @@ pub struct Options {
     #[arg(long)]
     pub rounds: Option<u64>,
 
-    /// shatter, or el (Epidemic Learning = one VN per RN). [default: shatter]
-    #[arg(long, value_enum)]
-    pub algo: Option<Algo>,
+    /// shatter | el | dpsgd | chunking:K | sparsify-random:F | muffliato:SIGMA. Shatter runs each --vns;
+    /// the others send through one VN per RN. [default: shatter, or el when --vns is 1]
+    #[arg(long, value_name = "ALGO")]
+    pub algo: Option<AlgoSpec>,
 
     /// synthetic | synthetic-images | synthetic-images-small | movielens | sent140 | cifar10 | mnist.
     /// [default: synthetic]
@@ -353,7 +338,7 @@ mod tests {
         assert_eq!(o.mode, Some(Mode::Sim));
         assert_eq!(o.vns, Some(vec![1, 2]));
         assert_eq!(o.data_dir.as_deref(), Some(Path::new("/s/d")));
-        assert_eq!(o.algo, Some(Algo::El));
+        assert_eq!(o.algo, Some(AlgoSpec::El));
         let o = Options::from_toml(Path::new("x.toml"), "vns = 3").unwrap();
         assert_eq!(o.vns, Some(vec![3]));
     }

@@ -47,7 +47,9 @@ pub struct Summary {
     pub rounds_to_target: Option<u64>,
     /// All VN↔VN bytes sent (chunks, overlay, Cyclon; frame payloads and length prefixes).
     pub wire_bytes_per_rn_per_round: f64,
-    /// Chunk frames only, and the cost model for them: 4·d·r bytes (f32 values, every VN at full degree).
+    /// Chunk frames only, and the cost model for them: 4·d·r bytes (f32 values, every VN at full degree) per
+    /// exchange for the whole model, × the share an algorithm sends (1/K for one chunk of K) × its exchanges
+    /// per round (Muffliato's 10).
     pub chunk_bytes_per_rn_per_round: f64,
     pub cost_model_bytes_per_rn_per_round: f64,
     pub messages_per_rn_per_round: f64,
@@ -156,9 +158,15 @@ impl Summary {
             rounds_to_target,
             wire_bytes_per_rn_per_round: mean(&|m| m.bytes_sent as f64),
             chunk_bytes_per_rn_per_round: mean(&|m| m.chunk_bytes_sent as f64),
-            cost_model_bytes_per_rn_per_round: 4.0 * d as f64 * s.degree as f64,
+            cost_model_bytes_per_rn_per_round: 4.0
+                * d as f64
+                * s.degree as f64
+                * setting.algo.payload_fraction(setting.vns)
+                * setting.algo.steps() as f64,
             messages_per_rn_per_round: mean(&|m| m.messages_sent as f64),
-            neighbours_per_vn: mean(&|m| m.neighbours as f64) / setting.vns as f64,
+            // Per exchange: a round of several exchanges sums them.
+            neighbours_per_vn: mean(&|m| m.neighbours as f64)
+                / (setting.vns as f64 * setting.algo.steps() as f64),
             mean_round_seconds: mean(&|m| m.round_secs),
             mean_train_seconds: mean(&|m| m.train_secs),
             wall_seconds: out.wall_secs,

@@ -21,25 +21,32 @@
 //! | another combine rule | [`Algorithm::combine`] is the algorithm's own: per-parameter mean (Shatter, EL), mean with self-correction of the noise (GHP: own term − r·g), Metropolis-style weights (D-PSGD), dual update then primal step (PDMM) | all |
 //! | local noise before sending | inside `outgoing` (the model is the algorithm's to perturb) | Muffliato, GHP, random:σ |
 //!
-//! The engine today carries what Shatter and EL need (broadcast, one step, per-round graph): an algorithm
-//! asking for per-neighbour payloads, several steps or a static graph is refused by
-//! [`crate::engine::RnEngine::new`] with an error naming what is missing, never run half-way.
+//! The engine carries broadcast payloads over per-round or static graphs, in one or several steps per round
+//! (each step its own exchange, numbered `round · steps + step` on the wire). Per-neighbour payloads are not
+//! carried yet: an algorithm asking for them fails the node with an error naming what is missing at its first
+//! exchange, never half-way through a round.
 //!
 //! # Layout
 //! - `mod.rs`: the [`Algorithm`] trait, [`Payload`], [`Graph`], [`AlgoError`].
 //! - `shatter.rs`: [`Shatter`], k VNs, static seeded chunk partition, per-parameter mean.
 //! - `el.rs`: Epidemic Learning, Shatter with k = 1 ([`el`]).
 //! - `spec.rs`: [`AlgoSpec`], the algorithm as configs and command lines name it, and its construction.
+//! - `dpsgd.rs`: [`Dpsgd`], EL's exchange over one static graph negotiated before round 0.
+//! - `muffliato.rs`: [`Muffliato`], local Gaussian noise then gossip steps over fresh overlays.
 //! - `chunking.rs`: [`OneChunk`], one random chunk of K per round through one VN: the chunking-only
 //!   ablation (static partition) and random sparsification (a fresh partition per round).
 
 mod chunking;
+mod dpsgd;
 mod el;
+mod muffliato;
 mod shatter;
 mod spec;
 
 pub use chunking::OneChunk;
+pub use dpsgd::Dpsgd;
 pub use el::el;
+pub use muffliato::{GOSSIP_STEPS, Muffliato};
 pub use shatter::Shatter;
 pub use spec::AlgoSpec;
 
@@ -173,7 +180,7 @@ mod tests {
         assert_eq!(shatter_or_el(partition(1)).name(), "el");
     }
 
-    /// Muffliato-like: several steps per round, which the engine does not run yet.
+    /// Several steps per round with per-neighbour payloads, which the engine does not carry yet.
     struct MultiStep(Shatter);
     impl Algorithm for MultiStep {
         fn name(&self) -> &str {
@@ -214,10 +221,70 @@ mod tests {
 
     #[test]
     fn the_engine_refuses_what_it_cannot_run_instead_of_running_it_half_way() {
-        let err = RnEngine::new(Box::new(MultiStep(Shatter::new(partition(2)))), 3)
-            .err()
-            .unwrap();
-        assert!(err.to_string().contains("10 exchange step"), "{err}");
+        let mut e = RnEngine::new(Box::new(MultiStep(Shatter::new(partition(2)))), 3).unwrap();
+        assert_eq!(e.exchanges(), 30, "ten exchanges per round");
+        e.handle(Duration::ZERO, RnInput::Start);
+        let out = e.handle(
+            Duration::ZERO,
+            RnInput::Trained {
+                round: Round::ZERO,
+                params: vec![1.0; 6],
+                train_loss: 0.0,
+                secs: 0.0,
+            },
+        );
+        assert!(
+            matches!(&out[..], [RnOutput::Failed(why)] if why.contains("per-neighbour")),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn a_round_of_several_steps_exchanges_step_by_step_on_its_own_exchange_numbers() {
+        let p = Arc::new(ChunkPartition::new(&[4, 2], 1, 7).unwrap());
+        let algo = Muffliato::new(p, 0.0, rand::SeedableRng::seed_from_u64(1)).unwrap();
+        let mut e = RnEngine::new(Box::new(algo), 2).unwrap();
+        let t = Duration::ZERO;
+        e.handle(t, RnInput::Start);
+        let mut out = e.handle(
+            t,
+            RnInput::Trained {
+                round: Round::ZERO,
+                params: vec![1.0; 6],
+                train_loss: 0.0,
+                secs: 0.0,
+            },
+        );
+        for step in 0..GOSSIP_STEPS as u64 {
+            let sent: Vec<u64> = out
+                .iter()
+                .filter_map(|o| match o {
+                    RnOutput::ToVn {
+                        msg: ToVirtualNode::Exchange(f),
+                        ..
+                    } => Some(f.round.get()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(sent, vec![step], "step {step} goes out as exchange {step}");
+            // A neighbour's copy of all 3s for this exchange, then the VN is done.
+            let copy = ChunkFrame {
+                round: Round(step),
+                chunk: protocol::ChunkIndex(0),
+                values: vec![3.0; 6],
+            };
+            e.handle(t, RnInput::FromVn { vn: 0, msg: FromVirtualNode::Received(copy) });
+            let done = RoundSummary {
+                round: Round(step),
+                ..RoundSummary::default()
+            };
+            out = e.handle(t, RnInput::FromVn { vn: 0, msg: FromVirtualNode::Done(done) });
+        }
+        // Ten halvings of the distance to 3: 1 → 3 − 2/2¹⁰.
+        let Some(RnOutput::Evaluate { params, .. }) = out.last() else {
+            panic!("{out:?}")
+        };
+        assert!(params.iter().all(|v| (v - (3.0 - 2.0 / 1024.0)).abs() < 1e-5), "{params:?}");
     }
 
     /// A NaN training loss is the learner's word that training diverged and the params are the model
@@ -284,7 +351,7 @@ mod tests {
         assert!(matches!(
             out[..],
             [
-                RnOutput::StartRound { round: Round(0) },
+                RnOutput::StartRound { exchange: Round(0) },
                 RnOutput::Train { round: Round(0) }
             ]
         ));

@@ -1,5 +1,6 @@
-//! [`AlgoSpec`]: an algorithm as a config file or a command line names it (`shatter`, `el`, `chunking:8`,
-//! `sparsify-random:0.125`), and the one place that turns the name into an [`Algorithm`].
+//! [`AlgoSpec`]: an algorithm as a config file or a command line names it (`shatter`, `el`, `dpsgd`,
+//! `chunking:8`, `sparsify-random:0.125`, `muffliato:0.025`), and the one place that turns the name into an
+//! [`Algorithm`].
 
 use std::fmt;
 use std::str::FromStr;
@@ -9,10 +10,10 @@ use models::chunking::ChunkPartition;
 use sampling::{Stream, vn_rng};
 use serde::{Deserialize, Serialize};
 
-use super::{AlgoError, Algorithm, OneChunk, el};
+use super::{AlgoError, Algorithm, Dpsgd, Muffliato, OneChunk, el};
 
 /// An algorithm and its parameter.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub enum AlgoSpec {
     /// Shatter with the node's k VNs (k = 1 is EL).
@@ -23,10 +24,14 @@ pub enum AlgoSpec {
     Chunking { chunks: usize },
     /// Random sparsification: a fresh random `fraction` of the parameters per round, one VN.
     SparsifyRandom { fraction: f64 },
+    /// D-PSGD: the whole model over one static graph, one VN.
+    Dpsgd,
+    /// Muffliato: Gaussian noise of standard deviation `sigma`, then gossip steps over fresh overlays, one VN.
+    Muffliato { sigma: f32 },
 }
 
 /// Names `FromStr` knows, for error messages.
-const KNOWN: &str = "shatter, el, chunking:K, sparsify-random:F";
+const KNOWN: &str = "shatter, el, dpsgd, chunking:K, sparsify-random:F, muffliato:SIGMA";
 
 impl AlgoSpec {
     /// What a node with `vns` VNs ran before algorithms were named: EL with one VN, Shatter with more.
@@ -51,9 +56,26 @@ impl AlgoSpec {
     pub fn chunks(&self, vns: usize) -> usize {
         match self {
             Self::Shatter => vns,
-            Self::El => 1,
+            Self::El | Self::Dpsgd | Self::Muffliato { .. } => 1,
             Self::Chunking { chunks } => *chunks,
             Self::SparsifyRandom { fraction } => (1.0 / fraction).round() as usize,
+        }
+    }
+
+    /// Exchanges per round (Muffliato's gossip steps; one for the others).
+    pub fn steps(&self) -> u32 {
+        match self {
+            Self::Muffliato { .. } => super::GOSSIP_STEPS,
+            _ => 1,
+        }
+    }
+
+    /// The share of the model one RN sends to each neighbour per exchange, over all its VNs: 1 for the
+    /// whole model (Shatter's k chunks together are the model), 1/K for one chunk of K.
+    pub fn payload_fraction(&self, vns: usize) -> f64 {
+        match self {
+            Self::Chunking { .. } | Self::SparsifyRandom { .. } => 1.0 / self.chunks(vns) as f64,
+            _ => 1.0,
         }
     }
 
@@ -74,6 +96,8 @@ impl AlgoSpec {
             Self::SparsifyRandom { .. } => {
                 Box::new(OneChunk::sparsify_random(partition, seed, rng()))
             }
+            Self::Dpsgd => Box::new(Dpsgd::new(partition)?),
+            Self::Muffliato { sigma } => Box::new(Muffliato::new(partition, *sigma, rng())?),
         })
     }
 }
@@ -85,6 +109,8 @@ impl fmt::Display for AlgoSpec {
             Self::El => write!(f, "el"),
             Self::Chunking { chunks } => write!(f, "chunking:{chunks}"),
             Self::SparsifyRandom { fraction } => write!(f, "sparsify-random:{fraction}"),
+            Self::Dpsgd => write!(f, "dpsgd"),
+            Self::Muffliato { sigma } => write!(f, "muffliato:{sigma}"),
         }
     }
 }
@@ -101,9 +127,21 @@ impl FromStr for AlgoSpec {
             arg.ok_or_else(|| format!("{name} needs {what}, e.g. {name}:{}", example(name)))
         };
         match name {
-            "shatter" | "el" if arg.is_some() => Err(format!("{name} takes no parameter")),
+            "shatter" | "el" | "dpsgd" if arg.is_some() => {
+                Err(format!("{name} takes no parameter"))
+            }
             "shatter" => Ok(Self::Shatter),
             "el" => Ok(Self::El),
+            "dpsgd" => Ok(Self::Dpsgd),
+            "muffliato" => {
+                let sigma: f32 = need("a noise level")?
+                    .parse()
+                    .map_err(|e| format!("muffliato:SIGMA needs a number: {e}"))?;
+                if !(sigma.is_finite() && sigma >= 0.0) {
+                    return Err(format!("muffliato:SIGMA needs σ ≥ 0, not {sigma}"));
+                }
+                Ok(Self::Muffliato { sigma })
+            }
             "chunking" => {
                 let chunks: usize = need("a number of chunks")?
                     .parse()
@@ -130,6 +168,7 @@ impl FromStr for AlgoSpec {
 fn example(name: &str) -> &'static str {
     match name {
         "chunking" => "8",
+        "muffliato" => "0.025",
         _ => "0.125",
     }
 }
@@ -153,16 +192,27 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_mistakes_say_what_is_wrong() {
-        for s in ["shatter", "el", "chunking:8", "sparsify-random:0.125"] {
+        for s in [
+            "shatter",
+            "el",
+            "dpsgd",
+            "chunking:8",
+            "sparsify-random:0.125",
+            "muffliato:0.025",
+        ] {
             assert_eq!(s.parse::<AlgoSpec>().unwrap().to_string(), s);
         }
         let err = |s: &str| s.parse::<AlgoSpec>().unwrap_err();
         assert!(err("chunking").contains("chunking:8"), "{}", err("chunking"));
         assert!(err("chunking:1").contains("K ≥ 2"));
         assert!(err("sparsify-random:2").contains("0 < F < 1"));
-        assert!(err("dpsgd").contains("known:"));
+        assert!(err("gossip").contains("known:"));
+        assert!(err("muffliato:-1").contains("σ ≥ 0"));
         assert!(err("el:3").contains("no parameter"));
         assert_eq!(AlgoSpec::SparsifyRandom { fraction: 0.125 }.chunks(4), 8);
+        assert_eq!(AlgoSpec::Chunking { chunks: 4 }.payload_fraction(1), 0.25);
+        assert_eq!(AlgoSpec::Shatter.payload_fraction(8), 1.0);
+        assert_eq!(AlgoSpec::Muffliato { sigma: 0.1 }.steps(), 10);
         assert!(AlgoSpec::Chunking { chunks: 8 }.check_vns(2).is_err());
         assert_eq!(AlgoSpec::from_vns(1), AlgoSpec::El);
     }

@@ -28,7 +28,9 @@ pub struct RoundMetrics {
     pub bytes_received: u64,
     pub messages_sent: u64,
     pub messages_received: u64,
-    /// Confirmed overlay neighbours, summed over this RN's VNs (k·r for a perfect overlay).
+    /// Confirmed overlay neighbours, summed over this RN's VNs and the round's exchanges (k·r for a perfect
+    /// overlay and one exchange per round; Muffliato's ten exchanges give 10·r). Traffic and copies are summed
+    /// over the exchanges too.
     pub neighbours: u32,
     /// Chunk copies received and aggregated.
     pub copies_received: u32,

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use protocol::Round;
+use protocol::{ChunkFrame, Round};
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 
 use super::metrics::RoundMetrics;
@@ -49,9 +49,10 @@ pub enum RnInput {
 /// What an [`RnEngine`] asks its driver to do.
 #[derive(Debug)]
 pub enum RnOutput {
-    /// Tell every VN to start negotiating the overlay of `round`.
+    /// Tell every VN that exchange `exchange` (step `exchange mod steps` of round `exchange / steps`) starts:
+    /// it negotiates that exchange's overlay, and those after it up to its lookahead.
     StartRound {
-        round: Round,
+        exchange: Round,
     },
     /// Run local training for `round` on the current model (the driver's), then report `Trained`.
     Train {
@@ -87,6 +88,9 @@ enum Phase {
 pub struct RnEngine {
     algo: Box<dyn Algorithm>,
     rounds: u64,
+    /// Exchange steps per round (`algo.steps()`), and the step in progress.
+    steps: u32,
+    step: u32,
     round: Round,
     phase: Phase,
     params: Vec<f32>,
@@ -102,22 +106,23 @@ pub struct RnEngine {
 }
 
 impl RnEngine {
-    /// An RN running `rounds` rounds of `algo` (k = `algo.virtual_nodes()` VNs). Refuses an algorithm that
-    /// needs what this engine does not carry yet (several exchange steps, a static graph).
+    /// An RN running `rounds` rounds of `algo` (k = `algo.virtual_nodes()` VNs, `algo.steps()` exchanges per
+    /// round). Refuses an algorithm without VNs or steps.
     pub fn new(algo: Box<dyn Algorithm>, rounds: u64) -> crate::Result<Self> {
         let k = algo.virtual_nodes();
-        if algo.steps() != 1 || algo.graph() != Graph::PerRound || k == 0 {
+        let steps = algo.steps();
+        if steps == 0 || k == 0 {
             return Err(crate::NodeError::Config(format!(
-                "{} needs {} exchange step(s) per round on a {:?} graph with {k} VNs; the engine runs one step on \
-                 the per-round overlay with at least one VN",
+                "{} needs {steps} exchange step(s) per round with {k} VNs; the engine runs at least one step \
+                 with at least one VN",
                 algo.name(),
-                algo.steps(),
-                algo.graph()
             )));
         }
         Ok(Self {
             algo,
             rounds,
+            steps,
+            step: 0,
             round: Round::ZERO,
             phase: Phase::Idle,
             params: Vec::new(),
@@ -137,6 +142,22 @@ impl RnEngine {
 
     pub fn round(&self) -> Round {
         self.round
+    }
+
+    /// Exchanges the VNs run in the whole run: one per step of every round. The VNs number them
+    /// `round · steps + step` ([`RnEngine::exchange`]); with one step an exchange is a round.
+    pub fn exchanges(&self) -> u64 {
+        self.rounds * self.steps as u64
+    }
+
+    /// The graph the algorithm exchanges over (the VNs negotiate a static one once).
+    pub fn graph(&self) -> Graph {
+        self.algo.graph()
+    }
+
+    /// The exchange number of `step` of `round`, as the VNs and the frames on the wire carry it.
+    pub fn exchange(&self, round: Round, step: u32) -> Round {
+        Round(round.get() * self.steps as u64 + step as u64)
     }
 
     pub fn is_finished(&self) -> bool {
@@ -165,29 +186,8 @@ impl RnEngine {
                 self.metrics.train_secs = secs;
                 self.exchange_start = now;
                 self.phase = Phase::Exchanging;
-                let name = self.algo.name().to_string();
-                let frames = match self.algo.outgoing(round, 0, &params) {
-                    Ok(payloads) => payloads
-                        .into_iter()
-                        .map(|(vn, payload)| match payload {
-                            Payload::Broadcast(frame) => Ok((vn, frame)),
-                            Payload::PerNeighbour => Err(format!(
-                                "{name} asks for per-neighbour payloads, which the engine does not carry yet"
-                            )),
-                        })
-                        .collect::<Result<Vec<_>, _>>(),
-                    Err(e) => Err(format!("{name}: no payload for round {round}: {e}")),
-                };
-                match frames {
-                    Ok(frames) => {
-                        out.extend(frames.into_iter().map(|(vn, frame)| RnOutput::ToVn {
-                            vn,
-                            msg: ToVirtualNode::Exchange(frame),
-                        }))
-                    }
-                    Err(why) => out.push(RnOutput::Failed(why)),
-                }
                 self.params = params;
+                self.start_step(&mut out);
                 // Every VN may already be done: all of them lost.
                 self.finish_exchange(now, &mut out);
             }
@@ -232,14 +232,43 @@ impl RnEngine {
         self.round = round;
         self.round_start = now;
         self.phase = Phase::Training;
+        self.step = 0;
         self.algo.begin_round(round);
         self.vn_done.clone_from(&self.vn_lost);
         self.metrics = RoundMetrics {
             round,
             ..RoundMetrics::default()
         };
-        out.push(RnOutput::StartRound { round });
+        out.push(RnOutput::StartRound {
+            exchange: self.exchange(round, 0),
+        });
         out.push(RnOutput::Train { round });
+    }
+
+    /// Hands each VN its frame for the current step (the wire's round field is the step's exchange number).
+    fn start_step(&mut self, out: &mut Vec<RnOutput>) {
+        let (round, step) = (self.round, self.step);
+        let exchange = self.exchange(round, step);
+        let name = self.algo.name().to_string();
+        let frames = match self.algo.outgoing(round, step, &self.params) {
+            Ok(payloads) => payloads
+                .into_iter()
+                .map(|(vn, payload)| match payload {
+                    Payload::Broadcast(frame) => Ok((vn, ChunkFrame { round: exchange, ..frame })),
+                    Payload::PerNeighbour => Err(format!(
+                        "{name} asks for per-neighbour payloads, which the engine does not carry yet"
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>(),
+            Err(e) => Err(format!("{name}: no payload for round {round} step {step}: {e}")),
+        };
+        match frames {
+            Ok(frames) => out.extend(frames.into_iter().map(|(vn, frame)| RnOutput::ToVn {
+                vn,
+                msg: ToVirtualNode::Exchange(frame),
+            })),
+            Err(why) => out.push(RnOutput::Failed(why)),
+        }
     }
 
     fn on_vn_message(
@@ -254,9 +283,10 @@ impl RnEngine {
         if !matches!(self.phase, Phase::Training | Phase::Exchanging) || vn >= self.vn_done.len() {
             return;
         }
+        let exchange = self.exchange(self.round, self.step);
         match msg {
-            FromVirtualNode::Received(frame) if frame.round == self.round => {
-                if let Err(e) = self.algo.receive(0, vn, &frame) {
+            FromVirtualNode::Received(frame) if frame.round == exchange => {
+                if let Err(e) = self.algo.receive(self.step, vn, &frame) {
                     self.rejected_copies += 1;
                     tracing::warn!(vn, error = %e, "copy refused by the aggregator");
                     return;
@@ -264,7 +294,7 @@ impl RnEngine {
                 self.metrics.copies_received += 1;
             }
             FromVirtualNode::Received(_) => {}
-            FromVirtualNode::Done(s) if s.round == self.round && !self.vn_done[vn] => {
+            FromVirtualNode::Done(s) if s.round == exchange && !self.vn_done[vn] => {
                 self.vn_done[vn] = true;
                 let m = &mut self.metrics;
                 m.bytes_sent += s.bytes_sent;
@@ -282,26 +312,42 @@ impl RnEngine {
         }
     }
 
-    /// Once trained and every VN is done: combine and ask for the evaluation.
+    /// Once trained and every VN is done with the step: combine, then start the next step or ask for the
+    /// evaluation.
     fn finish_exchange(&mut self, now: Duration, out: &mut Vec<RnOutput>) {
         if self.phase != Phase::Exchanging || !self.vn_done.iter().all(|d| *d) {
             return;
         }
-        self.metrics.exchange_secs = (now - self.exchange_start).as_secs_f64();
-        match self.algo.combine(self.round, 0, &self.params) {
-            Ok(params) => {
-                self.phase = Phase::Evaluating;
-                out.push(RnOutput::Evaluate {
-                    round: self.round,
-                    params,
-                });
+        let params = match self.algo.combine(self.round, self.step, &self.params) {
+            Ok(params) => params,
+            Err(e) => {
+                out.push(RnOutput::Failed(format!(
+                    "{}: combining round {} step {}: {e}",
+                    self.algo.name(),
+                    self.round,
+                    self.step
+                )));
+                return;
             }
-            Err(e) => out.push(RnOutput::Failed(format!(
-                "{}: combining round {}: {e}",
-                self.algo.name(),
-                self.round
-            ))),
+        };
+        if self.step + 1 < self.steps {
+            self.step += 1;
+            self.params = params;
+            self.vn_done.clone_from(&self.vn_lost);
+            out.push(RnOutput::StartRound {
+                exchange: self.exchange(self.round, self.step),
+            });
+            self.start_step(out);
+            // Every VN may already be done: all of them lost.
+            self.finish_exchange(now, out);
+            return;
         }
+        self.metrics.exchange_secs = (now - self.exchange_start).as_secs_f64();
+        self.phase = Phase::Evaluating;
+        out.push(RnOutput::Evaluate {
+            round: self.round,
+            params,
+        });
     }
 
     /// Lets the driver record how long the aggregation (the `handle` call that produced `Evaluate`) took.

@@ -67,8 +67,9 @@ pub fn route_vn<I: VnIdentity, D: VnDriver<I>>(
 /// and runs them off the event loop, then feeds `RnInput::Trained` / `RnInput::Evaluated`.
 pub trait RnDriver {
     type Error;
-    /// Tell VN `vn` to start negotiating the overlay of `round`.
-    fn start_round(&mut self, vn: usize, round: Round) -> Result<(), Self::Error>;
+    /// Tell VN `vn` that exchange `exchange` starts (a round's number when the algorithm has one step per
+    /// round, see [`crate::engine::RnEngine::exchange`]).
+    fn start_round(&mut self, vn: usize, exchange: Round) -> Result<(), Self::Error>;
     fn to_vn(&mut self, vn: usize, msg: ToVirtualNode) -> Result<(), Self::Error>;
     /// Train the local model for `round` (the observer sees the model the round starts from first).
     fn train(&mut self, round: Round) -> Result<(), Self::Error>;
@@ -85,9 +86,9 @@ pub trait RnDriver {
 pub fn route_rn<D: RnDriver>(k: usize, out: Vec<RnOutput>, driver: &mut D) -> Result<(), D::Error> {
     for o in out {
         match o {
-            RnOutput::StartRound { round } => {
+            RnOutput::StartRound { exchange } => {
                 for vn in 0..k {
-                    driver.start_round(vn, round)?;
+                    driver.start_round(vn, exchange)?;
                 }
             }
             RnOutput::Train { round } => driver.train(round)?,
@@ -142,6 +143,7 @@ mod tests {
             send_jitter: Duration::ZERO,
             lookahead: 0,
             last_round: None,
+            static_graph: false,
             start_jitter: Duration::ZERO,
             chunk_lens: Arc::new(vec![2]),
         };

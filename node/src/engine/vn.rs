@@ -79,6 +79,9 @@ pub struct VnConfig {
     pub lookahead: u64,
     /// The run's last round, if known: no overlay beyond it is negotiated (its messages would be wasted).
     pub last_round: Option<Round>,
+    /// Negotiate one overlay, for exchange 0, and exchange over it in every later one (D-PSGD, PDMM): the
+    /// lookahead is then unused. An edge refused later is dropped for the rest of the run.
+    pub static_graph: bool,
     /// Upper bound of the random delay before this VN starts negotiating a round (its own phase; must stay
     /// well inside the overlay's `grace`, which absorbs start skew).
     pub start_jitter: Duration,
@@ -297,6 +300,8 @@ pub struct VnEngine<I> {
     pending_total: usize,
     allowed: Box<dyn Fn(&I) -> bool + Send>,
     counters: Counters,
+    /// With `static_graph`: exchange 0's frozen neighbours, used by every later exchange.
+    static_neighbours: Option<BTreeSet<I>>,
     /// Control messages per sender, and Cyclon shuffle requests per sender.
     control_rate: PerPeer<I>,
     shuffle_rate: PerPeer<I>,
@@ -348,6 +353,7 @@ impl<I: VnIdentity> VnEngine<I> {
             pending_total: 0,
             allowed,
             counters: Counters::default(),
+            static_neighbours: None,
             control_rate,
             shuffle_rate,
             bounds: ValueBounds::default(),
@@ -454,8 +460,25 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         self.newest = Some(self.newest.map_or(round, |n| n.max(round)));
+        if self.cfg.static_graph && round > Round::ZERO {
+            // Nothing to negotiate: the exchange uses the graph of exchange 0 (once that froze).
+            let r = self.rounds.entry(round).or_default();
+            r.summary.round = round;
+            if r.neighbours.is_none()
+                && let Some(n) = self.static_neighbours.clone()
+            {
+                self.on_frozen(now, round, n.into_iter().collect(), out);
+            }
+            self.forget_old_rounds(out);
+            return;
+        }
         let spacing = self.start_spacing();
-        for ahead in 0..=self.cfg.lookahead {
+        let ahead_max = if self.cfg.static_graph {
+            0
+        } else {
+            self.cfg.lookahead
+        };
+        for ahead in 0..=ahead_max {
             let u = round + ahead;
             if self.cfg.last_round.is_some_and(|last| u > last) {
                 break;
@@ -673,7 +696,7 @@ impl<I: VnIdentity> VnEngine<I> {
             self.refuse(from, token, RefuseReason::WrongRound, out);
             return;
         }
-        let linked = self.sampler.has_link(round, &from);
+        let linked = self.knows_link(round, &from);
         let r = self.rounds.entry(round).or_default();
         r.summary.round = round;
         if r.received_from.contains(&from) || r.pending.iter().any(|(p, _, _)| *p == from) {
@@ -704,7 +727,7 @@ impl<I: VnIdentity> VnEngine<I> {
     /// Otherwise one poisoning neighbour would hold every victim's round until `exchange_timeout` (issue 14:
     /// what a peer sends must not slow the run, let alone end it).
     fn spent_on_poison(&mut self, round: Round, from: &I) {
-        let is_neighbour = self.sampler.is_neighbour(round, from);
+        let is_neighbour = self.counts_edge(round, from);
         if let Some(r) = self.rounds.get_mut(&round)
             && !r.done
             && r.neighbours.is_some()
@@ -744,6 +767,8 @@ impl<I: VnIdentity> VnEngine<I> {
         out: &mut Vec<VnOutput<I>>,
     ) {
         let round = frame.round;
+        // Ask the overlay, not our frozen copy: an edge dropped after the freeze is no longer counted.
+        let counted = self.counts_edge(round, &from);
         let Some(r) = self.rounds.get_mut(&round) else {
             self.refuse(from, token, RefuseReason::WrongRound, out);
             return;
@@ -752,8 +777,7 @@ impl<I: VnIdentity> VnEngine<I> {
             self.refuse(from, token, RefuseReason::WrongRound, out);
             return;
         }
-        // Ask the overlay, not our frozen copy: an edge dropped after the freeze is no longer counted.
-        if !self.sampler.is_neighbour(round, &from) {
+        if !counted {
             self.refuse(from, token, RefuseReason::NotNeighbour, out);
             return;
         }
@@ -811,7 +835,11 @@ impl<I: VnIdentity> VnEngine<I> {
             Ok(ChunkReply::Accepted) => r.summary.delivered += 1,
             Ok(ChunkReply::Refused(RefuseReason::NotNeighbour)) => {
                 // Half-open edge: the other end does not count it, so neither do we from now on.
-                self.sampler_input(now, SamplerInput::EdgeRefused { round, peer: from }, out);
+                if self.cfg.static_graph && round > Round::ZERO {
+                    self.drop_static_edge(&from);
+                } else {
+                    self.sampler_input(now, SamplerInput::EdgeRefused { round, peer: from }, out);
+                }
             }
             Ok(ChunkReply::Refused(_)) => {}
             Err(e) => {
@@ -836,6 +864,9 @@ impl<I: VnIdentity> VnEngine<I> {
                         n.remove(&peer);
                         r.awaiting_reply.remove(&peer);
                     }
+                    if self.cfg.static_graph && round == Round::ZERO {
+                        self.drop_static_edge(&peer);
+                    }
                 }
                 SamplerOutput::Invalid { from, protocol } => {
                     let what = match protocol {
@@ -856,6 +887,9 @@ impl<I: VnIdentity> VnEngine<I> {
         neighbours: Vec<I>,
         out: &mut Vec<VnOutput<I>>,
     ) {
+        if self.cfg.static_graph && round == Round::ZERO {
+            self.static_neighbours = Some(neighbours.iter().cloned().collect());
+        }
         let r = self.rounds.entry(round).or_default();
         r.summary.neighbours = neighbours.len() as u32;
         r.neighbours = Some(neighbours.into_iter().collect());
@@ -865,6 +899,55 @@ impl<I: VnIdentity> VnEngine<I> {
             self.decide_chunk(now, from, frame, token, out);
         }
         self.send_own_chunk(now, round, out);
+        if self.cfg.static_graph && round == Round::ZERO {
+            // Later exchanges the RN already started wait for this graph.
+            let waiting: Vec<Round> = self
+                .rounds
+                .iter()
+                .filter(|(u, r)| **u > Round::ZERO && r.neighbours.is_none())
+                .map(|(u, _)| *u)
+                .collect();
+            let graph: Vec<I> = self.static_neighbours.iter().flatten().cloned().collect();
+            for u in waiting {
+                if self.newest.is_some_and(|n| u <= n) {
+                    self.on_frozen(now, u, graph.clone(), out);
+                }
+            }
+        }
+    }
+
+    /// Whether this VN counts the edge to `peer` in `round`: the round's overlay, or with a static graph
+    /// the graph of exchange 0.
+    fn counts_edge(&self, round: Round, peer: &I) -> bool {
+        if self.cfg.static_graph && round > Round::ZERO {
+            self.static_neighbours
+                .as_ref()
+                .is_some_and(|n| n.contains(peer))
+        } else {
+            self.sampler.is_neighbour(round, peer)
+        }
+    }
+
+    /// Whether `peer` may hold an edge to us in `round` before we froze it (see `on_chunk`).
+    fn knows_link(&self, round: Round, peer: &I) -> bool {
+        if self.cfg.static_graph && round > Round::ZERO {
+            self.counts_edge(round, peer)
+        } else {
+            self.sampler.has_link(round, peer)
+        }
+    }
+
+    /// A static edge the other end no longer counts: gone for the rest of the run.
+    fn drop_static_edge(&mut self, peer: &I) {
+        if let Some(n) = self.static_neighbours.as_mut() {
+            n.remove(peer);
+        }
+        for r in self.rounds.values_mut().filter(|r| !r.done) {
+            if let Some(n) = r.neighbours.as_mut() {
+                n.remove(peer);
+            }
+            r.awaiting_reply.remove(peer);
+        }
     }
 
     fn send_control(&mut self, to: I, msg: ControlMsg<I>, out: &mut Vec<VnOutput<I>>) {
@@ -953,6 +1036,7 @@ mod tests {
             send_jitter: Duration::from_millis(100),
             lookahead: 0,
             last_round: None,
+            static_graph: false,
             start_jitter: Duration::ZERO,
             chunk_lens: Arc::new(LENS.to_vec()),
         };
@@ -1337,6 +1421,7 @@ mod tests {
                 send_jitter: Duration::ZERO,
                 lookahead: 2,
                 last_round: None,
+                static_graph: false,
                 start_jitter: jitter,
                 chunk_lens: Arc::new(LENS.to_vec()),
             };

@@ -236,7 +236,12 @@ impl NodeBuilder {
         };
         let vn_cfg = self
             .timing
-            .vn_config(self.degree, self.rounds, Arc::new(chunk_lens));
+            .vn_config(
+            self.degree,
+            engine.exchanges(),
+            Arc::new(chunk_lens),
+            engine.graph() == crate::algo::Graph::Static,
+        );
         let metrics_file = match &self.metrics_path {
             Some(p) => Some((
                 p.clone(),

@@ -211,10 +211,9 @@ struct TaskPort<'a> {
 impl RnDriver for TaskPort<'_> {
     type Error = NodeError;
 
-    fn start_round(&mut self, vn: usize, round: Round) -> Result<()> {
-        self.status.send_modify(|s| s.round = round);
+    fn start_round(&mut self, vn: usize, exchange: Round) -> Result<()> {
         self.effects
-            .push(Effect::Command(vn, VnCommand::StartRound(round)));
+            .push(Effect::Command(vn, VnCommand::StartRound(exchange)));
         Ok(())
     }
 
@@ -224,6 +223,7 @@ impl RnDriver for TaskPort<'_> {
     }
 
     fn train(&mut self, round: Round) -> Result<()> {
+        self.status.send_modify(|s| s.round = round);
         let mut l = self.learner.take().ok_or(NodeError::Stopped)?;
         let (observer, node) = (self.observer.clone(), self.index);
         *self.job = Some(tokio::task::spawn_blocking(move || {

@@ -89,11 +89,14 @@ impl Timing {
         }
     }
 
+    /// The VN configuration for a run of `exchanges` exchanges (rounds × the algorithm's steps) over a
+    /// per-round or a static graph.
     pub(crate) fn vn_config(
         &self,
         degree: usize,
-        rounds: u64,
+        exchanges: u64,
         chunk_lens: Arc<Vec<usize>>,
+        static_graph: bool,
     ) -> VnConfig {
         VnConfig {
             sampler: SamplerConfig {
@@ -107,7 +110,8 @@ impl Timing {
             exchange_timeout: Duration::from_millis(self.exchange_timeout_ms),
             send_jitter: Duration::from_millis(self.send_jitter_ms),
             lookahead: self.overlay_lookahead,
-            last_round: rounds.checked_sub(1).map(protocol::Round),
+            last_round: exchanges.checked_sub(1).map(protocol::Round),
+            static_graph,
             // Each VN's own phase within one sub-step: far inside the grace of four.
             start_jitter: Duration::from_millis(self.substep_ms),
             chunk_lens,

@@ -115,6 +115,7 @@ async fn run_async(
             .rounds(s.rounds)
             .timing(timing)
             .value_bounds(s.values)
+            .algorithm(setting.algo)
             .listen(vec![listen.clone()])
             .spawn()
             .await

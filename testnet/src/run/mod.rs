@@ -31,7 +31,7 @@ pub fn setting(
     // One partition for all in-process nodes (and the audit): it takes ~10 bytes per parameter.
     let partition = Arc::new(
         s.learning
-            .chunk_partition(&learners[0].model, setting.vns)?,
+            .chunk_partition(&learners[0].model, setting.chunks())?,
     );
     let plan = match audit {
         Some(data) => AuditPlan::new(

@@ -26,6 +26,7 @@ pub fn run(
 ) -> anyhow::Result<RunOutput> {
     let cfg = SimConfig {
         values: s.values,
+        algorithm: Some(setting.algo),
         ..SimConfig::new(setting.vns, s.degree, s.rounds, s.learning.seed)
     };
     let k = setting.vns as u32;

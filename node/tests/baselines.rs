@@ -1,0 +1,158 @@
+//! The paper's baselines on the one engine, in the simulator: each learns, and each exchanges what it says
+//! it does — D-PSGD over one static graph, EL over a fresh one each round, Muffliato in ten gossip exchanges
+//! per round, chunking and sparsification one chunk of K per neighbour.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use models::data::DatasetSpec;
+use models::data::partition::Partition;
+use models::nn::ModelSpec;
+use models::train::{LocalWork, TrainConfig};
+use node::algo::{AlgoSpec, GOSSIP_STEPS};
+use node::engine::RoundMetrics;
+use node::learner::LearningConfig;
+use node::observe::Observer;
+use node::sim::SimConfig;
+use protocol::ChunkFrame;
+
+const NODES: usize = 8;
+const ROUNDS: u64 = 4;
+const DEGREE: usize = 3;
+const SEED: u64 = 11;
+
+fn learning() -> LearningConfig {
+    LearningConfig {
+        dataset: DatasetSpec::default(),
+        model: Some(ModelSpec::Mlp { hidden: vec![16] }),
+        partition: Partition::Iid,
+        nodes: NODES,
+        train: TrainConfig {
+            lr: 0.05,
+            batch_size: 32,
+            work: LocalWork::Epochs(1),
+        },
+        seed: SEED,
+        max_test_samples: Some(300),
+    }
+}
+
+/// Senders each receiving node heard from, per exchange, and the length of every copy.
+#[derive(Default)]
+struct Senders {
+    by_exchange: Mutex<BTreeMap<(usize, u64), BTreeSet<u32>>>,
+    lens: Mutex<BTreeSet<usize>>,
+}
+
+impl Observer<u32> for Senders {
+    fn chunk_received(&self, node: usize, _vn: usize, from: &u32, frame: &ChunkFrame) {
+        self.by_exchange
+            .lock()
+            .unwrap()
+            .entry((node, frame.round.get()))
+            .or_default()
+            .insert(*from);
+        self.lens.lock().unwrap().insert(frame.values.len());
+    }
+}
+
+struct Run {
+    metrics: Vec<Vec<RoundMetrics>>,
+    senders: BTreeMap<(usize, u64), BTreeSet<u32>>,
+    lens: BTreeSet<usize>,
+    d: usize,
+}
+
+fn run(algorithm: &str) -> Run {
+    let spec: AlgoSpec = algorithm.parse().unwrap();
+    let lc = learning();
+    let (split, parts) = lc.load().unwrap();
+    let learners = lc.learners(&split, &parts, 0..NODES).unwrap();
+    let partition = Arc::new(lc.chunk_partition(&learners[0].model, spec.chunks(1)).unwrap());
+    let d = partition.d();
+    let mut cfg = SimConfig::new(1, DEGREE, ROUNDS, SEED);
+    cfg.algorithm = Some(spec);
+    let obs = Senders::default();
+    let report = node::sim::run_observed(&cfg, learners, partition, |_, _| {}, Some(&obs)).unwrap();
+    Run {
+        metrics: report.metrics,
+        senders: obs.by_exchange.into_inner().unwrap(),
+        lens: obs.lens.into_inner().unwrap(),
+        d,
+    }
+}
+
+/// Every node finished every round and the mean test metric rose from round 0 to the last.
+fn learns(r: &Run) {
+    assert!(r.metrics.iter().all(|m| m.len() == ROUNDS as usize));
+    let mean = |round: usize| {
+        r.metrics.iter().map(|m| m[round].test_metric).sum::<f64>() / NODES as f64
+    };
+    assert!(
+        mean(ROUNDS as usize - 1) > mean(0),
+        "{} → {}",
+        mean(0),
+        mean(ROUNDS as usize - 1)
+    );
+}
+
+#[test]
+fn dpsgd_exchanges_over_one_static_graph_and_el_over_a_fresh_one() {
+    let dpsgd = run("dpsgd");
+    learns(&dpsgd);
+    for node in 0..NODES {
+        let sets: Vec<&BTreeSet<u32>> = (0..ROUNDS)
+            .filter_map(|t| dpsgd.senders.get(&(node, t)))
+            .collect();
+        assert!(!sets.is_empty());
+        // Every round's senders come from round 0's graph (an edge can only be lost, never gained).
+        let first = dpsgd.senders.get(&(node, 0)).expect("round 0 exchanged");
+        assert!(sets.iter().all(|s| s.is_subset(first)), "node {node}: {sets:?}");
+        assert_eq!(sets.len(), ROUNDS as usize, "node {node} heard from its graph every round");
+    }
+    let same = (0..NODES)
+        .filter(|&n| dpsgd.senders.get(&(n, 0)) == dpsgd.senders.get(&(n, ROUNDS - 1)))
+        .count();
+    assert_eq!(same, NODES, "no static edge was lost in a lossless run");
+    let el = run("el");
+    learns(&el);
+    let changed = (0..NODES)
+        .filter(|&n| el.senders.get(&(n, 0)) != el.senders.get(&(n, ROUNDS - 1)))
+        .count();
+    assert!(changed > NODES / 2, "EL's neighbours change between rounds");
+}
+
+#[test]
+fn muffliato_gossips_ten_exchanges_per_round() {
+    let m = run("muffliato:0.0");
+    learns(&m);
+    let exchanges: BTreeSet<u64> = m.senders.keys().map(|&(_, e)| e).collect();
+    assert_eq!(
+        exchanges.iter().max(),
+        Some(&(ROUNDS * GOSSIP_STEPS as u64 - 1)),
+        "exchanges are numbered round · 10 + step"
+    );
+    // About ten times EL's copies per round: r per step.
+    for rounds in &m.metrics {
+        for t in rounds {
+            assert!(t.copies_received > 5 * DEGREE as u32, "{t:?}");
+        }
+    }
+    assert_eq!(m.lens, BTreeSet::from([m.d]), "the whole model each time");
+    // With noise the model still learns (σ small next to the weights).
+    learns(&run("muffliato:0.001"));
+}
+
+#[test]
+fn chunking_and_sparsification_send_one_chunk_of_k() {
+    for algo in ["chunking:4", "sparsify-random:0.25"] {
+        let r = run(algo);
+        learns(&r);
+        assert!(
+            r.lens.iter().all(|&l| l == r.d / 4 || l == r.d.div_ceil(4)),
+            "{algo}: {:?} of d = {}",
+            r.lens,
+            r.d
+        );
+    }
+}
