@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn clipping_bounds_norms_and_keeps_directions() {
         let mut rng = ChaCha12Rng::seed_from_u64(21);
-        let (n, dim, bound) = (64, 10, 1.0);
+        let (n, dim, bound) = (64, 10, 1.8);
         let orig: Vec<f64> = (0..n * dim).map(|_| rng.random_range(-1.0..1.0)).collect();
         let mut batch = orig.clone();
         let clipped = clip_per_sample(&mut batch, dim, bound).unwrap();

@@ -253,9 +253,9 @@ impl<Id: Ord + Clone + std::fmt::Debug> PdmmNode<Id> {
 
     /// One gradient step on the augmented objective from the previous model (the paper's logistic regression,
     /// "single-step gradient descent"): `w ← w − μ(∇f_i(w) + lin + quad·w)`.
-    pub fn w_step_gradient<F>(&mut self, mu: f64, grad: F) -> Result<()>
+    pub fn w_step_gradient<F>(&mut self, mu: f64, mut grad: F) -> Result<()>
     where
-        F: FnOnce(&[f64]) -> Vec<f64>,
+        F: FnMut(&[f64]) -> Vec<f64>,
     {
         self.w_step_local_sgd(1, mu, |w, _| grad(w))
     }

@@ -66,10 +66,10 @@ fn pdmm_least_squares_converges_and_beats_admm() {
     let parts = least_squares(60, 5, 4, &mut rng);
     let (p0, e0) = run_exact(&g, &parts, PdmmConfig::pdmm(RHO), 0.0, 1000, 1);
     let (p1, e1) = run_exact(&g, &parts, PdmmConfig::pdmm(RHO), 1.0, 1000, 2);
-    let (a0, ea) = run_exact(&g, &parts, PdmmConfig::admm(RHO), 0.0, 3000, 3);
+    let (a0, ea) = run_exact(&g, &parts, PdmmConfig::admm(RHO), 0.0, 1500, 3);
     eprintln!(
         "RGG n=60 |E|={}: PDMM σ_Z²=0 → 1e-6 at t={p0:?} (err@1000 {e0:.1e}); σ_Z²=1 → t={p1:?} \
-         (err@1000 {e1:.1e}); ADMM σ_Z²=0 → t={a0:?} (err@3000 {ea:.1e})",
+         (err@1000 {e1:.1e}); ADMM σ_Z²=0 → t={a0:?} (err@1500 {ea:.1e})",
         g.num_edges()
     );
     let (p0, p1) = (p0.expect("PDMM σ_Z²=0 missed 1e-6"), p1.expect("PDMM σ_Z²=1 missed 1e-6"));
