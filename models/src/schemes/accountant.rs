@@ -100,7 +100,7 @@ pub fn clip_norm<T: Scalar>(g: &mut [T], bound: f64) -> bool {
 /// scaled to norm ≤ `bound`. Returns how many rows were clipped. A non-finite gradient is an error (it has
 /// no direction to keep) and leaves the batch partly clipped.
 pub fn clip_per_sample<T: Scalar>(batch: &mut [T], dim: usize, bound: f64) -> Result<usize> {
-    if dim == 0 || batch.len() % dim != 0 {
+    if dim == 0 || !batch.len().is_multiple_of(dim) {
         return Err(ModelsError::Config(format!(
             "batch of {} values is not a whole number of {dim}-dimensional gradients",
             batch.len()
@@ -206,7 +206,7 @@ mod tests {
             assert!(nc <= 0.5 * (1.0 + 1e-6), "{nc}");
         }
 
-        let mean = clipped_mean(&mut vec![3.0f64, 4.0, 0.0, 0.5], 2, 1.0).unwrap();
+        let mean = clipped_mean(&mut [3.0f64, 4.0, 0.0, 0.5], 2, 1.0).unwrap();
         assert!((mean[0] - 0.3).abs() < 1e-15 && (mean[1] - 0.65).abs() < 1e-15, "{mean:?}");
         assert!(clip_per_sample(&mut [1.0f64, 2.0, 3.0], 2, 1.0).is_err());
         assert!(clip_per_sample(&mut [f64::NAN, 2.0], 2, 1.0).is_err());

@@ -72,6 +72,8 @@ impl Eavesdropper {
 
     /// Every node's model after every observed round's w-step, `[t][i]` for t in `0..rounds`, from the
     /// messages (eq. 35) and the models after the last round.
+    // Index loops mirror the equations (node i, neighbour j, round t, coordinate k).
+    #[allow(clippy::needless_range_loop)]
     pub fn reconstruct_models(&self, final_models: &[Vec<f64>]) -> Result<Vec<Vec<Vec<f64>>>> {
         let (n, rounds) = (self.graph.n(), self.log.len());
         if final_models.len() != n || rounds == 0 {

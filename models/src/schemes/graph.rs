@@ -56,7 +56,7 @@ impl Graph {
     /// A random r-regular simple graph on n nodes (Steger–Wormald pairing: join two random free stubs of
     /// distinct, non-adjacent nodes; restart when no valid pair is left). Needs `r < n` and `n·r` even.
     pub fn random_regular<R: Rng + ?Sized>(n: usize, r: usize, rng: &mut R) -> Result<Self> {
-        if r >= n.max(1) || (n * r) % 2 != 0 {
+        if r >= n.max(1) || !(n * r).is_multiple_of(2) {
             return Err(ModelsError::Config(format!(
                 "no {r}-regular graph on {n} nodes (need r < n and n·r even)"
             )));

@@ -48,7 +48,8 @@ impl Cholesky {
         self.n
     }
 
-    /// Solves `A x = b`.
+    /// Solves `A x = b` (forward then back substitution; index loops follow the textbook form).
+    #[allow(clippy::needless_range_loop)]
     pub fn solve(&self, b: &[f64]) -> Vec<f64> {
         let n = self.n;
         assert_eq!(b.len(), n, "right-hand side has the wrong length");
