@@ -61,6 +61,7 @@ const MU: f64 = 0.7;
 const RHO: f64 = 0.1;
 const DEGREE: usize = 4;
 const SIGMA2: [f64; 6] = [0.001, 0.01, 0.1, 1.0, 2.0, 10.0];
+const MU_SWEEP: [f64; 3] = [0.1, 0.5, 1.0];
 
 fn normal<R: Rng>(rng: &mut R) -> f64 {
     StandardNormal.sample(rng)
@@ -132,7 +133,7 @@ fn make_task(seed: u64) -> Result<Task> {
 }
 
 /// One GFL run; returns per-iteration (centroid MSD, average MSD).
-fn run_gfl(task: &Task, mode: Perturbation, seed: u64, iters: usize) -> Result<Vec<(f64, f64)>> {
+fn run_gfl(task: &Task, mode: Perturbation, mu: f64, seed: u64, iters: usize) -> Result<Vec<(f64, f64)>> {
     // Same sampling stream for every mode of a seed; the noise has its own stream.
     let mut sampling = ChaCha12Rng::seed_from_u64(seed.wrapping_mul(7919).wrapping_add(1));
     let mut noise = ChaCha12Rng::seed_from_u64(seed.wrapping_mul(7919).wrapping_add(2));
@@ -145,7 +146,7 @@ fn run_gfl(task: &Task, mode: Perturbation, seed: u64, iters: usize) -> Result<V
             for k in sample(&mut sampling, K, L) {
                 let agent = &unit[k];
                 let mut wk = [w[p][0], w[p][1]];
-                let step = MU / agent.epochs as f64;
+                let step = mu / agent.epochs as f64;
                 for _ in 0..agent.epochs {
                     let mut g = [2.0 * RHO * wk[0], 2.0 * RHO * wk[1]];
                     for _ in 0..agent.batch {
@@ -200,13 +201,13 @@ fn ghp_synthetic(args: &Args, dir: &Path) -> Result<()> {
     let mut fig2: Vec<[Vec<(f64, f64)>; 3]> = Vec::new();
     for seed in 0..args.seeds {
         let task = make_task(seed)?;
-        let none = run_gfl(&task, Perturbation::None, seed, args.iters)?;
+        let none = run_gfl(&task, Perturbation::None, MU, seed, args.iters)?;
         let s_none = steady(&none);
         writeln!(csv, "0,none,{seed},{:.6e},{:.6e}", s_none.0, s_none.1)?;
         for (k, &s2) in SIGMA2.iter().enumerate() {
             let sigma = s2.sqrt();
-            let ghp = run_gfl(&task, Perturbation::Ghp { sigma }, seed, args.iters)?;
-            let rnd = run_gfl(&task, Perturbation::Random { sigma }, seed, args.iters)?;
+            let ghp = run_gfl(&task, Perturbation::Ghp { sigma }, MU, seed, args.iters)?;
+            let rnd = run_gfl(&task, Perturbation::Random { sigma }, MU, seed, args.iters)?;
             let (sg, sr) = (steady(&ghp), steady(&rnd));
             writeln!(csv, "{s2},ghp,{seed},{:.6e},{:.6e}", sg.0, sg.1)?;
             writeln!(csv, "{s2},random,{seed},{:.6e},{:.6e}", sr.0, sr.1)?;
@@ -269,6 +270,33 @@ fn ghp_synthetic(args: &Args, dir: &Path) -> Result<()> {
             series[3 + mode].push((s2.log10(), cell(mode, true).0.log10()));
         }
     }
+    // Figure 4: σ² = 0.1, step size μ varied (the random baseline carries an O(1/μ) noise term, GHP not).
+    write!(
+        md,
+        "\nσ² = 0.1, step size μ varied (GFL Fig. 4): steady-state centroid MSD, mean ± std over {} seeds.\n\n\
+         | μ | non-private | GHP | random |\n|---|---|---|---|\n",
+        args.seeds
+    )?;
+    let mut mu_csv = String::from("mu,mode,seed,msd_centroid,msd_avg\n");
+    for mu in MU_SWEEP {
+        let mut cells: [Vec<f64>; 3] = Default::default();
+        for seed in 0..args.seeds {
+            let task = make_task(seed)?;
+            let sigma = 0.1f64.sqrt();
+            let modes = [Perturbation::None, Perturbation::Ghp { sigma }, Perturbation::Random { sigma }];
+            for (k, mode) in modes.into_iter().enumerate() {
+                let s = steady(&run_gfl(&task, mode, mu, seed, args.iters)?);
+                writeln!(mu_csv, "{mu},{},{seed},{:.6e},{:.6e}", ["none", "ghp", "random"][k], s.0, s.1)?;
+                cells[k].push(s.0);
+            }
+        }
+        let f = |xs: &[f64]| {
+            let (m, s) = mean_std(xs);
+            format!("{m:.3e} ± {s:.1e}")
+        };
+        writeln!(md, "| {mu} | {} | {} | {} |", f(&cells[0]), f(&cells[1]), f(&cells[2]))?;
+    }
+    fs::write(dir.join("mu_sweep.csv"), mu_csv)?;
     fs::write(dir.join("summary.md"), &md)?;
     print!("{md}");
     plot_sweep(&dir.join("msd_vs_sigma2.svg"), &series)?;
