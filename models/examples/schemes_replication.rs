@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Parser;
 use models::schemes::{
-    CombinationMatrix, Graph, LeastSquares, PdmmConfig, PdmmNetwork, Perturbation, centralised_least_squares,
-    linalg::Cholesky, network_round, rgg_connectivity_radius,
+    CombinationMatrix, Graph, LeastSquares, PdmmConfig, PdmmNetwork, Perturbation,
+    centralised_least_squares, linalg::Cholesky, network_round, rgg_connectivity_radius,
 };
 use plotters::prelude::*;
 use rand::seq::index::sample;
@@ -91,7 +91,10 @@ fn make_task(seed: u64) -> Result<Task> {
         for _ in 0..K {
             let angle = rng.random_range(0.0..std::f64::consts::PI);
             let (c, s) = (angle.cos(), angle.sin());
-            let l = [rng.random_range(0.1..0.5f64).sqrt(), rng.random_range(0.1..0.5f64).sqrt()];
+            let l = [
+                rng.random_range(0.1..0.5f64).sqrt(),
+                rng.random_range(0.1..0.5f64).sqrt(),
+            ];
             let sv = rng.random_range(0.1..0.5f64).sqrt();
             let mut u = Vec::with_capacity(N);
             let mut d = Vec::with_capacity(N);
@@ -133,7 +136,13 @@ fn make_task(seed: u64) -> Result<Task> {
 }
 
 /// One GFL run; returns per-iteration (centroid MSD, average MSD).
-fn run_gfl(task: &Task, mode: Perturbation, mu: f64, seed: u64, iters: usize) -> Result<Vec<(f64, f64)>> {
+fn run_gfl(
+    task: &Task,
+    mode: Perturbation,
+    mu: f64,
+    seed: u64,
+    iters: usize,
+) -> Result<Vec<(f64, f64)>> {
     // Same sampling stream for every mode of a seed; the noise has its own stream.
     let mut sampling = ChaCha12Rng::seed_from_u64(seed.wrapping_mul(7919).wrapping_add(1));
     let mut noise = ChaCha12Rng::seed_from_u64(seed.wrapping_mul(7919).wrapping_add(2));
@@ -197,7 +206,8 @@ fn ghp_synthetic(args: &Args, dir: &Path) -> Result<()> {
     fs::create_dir_all(dir)?;
     let mut csv = String::from("sigma2,mode,seed,msd_centroid,msd_avg\n");
     // [sigma index][mode] -> per-seed (centroid, avg); mode 0 = none (same for every σ²), 1 = ghp, 2 = random.
-    let mut table: Vec<[Vec<(f64, f64)>; 3]> = (0..SIGMA2.len()).map(|_| Default::default()).collect();
+    let mut table: Vec<[Vec<(f64, f64)>; 3]> =
+        (0..SIGMA2.len()).map(|_| Default::default()).collect();
     let mut fig2: Vec<[Vec<(f64, f64)>; 3]> = Vec::new();
     for seed in 0..args.seeds {
         let task = make_task(seed)?;
@@ -223,7 +233,9 @@ fn ghp_synthetic(args: &Args, dir: &Path) -> Result<()> {
     fs::write(dir.join("sweep.csv"), csv)?;
 
     // Figure 2 (σ² = 0.1): centroid MSD per iteration, mean over seeds, every 10th iteration.
-    let mut curves = String::from("iter,none_centroid,ghp_centroid,random_centroid,none_avg,ghp_avg,random_avg\n");
+    let mut curves = String::from(
+        "iter,none_centroid,ghp_centroid,random_centroid,none_avg,ghp_avg,random_avg\n",
+    );
     for t in (0..args.iters).step_by(10) {
         let m = |mode: usize, f: fn(&(f64, f64)) -> f64| {
             fig2.iter().map(|runs| f(&runs[mode][t])).sum::<f64>() / fig2.len() as f64
@@ -251,7 +263,10 @@ fn ghp_synthetic(args: &Args, dir: &Path) -> Result<()> {
     let mut series: [Vec<(f64, f64)>; 6] = Default::default();
     for (k, &s2) in SIGMA2.iter().enumerate() {
         let cell = |mode: usize, avg: bool| {
-            let xs: Vec<f64> = table[k][mode].iter().map(|x| if avg { x.1 } else { x.0 }).collect();
+            let xs: Vec<f64> = table[k][mode]
+                .iter()
+                .map(|x| if avg { x.1 } else { x.0 })
+                .collect();
             mean_std(&xs)
         };
         let f = |(m, s): (f64, f64)| format!("{m:.3e} ± {s:.1e}");
@@ -283,10 +298,20 @@ fn ghp_synthetic(args: &Args, dir: &Path) -> Result<()> {
         for seed in 0..args.seeds {
             let task = make_task(seed)?;
             let sigma = 0.1f64.sqrt();
-            let modes = [Perturbation::None, Perturbation::Ghp { sigma }, Perturbation::Random { sigma }];
+            let modes = [
+                Perturbation::None,
+                Perturbation::Ghp { sigma },
+                Perturbation::Random { sigma },
+            ];
             for (k, mode) in modes.into_iter().enumerate() {
                 let s = steady(&run_gfl(&task, mode, mu, seed, args.iters)?);
-                writeln!(mu_csv, "{mu},{},{seed},{:.6e},{:.6e}", ["none", "ghp", "random"][k], s.0, s.1)?;
+                writeln!(
+                    mu_csv,
+                    "{mu},{},{seed},{:.6e},{:.6e}",
+                    ["none", "ghp", "random"][k],
+                    s.0,
+                    s.1
+                )?;
                 cells[k].push(s.0);
             }
         }
@@ -294,7 +319,13 @@ fn ghp_synthetic(args: &Args, dir: &Path) -> Result<()> {
             let (m, s) = mean_std(xs);
             format!("{m:.3e} ± {s:.1e}")
         };
-        writeln!(md, "| {mu} | {} | {} | {} |", f(&cells[0]), f(&cells[1]), f(&cells[2]))?;
+        writeln!(
+            md,
+            "| {mu} | {} | {} | {} |",
+            f(&cells[0]),
+            f(&cells[1]),
+            f(&cells[2])
+        )?;
     }
     fs::write(dir.join("mu_sweep.csv"), mu_csv)?;
     fs::write(dir.join("summary.md"), &md)?;
@@ -309,7 +340,10 @@ fn plot_sweep(path: &Path, series: &[Vec<(f64, f64)>; 6]) -> Result<()> {
     let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("GFL synthetic regression: steady-state MSD vs noise", ("sans-serif", 20))
+        .caption(
+            "GFL synthetic regression: steady-state MSD vs noise",
+            ("sans-serif", 20),
+        )
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(64)
@@ -369,14 +403,18 @@ fn pdmm_least_squares(args: &Args, dir: &Path) -> Result<()> {
     );
     for seed in 0..args.seeds.min(3) {
         let mut rng = ChaCha12Rng::seed_from_u64(1000 + seed);
-        let (g, _) = Graph::random_geometric_connected(60, 3, rgg_connectivity_radius(60), 100, &mut rng)?;
+        let (g, _) =
+            Graph::random_geometric_connected(60, 3, rgg_connectivity_radius(60), 100, &mut rng)?;
         let w_star: Vec<f64> = (0..5).map(|_| normal(&mut rng)).collect();
         let parts: Vec<LeastSquares> = (0..60)
             .map(|_| {
                 let a: Vec<f64> = (0..20).map(|_| normal(&mut rng)).collect();
                 let b = a
                     .chunks(5)
-                    .map(|r| r.iter().zip(&w_star).map(|(x, y)| x * y).sum::<f64>() + 0.1 * normal(&mut rng))
+                    .map(|r| {
+                        r.iter().zip(&w_star).map(|(x, y)| x * y).sum::<f64>()
+                            + 0.1 * normal(&mut rng)
+                    })
                     .collect();
                 LeastSquares::new(a, b, 5)
             })
@@ -391,7 +429,10 @@ fn pdmm_least_squares(args: &Args, dir: &Path) -> Result<()> {
                 e.push(net.max_error(&target));
             }
             let at = |t: usize| e.get(t - 1).map_or("-".into(), |x| format!("{x:.1e}"));
-            let first = e.iter().position(|&x| x < 1e-6).map_or("-".into(), |t| (t + 1).to_string());
+            let first = e
+                .iter()
+                .position(|&x| x < 1e-6)
+                .map_or("-".into(), |t| (t + 1).to_string());
             writeln!(
                 md,
                 "| {seed} | {} | {name} | {} | {} | {} | {} | {first} |",
@@ -420,6 +461,7 @@ fn pdmm_least_squares(args: &Args, dir: &Path) -> Result<()> {
 fn main() -> Result<()> {
     let args = Args::parse();
     ghp_synthetic(&args, &args.out.join("ghp-synthetic")).context("GHP synthetic regression")?;
-    pdmm_least_squares(&args, &args.out.join("pdmm-least-squares")).context("PDMM least squares")?;
+    pdmm_least_squares(&args, &args.out.join("pdmm-least-squares"))
+        .context("PDMM least squares")?;
     Ok(())
 }

@@ -55,7 +55,9 @@ impl DpParams {
     pub fn sigma_for(&self, epsilon: f64, i: u64) -> Result<f64> {
         self.check()?;
         if !(epsilon > 0.0 && epsilon.is_finite()) {
-            return Err(ModelsError::Config(format!("ε = {epsilon} must be finite and > 0")));
+            return Err(ModelsError::Config(format!(
+                "ε = {epsilon} must be finite and > 0"
+            )));
         }
         Ok(std::f64::consts::SQRT_2 * self.mu * self.clip * i as f64 * (i as f64 + 1.0) / epsilon)
     }
@@ -85,7 +87,11 @@ impl DpParams {
 /// Scales `g` in place to norm at most `bound` (direction kept); returns whether it was clipped. Computed in
 /// `f64`; after rounding to `f32` the norm can exceed `bound` by a relative ~1e-7.
 pub fn clip_norm<T: Scalar>(g: &mut [T], bound: f64) -> bool {
-    let norm = g.iter().map(|x| x.to_f64() * x.to_f64()).sum::<f64>().sqrt();
+    let norm = g
+        .iter()
+        .map(|x| x.to_f64() * x.to_f64())
+        .sum::<f64>()
+        .sqrt();
     if norm <= bound {
         return false;
     }
@@ -107,12 +113,16 @@ pub fn clip_per_sample<T: Scalar>(batch: &mut [T], dim: usize, bound: f64) -> Re
         )));
     }
     if !(bound > 0.0 && bound.is_finite()) {
-        return Err(ModelsError::Config(format!("clipping bound {bound} must be finite and > 0")));
+        return Err(ModelsError::Config(format!(
+            "clipping bound {bound} must be finite and > 0"
+        )));
     }
     let mut clipped = 0;
     for (k, row) in batch.chunks_exact_mut(dim).enumerate() {
         if row.iter().any(|x| !x.is_finite_value()) {
-            return Err(ModelsError::Config(format!("per-sample gradient {k} is not finite")));
+            return Err(ModelsError::Config(format!(
+                "per-sample gradient {k} is not finite"
+            )));
         }
         clipped += usize::from(clip_norm(row, bound));
     }
@@ -152,7 +162,10 @@ mod tests {
         assert_eq!(p.epsilon(s, 0).unwrap(), 0.0);
         assert!(p.epsilon(0.0, 1).unwrap().is_infinite());
         // Quadratic in i, inverse in σ.
-        assert!((p.epsilon(s, 100).unwrap() / p.epsilon(s, 10).unwrap() - 10_100.0 / 110.0).abs() < 1e-9);
+        assert!(
+            (p.epsilon(s, 100).unwrap() / p.epsilon(s, 10).unwrap() - 10_100.0 / 110.0).abs()
+                < 1e-9
+        );
         assert!((p.epsilon(2.0 * s, 10).unwrap() - e10 / 2.0).abs() < 1e-9);
     }
 
@@ -162,12 +175,19 @@ mod tests {
         for &(sigma, i) in &[(0.1f64.sqrt(), 10u64), (3.0, 1), (0.01, 500), (50.0, 7)] {
             let eps = p.epsilon(sigma, i).unwrap();
             let back = p.sigma_for(eps, i).unwrap();
-            assert!((back / sigma - 1.0).abs() < 1e-12, "σ {sigma} → ε {eps} → σ {back}");
+            assert!(
+                (back / sigma - 1.0).abs() < 1e-12,
+                "σ {sigma} → ε {eps} → σ {back}"
+            );
             let imax = p.max_iterations(sigma, eps).unwrap();
             assert_eq!(imax, i, "σ {sigma}, ε(i={i}) = {eps}");
             assert!(p.epsilon(sigma, imax + 1).unwrap() > eps);
         }
-        assert_eq!(p.max_iterations(1.0, 0.5).unwrap(), 0, "one iteration costs ε(1) ≈ 1.98");
+        assert_eq!(
+            p.max_iterations(1.0, 0.5).unwrap(),
+            0,
+            "one iteration costs ε(1) ≈ 1.98"
+        );
         assert!(p.sigma_for(0.0, 3).is_err());
         assert!(DpParams { mu: 0.0, clip: 1.0 }.epsilon(1.0, 1).is_err());
     }
@@ -190,24 +210,37 @@ mod tests {
             }
             if no > bound {
                 expect_clipped += 1;
-                assert!((nc - bound).abs() < 1e-12, "clipped row should sit on the bound");
+                assert!(
+                    (nc - bound).abs() < 1e-12,
+                    "clipped row should sit on the bound"
+                );
             } else {
                 assert_eq!(o, c, "a row within the bound changed");
             }
         }
         assert_eq!(clipped, expect_clipped);
-        assert!(clipped > 0 && clipped < n, "test data should mix both cases ({clipped})");
+        assert!(
+            clipped > 0 && clipped < n,
+            "test data should mix both cases ({clipped})"
+        );
 
         // f32: the bound holds to float rounding.
         let mut b32: Vec<f32> = orig.iter().map(|&x| x as f32 * 10.0).collect();
         clip_per_sample(&mut b32, dim, 0.5).unwrap();
         for row in b32.chunks(dim) {
-            let nc = row.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+            let nc = row
+                .iter()
+                .map(|&x| f64::from(x).powi(2))
+                .sum::<f64>()
+                .sqrt();
             assert!(nc <= 0.5 * (1.0 + 1e-6), "{nc}");
         }
 
         let mean = clipped_mean(&mut [3.0f64, 4.0, 0.0, 0.5], 2, 1.0).unwrap();
-        assert!((mean[0] - 0.3).abs() < 1e-15 && (mean[1] - 0.65).abs() < 1e-15, "{mean:?}");
+        assert!(
+            (mean[0] - 0.3).abs() < 1e-15 && (mean[1] - 0.65).abs() < 1e-15,
+            "{mean:?}"
+        );
         assert!(clip_per_sample(&mut [1.0f64, 2.0, 3.0], 2, 1.0).is_err());
         assert!(clip_per_sample(&mut [f64::NAN, 2.0], 2, 1.0).is_err());
     }

@@ -77,7 +77,9 @@ impl Eavesdropper {
     pub fn reconstruct_models(&self, final_models: &[Vec<f64>]) -> Result<Vec<Vec<Vec<f64>>>> {
         let (n, rounds) = (self.graph.n(), self.log.len());
         if final_models.len() != n || rounds == 0 {
-            return Err(ModelsError::Config("need one final model per node and ≥ 1 round".into()));
+            return Err(ModelsError::Config(
+                "need one final model per node and ≥ 1 round".into(),
+            ));
         }
         let (rho, theta) = (self.cfg.rho, self.cfg.theta);
         let mut out = vec![final_models.to_vec(); rounds];
@@ -90,7 +92,8 @@ impl Eavesdropper {
                     let before = &self.log[t - 1][&(i, j)];
                     let from_j = &self.log[t - 1][&(j, i)];
                     for k in 0..self.dim {
-                        inc[k] += Self::sign(i, j) * (now[k] - (1.0 - theta) * before[k] - theta * from_j[k])
+                        inc[k] += Self::sign(i, j)
+                            * (now[k] - (1.0 - theta) * before[k] - theta * from_j[k])
                             / (2.0 * rho * theta);
                     }
                 }
@@ -117,7 +120,9 @@ impl Eavesdropper {
         let mut l = vec![0.0; self.dim];
         for &j in self.graph.neighbours(i) {
             let z = self.dual_increment(i, j, t);
-            l.iter_mut().zip(&z).for_each(|(a, b)| *a += Self::sign(i, j) * b);
+            l.iter_mut()
+                .zip(&z)
+                .for_each(|(a, b)| *a += Self::sign(i, j) * b);
         }
         l
     }
@@ -136,7 +141,14 @@ impl Eavesdropper {
     /// One-gradient-step w-step `w(t) = w(t−1) − μ(∇f_i(w(t−1)) + Σ_j B z(t) + ρ d_i w(t−1))`:
     /// `(w(t−1) − w(t))/μ − Σ_j B_{i|j}(z_{i|j}(t) − z_{i|j}(0)) − ρ d_i w(t−1)`
     /// `= ∇f_i(w_i(t−1)) + Σ_j B_{i|j} z_{i|j}(0)`.
-    pub fn masked_gradient_gd(&self, i: usize, t: usize, w_prev: &[f64], w_t: &[f64], mu: f64) -> Vec<f64> {
+    pub fn masked_gradient_gd(
+        &self,
+        i: usize,
+        t: usize,
+        w_prev: &[f64],
+        w_t: &[f64],
+        mu: f64,
+    ) -> Vec<f64> {
         let q = self.cfg.rho * self.graph.degree(i) as f64;
         self.masked_linear(i, t)
             .iter()

@@ -142,7 +142,9 @@ pub fn perturb<T: Scalar, R: Rng + ?Sized>(
 ) -> Result<NodeMessages<T>> {
     let sigma = mode.sigma();
     if !(sigma.is_finite() && sigma >= 0.0) {
-        return Err(ModelsError::Config(format!("noise σ = {sigma} must be finite and ≥ 0")));
+        return Err(ModelsError::Config(format!(
+            "noise σ = {sigma} must be finite and ≥ 0"
+        )));
     }
     if mode == Perturbation::None || sigma == 0.0 {
         return Ok(NodeMessages {

@@ -84,9 +84,10 @@ impl Graph {
                     let mut open: Vec<usize> = stubs.clone();
                     open.sort_unstable();
                     open.dedup();
-                    let any_valid = open.iter().enumerate().any(|(k, &a)| {
-                        open[k + 1..].iter().any(|&b| !adj[a].contains(&b))
-                    });
+                    let any_valid = open
+                        .iter()
+                        .enumerate()
+                        .any(|(k, &a)| open[k + 1..].iter().any(|&b| !adj[a].contains(&b)));
                     if !any_valid {
                         continue 'restart;
                     }
@@ -310,7 +311,9 @@ impl CombinationMatrix {
         for m in 0..self.n {
             let s: f64 = (0..self.n).map(|p| self.weight(p, m)).sum();
             if (s - 1.0).abs() > tol {
-                return Err(ModelsError::Config(format!("column {m} sums to {s}, not 1")));
+                return Err(ModelsError::Config(format!(
+                    "column {m} sums to {s}, not 1"
+                )));
             }
             if self.own_weight(m) <= 0.0 {
                 return Err(ModelsError::Config(format!(
@@ -324,7 +327,8 @@ impl CombinationMatrix {
 
     /// Whether every row also sums to 1 (within `tol`): then each combined model is a convex combination.
     pub fn is_row_stochastic(&self, tol: f64) -> bool {
-        (0..self.n).all(|p| ((0..self.n).map(|m| self.weight(p, m)).sum::<f64>() - 1.0).abs() <= tol)
+        (0..self.n)
+            .all(|p| ((0..self.n).map(|m| self.weight(p, m)).sum::<f64>() - 1.0).abs() <= tol)
     }
 }
 
@@ -344,14 +348,23 @@ mod tests {
             assert_eq!(g.num_edges(), n * r / 2);
             for v in 0..n {
                 assert!(!g.neighbours(v).contains(&v));
-                assert!(g.neighbours(v).windows(2).all(|w| w[0] < w[1]), "duplicate edge");
+                assert!(
+                    g.neighbours(v).windows(2).all(|w| w[0] < w[1]),
+                    "duplicate edge"
+                );
             }
         }
         let a = Graph::random_regular(30, 4, &mut ChaCha12Rng::seed_from_u64(9)).unwrap();
         let b = Graph::random_regular(30, 4, &mut ChaCha12Rng::seed_from_u64(9)).unwrap();
         assert_eq!(a, b, "same seed, different graph");
-        assert!(Graph::random_regular(5, 3, &mut rng).is_err(), "odd n·r accepted");
-        assert!(Graph::random_regular(4, 4, &mut rng).is_err(), "r = n accepted");
+        assert!(
+            Graph::random_regular(5, 3, &mut rng).is_err(),
+            "odd n·r accepted"
+        );
+        assert!(
+            Graph::random_regular(4, 4, &mut rng).is_err(),
+            "r = n accepted"
+        );
     }
 
     #[test]

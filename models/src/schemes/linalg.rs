@@ -113,7 +113,11 @@ pub fn norm(a: &[f64]) -> f64 {
 
 /// Euclidean distance.
 pub fn dist(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt()
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y) * (x - y))
+        .sum::<f64>()
+        .sqrt()
 }
 
 #[cfg(test)]
@@ -125,7 +129,13 @@ mod tests {
         // A = [[4, 2], [2, 3]], x = [1, -2] → b = [0, -4].
         let c = Cholesky::new(&[4.0, 2.0, 2.0, 3.0], 2).unwrap();
         let x = c.solve(&[0.0, -4.0]);
-        assert!((x[0] - 1.0).abs() < 1e-14 && (x[1] + 2.0).abs() < 1e-14, "{x:?}");
-        assert!(Cholesky::new(&[1.0, 2.0, 2.0, 1.0], 2).is_err(), "indefinite accepted");
+        assert!(
+            (x[0] - 1.0).abs() < 1e-14 && (x[1] + 2.0).abs() < 1e-14,
+            "{x:?}"
+        );
+        assert!(
+            Cholesky::new(&[1.0, 2.0, 2.0, 1.0], 2).is_err(),
+            "indefinite accepted"
+        );
     }
 }

@@ -40,7 +40,8 @@ pub mod scalar;
 pub use accountant::{DpParams, clip_norm, clip_per_sample, clipped_mean};
 pub use eavesdrop::Eavesdropper;
 pub use ghp::{
-    NodeMessages, Perturbation, SenderWeights, centroid, combine, laplace_noise, network_round, perturb,
+    NodeMessages, Perturbation, SenderWeights, centroid, combine, laplace_noise, network_round,
+    perturb,
 };
 pub use graph::{CombinationMatrix, Graph, rgg_connectivity_radius};
 pub use objective::{LeastSquares, Logistic, centralised_least_squares};

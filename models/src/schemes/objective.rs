@@ -73,7 +73,10 @@ impl LeastSquares {
             *cache = Some((quad, Cholesky::new(&m, self.dim)?));
         }
         let rhs: Vec<f64> = self.atb.iter().zip(lin).map(|(a, l)| a - l).collect();
-        Ok(cache.as_ref().map(|(_, c)| c.solve(&rhs)).unwrap_or_default())
+        Ok(cache
+            .as_ref()
+            .map(|(_, c)| c.solve(&rhs))
+            .unwrap_or_default())
     }
 }
 

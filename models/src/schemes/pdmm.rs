@@ -186,7 +186,10 @@ impl<Id: Ord + Clone + std::fmt::Debug> PdmmNode<Id> {
     }
 
     fn maybe_ready(&mut self) {
-        if self.phase == Phase::Setup && self.own_drawn && self.edges.iter().all(|e| e.peer_initialised) {
+        if self.phase == Phase::Setup
+            && self.own_drawn
+            && self.edges.iter().all(|e| e.peer_initialised)
+        {
             self.phase = Phase::WStep;
         }
     }

@@ -19,7 +19,10 @@ fn random_models<T: Scalar>(p: usize, dim: usize, rng: &mut ChaCha12Rng) -> Vec<
 }
 
 fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
 }
 
 /// V1 of notes-gfl.md: one GHP combine with σ² = 10 keeps the network average exactly (eq. 46), on an
@@ -44,7 +47,10 @@ fn ghp_cancels_exactly_in_f64() {
             // Doubly stochastic A: the noiseless combine keeps the average too.
             assert!(max_abs_diff(&centroid(&plain), &centroid(&psis)) < 1e-12);
             // ... and the noise did reach the individual models.
-            assert!(max_abs_diff(&ghp[0], &plain[0]) > 1e-3, "no noise on node 0");
+            assert!(
+                max_abs_diff(&ghp[0], &plain[0]) > 1e-3,
+                "no noise on node 0"
+            );
         }
         assert!(worst <= 1e-12, "GHP moved the network average by {worst:e}");
     }
@@ -66,8 +72,14 @@ fn ghp_cancels_to_float_tolerance_in_f32() {
         worst_random = worst_random.max(max_abs_diff(&centroid(&random), &centroid(&psis)));
     }
     // Noise magnitudes up to ~r·|g| ≈ 4·20 in f32 carry ~1e-5 rounding; the average of 16 of them less.
-    assert!(worst_ghp < 1e-4, "f32 GHP moved the average by {worst_ghp:e}");
-    assert!(worst_random > 0.5, "the random baseline should move it ({worst_random})");
+    assert!(
+        worst_ghp < 1e-4,
+        "f32 GHP moved the average by {worst_ghp:e}"
+    );
+    assert!(
+        worst_random > 0.5,
+        "the random baseline should move it ({worst_random})"
+    );
 }
 
 /// V2 of notes-gfl.md: the random baseline puts noise of per-coordinate variance σ²(r/(r+1))²/P on the
@@ -82,15 +94,30 @@ fn random_baseline_centroid_variance_matches_closed_form() {
     let base = centroid(&psis);
     let (mut sum2, mut count, mut ghp_worst) = (0.0, 0usize, 0.0f64);
     for _ in 0..20_000 {
-        let random =
-            network_round(&psis, &a, Perturbation::Random { sigma: sigma2.sqrt() }, &mut rng).unwrap();
+        let random = network_round(
+            &psis,
+            &a,
+            Perturbation::Random {
+                sigma: sigma2.sqrt(),
+            },
+            &mut rng,
+        )
+        .unwrap();
         for (c, b) in centroid(&random).iter().zip(&base) {
             sum2 += (c - b) * (c - b);
             count += 1;
         }
     }
     for _ in 0..200 {
-        let ghp = network_round(&psis, &a, Perturbation::Ghp { sigma: sigma2.sqrt() }, &mut rng).unwrap();
+        let ghp = network_round(
+            &psis,
+            &a,
+            Perturbation::Ghp {
+                sigma: sigma2.sqrt(),
+            },
+            &mut rng,
+        )
+        .unwrap();
         ghp_worst = ghp_worst.max(max_abs_diff(&centroid(&ghp), &base));
     }
     let measured = sum2 / count as f64;
@@ -117,7 +144,10 @@ fn laplace_moments() {
     let kurt = x.iter().map(|v| (v - mean).powi(4)).sum::<f64>() / n / (var * var) - 3.0;
     assert!(mean.abs() < 0.02, "mean {mean}");
     assert!((var / (sigma * sigma) - 1.0).abs() < 0.02, "variance {var}");
-    assert!((abs / (sigma / 2f64.sqrt()) - 1.0).abs() < 0.01, "E|X| {abs}");
+    assert!(
+        (abs / (sigma / 2f64.sqrt()) - 1.0).abs() < 0.01,
+        "E|X| {abs}"
+    );
     assert!((kurt - 3.0).abs() < 0.3, "excess kurtosis {kurt}");
 }
 
@@ -129,10 +159,17 @@ fn zero_noise_modes_agree_and_leave_the_rng_alone() {
     let psis: Vec<Vec<f64>> = random_models(10, 3, &mut rng);
     let mut r1 = ChaCha12Rng::seed_from_u64(1);
     let plain = network_round(&psis, &a, Perturbation::None, &mut r1).unwrap();
-    for mode in [Perturbation::Ghp { sigma: 0.0 }, Perturbation::Random { sigma: 0.0 }] {
+    for mode in [
+        Perturbation::Ghp { sigma: 0.0 },
+        Perturbation::Random { sigma: 0.0 },
+    ] {
         assert_eq!(network_round(&psis, &a, mode, &mut r1).unwrap(), plain);
     }
-    assert_eq!(r1, ChaCha12Rng::seed_from_u64(1), "σ = 0 consumed randomness");
+    assert_eq!(
+        r1,
+        ChaCha12Rng::seed_from_u64(1),
+        "σ = 0 consumed randomness"
+    );
     // With σ = 0 the combine is plain diffusion: node 0 = mean of itself and its 4 neighbours.
     let mut expect = psis[0].clone();
     for &m in g.neighbours(0) {
@@ -154,8 +191,16 @@ fn ghp_self_correction_is_minus_r_g_on_regular_graphs() {
         assert!((o - (p - 8.0 * g)).abs() < 1e-12);
     }
     assert!(
-        perturb(&psi, Perturbation::Ghp { sigma: 1.0 }, SenderWeights { own: 0.0, out_sum: 1.0 }, &mut rng)
-            .is_err(),
+        perturb(
+            &psi,
+            Perturbation::Ghp { sigma: 1.0 },
+            SenderWeights {
+                own: 0.0,
+                out_sum: 1.0
+            },
+            &mut rng
+        )
+        .is_err(),
         "a_pp = 0 accepted"
     );
 }
@@ -165,13 +210,22 @@ fn combine_refuses_bad_messages() {
     let own = vec![1.0f32, 2.0];
     assert!(combine(0.5, &own, [(0.5, [1.0f32].as_slice())]).is_err());
     assert!(combine(0.5, &own, [(0.5, [1.0f32, f32::NAN].as_slice())]).is_err());
-    assert_eq!(combine(0.5, &own, [(0.5, [3.0f32, 4.0].as_slice())]).unwrap(), vec![2.0, 3.0]);
+    assert_eq!(
+        combine(0.5, &own, [(0.5, [3.0f32, 4.0].as_slice())]).unwrap(),
+        vec![2.0, 3.0]
+    );
 }
 
 #[test]
 fn parse_algo_strings() {
-    assert_eq!(Perturbation::parse("ghp:0.5").unwrap(), Perturbation::Ghp { sigma: 0.5 });
-    assert_eq!(Perturbation::parse("random:2").unwrap(), Perturbation::Random { sigma: 2.0 });
+    assert_eq!(
+        Perturbation::parse("ghp:0.5").unwrap(),
+        Perturbation::Ghp { sigma: 0.5 }
+    );
+    assert_eq!(
+        Perturbation::parse("random:2").unwrap(),
+        Perturbation::Random { sigma: 2.0 }
+    );
     assert_eq!(Perturbation::parse("none").unwrap(), Perturbation::None);
     for bad in ["ghp", "ghp:-1", "ghp:nan", "ghp:inf", "noise:1", "random:x"] {
         assert!(Perturbation::parse(bad).is_err(), "{bad} accepted");

@@ -41,7 +41,14 @@ fn least_squares(n: usize, u: usize, rows: usize, rng: &mut ChaCha12Rng) -> Vec<
 }
 
 /// Runs exact-w-step A/PDMM; returns (the first iteration with max error < 1e-6, the error after `iters`).
-fn run_exact(g: &Graph, parts: &[LeastSquares], cfg: PdmmConfig, sigma_z2: f64, iters: usize, seed: u64) -> (Option<usize>, f64) {
+fn run_exact(
+    g: &Graph,
+    parts: &[LeastSquares],
+    cfg: PdmmConfig,
+    sigma_z2: f64,
+    iters: usize,
+    seed: u64,
+) -> (Option<usize>, f64) {
     let target = centralised_least_squares(parts).unwrap();
     let mut rng = ChaCha12Rng::seed_from_u64(seed);
     let mut net = PdmmNetwork::new(g, &vec![0.0; parts[0].dim()], cfg, sigma_z2, &mut rng).unwrap();
@@ -73,10 +80,16 @@ fn pdmm_least_squares_converges_and_beats_admm() {
          (err@1000 {e1:.1e}); ADMM σ_Z²=0 → t={a0:?} (err@1500 {ea:.1e})",
         g.num_edges()
     );
-    let (p0, p1) = (p0.expect("PDMM σ_Z²=0 missed 1e-6"), p1.expect("PDMM σ_Z²=1 missed 1e-6"));
+    let (p0, p1) = (
+        p0.expect("PDMM σ_Z²=0 missed 1e-6"),
+        p1.expect("PDMM σ_Z²=1 missed 1e-6"),
+    );
     assert!(p0 <= 1000 && p1 <= 1000);
     assert!(e0 < 1e-6 && e1 < 1e-6);
-    assert!(a0.is_none_or(|a| a > p0.max(p1)), "ADMM ({a0:?}) not slower than PDMM ({p0}, {p1})");
+    assert!(
+        a0.is_none_or(|a| a > p0.max(p1)),
+        "ADMM ({a0:?}) not slower than PDMM ({p0}, {p1})"
+    );
 }
 
 /// Eq. 14 (the w-step's optimality, ∇f_i + Σ_j B z_{i|j} + ρ d_i w_i = 0) holds at every node, and the
@@ -104,7 +117,11 @@ fn optimality_and_model_reconstruction_identities() {
                 worst = worst.max(dist(w, &rebuilt[t][i]));
             }
         }
-        assert!(worst < 1e-9, "θ={}: model reconstruction off by {worst:e}", cfg.theta);
+        assert!(
+            worst < 1e-9,
+            "θ={}: model reconstruction off by {worst:e}",
+            cfg.theta
+        );
         // Optimality at the next w-step: run it and check with the duals it used.
         net.round(|i, node| {
             let lin = node.linear_term();
@@ -164,11 +181,20 @@ fn eavesdropper_recovers_gradients_only_without_dual_noise() {
              max gradient-difference error {diff_err:.2e}"
         ));
         if sigma_z2 == 0.0 {
-            assert!(grad_err < 1e-8, "σ_Z² = 0 should expose every gradient ({grad_err:e})");
+            assert!(
+                grad_err < 1e-8,
+                "σ_Z² = 0 should expose every gradient ({grad_err:e})"
+            );
         } else {
-            assert!(grad_err > 0.5, "σ_Z² = 1 should mask the gradients ({grad_err:e})");
+            assert!(
+                grad_err > 0.5,
+                "σ_Z² = 1 should mask the gradients ({grad_err:e})"
+            );
         }
-        assert!(diff_err < 1e-8, "gradient differences should leak ({diff_err:e})");
+        assert!(
+            diff_err < 1e-8,
+            "gradient differences should leak ({diff_err:e})"
+        );
     }
     eprintln!("{}", report.join("\n"));
 }
@@ -221,8 +247,14 @@ fn logistic_inputs_leak_through_gradient_differences() {
         "logistic, n=60, σ_Z²=1: mean input reconstruction error from one gradient difference \
          {diff_err:.2e}, from the masked gradient {masked_err:.2}"
     );
-    assert!(diff_err < 1e-6, "gradient differences should reveal x ({diff_err:e})");
-    assert!(masked_err > 0.1, "the masked gradient alone should not ({masked_err})");
+    assert!(
+        diff_err < 1e-6,
+        "gradient differences should reveal x ({diff_err:e})"
+    );
+    assert!(
+        masked_err > 0.1,
+        "the masked gradient alone should not ({masked_err})"
+    );
 }
 
 /// K local SGD steps on the augmented objective have the same fixed point as the exact w-step.
@@ -247,7 +279,18 @@ fn protocol_misuse_is_refused() {
     let cfg = PdmmConfig::pdmm(RHO);
     assert!(PdmmNode::new(0usize, vec![1, 1], vec![0.0], cfg).is_err());
     assert!(PdmmNode::new(0usize, vec![0, 1], vec![0.0], cfg).is_err());
-    assert!(PdmmNode::new(0usize, vec![1], vec![0.0], PdmmConfig { rho: 0.4, theta: 1.5 }).is_err());
+    assert!(
+        PdmmNode::new(
+            0usize,
+            vec![1],
+            vec![0.0],
+            PdmmConfig {
+                rho: 0.4,
+                theta: 1.5
+            }
+        )
+        .is_err()
+    );
     let mut rng = ChaCha12Rng::seed_from_u64(36);
     let mut a = PdmmNode::new(0usize, vec![1, 2], vec![0.0; 2], cfg).unwrap();
     // No w-step before the secure setup completed.
@@ -255,8 +298,14 @@ fn protocol_misuse_is_refused() {
     let _ = a.initial_duals(1.0, &mut rng).unwrap();
     assert!(a.initial_duals(1.0, &mut rng).is_err());
     a.set_peer_initial(&1, &[0.1, 0.2]).unwrap();
-    assert!(a.set_peer_initial(&1, &[0.1, 0.2]).is_err(), "repeated initial dual");
-    assert!(a.set_peer_initial(&3, &[0.1, 0.2]).is_err(), "stranger's initial dual");
+    assert!(
+        a.set_peer_initial(&1, &[0.1, 0.2]).is_err(),
+        "repeated initial dual"
+    );
+    assert!(
+        a.set_peer_initial(&3, &[0.1, 0.2]).is_err(),
+        "stranger's initial dual"
+    );
     a.set_peer_initial(&2, &[0.0, 0.0]).unwrap();
     // Early Δz for this round is held; another round's, a stranger's, a duplicate, a bad one are refused.
     a.receive(0, &1, &[1.0, 1.0]).unwrap();
@@ -266,7 +315,8 @@ fn protocol_misuse_is_refused() {
     assert!(a.receive(0, &2, &[1.0]).is_err());
     assert!(a.receive(0, &2, &[f64::NAN, 0.0]).is_err());
     assert!(a.messages().is_err(), "messages before the w-step");
-    a.w_step_exact(|lin, q| Ok(lin.iter().map(|l| -l / q).collect())).unwrap();
+    a.w_step_exact(|lin, q| Ok(lin.iter().map(|l| -l / q).collect()))
+        .unwrap();
     let out = a.messages().unwrap();
     assert_eq!(out.len(), 2);
     assert!(a.finish_round().is_err(), "finished without node 2's Δz");
@@ -286,9 +336,11 @@ fn runs_are_deterministic() {
         let mut rng = ChaCha12Rng::seed_from_u64(37);
         let g = rgg(20, &mut rng);
         let parts = least_squares(20, 3, 2, &mut rng);
-        let mut net = PdmmNetwork::new(&g, &[0.0; 3], PdmmConfig::pdmm(RHO), 1.0, &mut rng).unwrap();
+        let mut net =
+            PdmmNetwork::new(&g, &[0.0; 3], PdmmConfig::pdmm(RHO), 1.0, &mut rng).unwrap();
         for _ in 0..20 {
-            net.round(|i, node| node.w_step_exact(|l, q| parts[i].prox(l, q))).unwrap();
+            net.round(|i, node| node.w_step_exact(|l, q| parts[i].prox(l, q)))
+                .unwrap();
         }
         net.models()
     };
