@@ -28,6 +28,9 @@
 //! - `privacy/`: attacks that audit a run (§2.1, §6): chunk completion, exact ROC-AUC, loss-based membership
 //!   inference, linkability, gradient inversion of a leading FC layer, PSNR/SSIM and PNG grids, and the
 //!   per-chunk [`privacy::Auditor`] the testnet `--audit` harness calls (see `privacy/mod.rs`).
+//! - `schemes/`: engine-independent maths of issue 17 — static graphs and combination weights,
+//!   graph-homomorphic perturbations and the random-noise baseline, the DP accountant and per-sample clipping,
+//!   A/PDMM with random dual initialisation, and the eavesdropper that tests its privacy (see `schemes/mod.rs`).
 //! - `examples/gia.rs`: gradient inversion from one chunk of an update, k = 1 vs 2..16, PSNR/SSIM, PNG grids.
 //! - `benches/chunking.rs`: extraction + aggregation of one round against memcpy.
 
@@ -39,6 +42,7 @@ pub mod error;
 pub mod nn;
 pub mod params;
 pub mod privacy;
+pub mod schemes;
 pub mod train;
 
 pub use error::ModelsError;
