@@ -11,7 +11,8 @@
 //! degree = 8                            # r (paper: 8)
 //! rounds = 100
 //! metrics = "metrics.jsonl"             # optional: one JSON line per round
-//! algorithm = "shatter"                 # optional: shatter | el | dpsgd | chunking:K | sparsify-random:F | muffliato:SIGMA
+//! algorithm = "shatter"                 # optional: shatter | el | dpsgd | chunking:K | sparsify-random:F |
+//!                                       #   muffliato:SIGMA | ghp:SIGMA | random:SIGMA
 //!                                       #   (default: el with vns = 1, shatter with more)
 //!
 //! [learning]

@@ -90,8 +90,9 @@ pub struct Options {
     #[arg(long)]
     pub rounds: Option<u64>,
 
-    /// shatter | el | dpsgd | chunking:K | sparsify-random:F | muffliato:SIGMA. Shatter runs each --vns;
-    /// the others send through one VN per RN. [default: shatter, or el when --vns is 1]
+    /// shatter | el | dpsgd | chunking:K | sparsify-random:F | muffliato:SIGMA | ghp:SIGMA | random:SIGMA.
+    /// Shatter, ghp and random run each --vns (ghp with k > 1 is Shatter + GHP); the others send through one
+    /// VN per RN. [default: shatter, or el when --vns is 1]
     #[arg(long, value_name = "ALGO")]
     pub algo: Option<AlgoSpec>,
 

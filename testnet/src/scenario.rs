@@ -105,12 +105,12 @@ impl Settings {
         let rounds = o.rounds.unwrap_or(DEFAULT_ROUNDS);
         let seed = o.seed.unwrap_or(DEFAULT_SEED);
         let vns = match (&o.algo, o.vns) {
-            (Some(a), Some(v)) if *a != AlgoSpec::Shatter && v != [1] => {
+            (Some(a), Some(v)) if !a.uses_vns() && v != [1] => {
                 bail!(
                     "--algo {a} is one virtual node per real node (k = 1), but --vns {v:?} was given: drop --vns, or use --algo shatter (a sweep that includes 1 compares EL with Shatter)"
                 )
             }
-            (Some(a), _) if *a != AlgoSpec::Shatter => vec![1],
+            (Some(a), _) if !a.uses_vns() => vec![1],
             (_, Some(v)) => v,
             (_, None) => vec![DEFAULT_VNS],
         };

@@ -32,6 +32,8 @@
 //! - `el.rs`: Epidemic Learning, Shatter with k = 1 ([`el`]).
 //! - `spec.rs`: [`AlgoSpec`], the algorithm as configs and command lines name it, and its construction.
 //! - `dpsgd.rs`: [`Dpsgd`], EL's exchange over one static graph negotiated before round 0.
+//! - `ghp.rs`: [`Perturbed`], Laplace noise on every chunk sent, cancelled in the network average by the own
+//!   term's correction (GHP) or not (the random baseline).
 //! - `muffliato.rs`: [`Muffliato`], local Gaussian noise then gossip steps over fresh overlays.
 //! - `chunking.rs`: [`OneChunk`], one random chunk of K per round through one VN: the chunking-only
 //!   ablation (static partition) and random sparsification (a fresh partition per round).
@@ -39,6 +41,7 @@
 mod chunking;
 mod dpsgd;
 mod el;
+mod ghp;
 mod muffliato;
 mod shatter;
 mod spec;
@@ -46,6 +49,7 @@ mod spec;
 pub use chunking::OneChunk;
 pub use dpsgd::Dpsgd;
 pub use el::el;
+pub use ghp::Perturbed;
 pub use muffliato::{GOSSIP_STEPS, Muffliato};
 pub use shatter::Shatter;
 pub use spec::AlgoSpec;
@@ -138,6 +142,11 @@ pub trait Algorithm: Send {
             "{} sends no per-neighbour payloads",
             self.name()
         )))
+    }
+
+    /// VN `vn`'s payload of `step` was accepted by `copies` neighbours (GHP corrects its own term by it).
+    fn delivered(&mut self, step: u32, vn: usize, copies: u32) {
+        let _ = (step, vn, copies);
     }
 
     /// A copy VN `vn` accepted in `step` (index, length and finiteness already checked by the VN).

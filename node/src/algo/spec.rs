@@ -1,5 +1,5 @@
 //! [`AlgoSpec`]: an algorithm as a config file or a command line names it (`shatter`, `el`, `dpsgd`,
-//! `chunking:8`, `sparsify-random:0.125`, `muffliato:0.025`), and the one place that turns the name into an
+//! `chunking:8`, `sparsify-random:0.125`, `muffliato:0.025`, `ghp:0.3`, `random:0.3`), and the one place that turns the name into an
 //! [`Algorithm`].
 
 use std::fmt;
@@ -10,7 +10,7 @@ use models::chunking::ChunkPartition;
 use sampling::{Stream, vn_rng};
 use serde::{Deserialize, Serialize};
 
-use super::{AlgoError, Algorithm, Dpsgd, Muffliato, OneChunk, el};
+use super::{AlgoError, Algorithm, Dpsgd, Muffliato, OneChunk, Perturbed, el};
 
 /// An algorithm and its parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -28,10 +28,16 @@ pub enum AlgoSpec {
     Dpsgd,
     /// Muffliato: Gaussian noise of standard deviation `sigma`, then gossip steps over fresh overlays, one VN.
     Muffliato { sigma: f32 },
+    /// Graph-homomorphic perturbations: Laplace noise of standard deviation `sigma` on every chunk, cancelled
+    /// in the network average by the own term (with k VNs: Shatter + GHP).
+    Ghp { sigma: f64 },
+    /// The same noise without the correction (GFL's random baseline).
+    RandomNoise { sigma: f64 },
 }
 
 /// Names `FromStr` knows, for error messages.
-const KNOWN: &str = "shatter, el, dpsgd, chunking:K, sparsify-random:F, muffliato:SIGMA";
+const KNOWN: &str =
+    "shatter, el, dpsgd, chunking:K, sparsify-random:F, muffliato:SIGMA, ghp:SIGMA, random:SIGMA";
 
 impl AlgoSpec {
     /// What a node with `vns` VNs ran before algorithms were named: EL with one VN, Shatter with more.
@@ -39,11 +45,16 @@ impl AlgoSpec {
         if vns == 1 { Self::El } else { Self::Shatter }
     }
 
+    /// Whether the algorithm runs with any number of VNs (Shatter's chunks); the others use one.
+    pub fn uses_vns(&self) -> bool {
+        matches!(self, Self::Shatter | Self::Ghp { .. } | Self::RandomNoise { .. })
+    }
+
     /// Checks the algorithm against the node's number of VNs.
     pub fn check_vns(&self, vns: usize) -> Result<(), AlgoError> {
         match self {
-            Self::Shatter if vns >= 1 => Ok(()),
-            Self::Shatter => Err(AlgoError::Other("shatter needs at least one VN".into())),
+            _ if self.uses_vns() && vns >= 1 => Ok(()),
+            _ if self.uses_vns() => Err(AlgoError::Other(format!("{self} needs at least one VN"))),
             _ if vns == 1 => Ok(()),
             _ => Err(AlgoError::Other(format!(
                 "{self} sends through one identity: set the VNs to 1, not {vns}"
@@ -55,7 +66,7 @@ impl AlgoSpec {
     /// sparsification).
     pub fn chunks(&self, vns: usize) -> usize {
         match self {
-            Self::Shatter => vns,
+            Self::Shatter | Self::Ghp { .. } | Self::RandomNoise { .. } => vns,
             Self::El | Self::Dpsgd | Self::Muffliato { .. } => 1,
             Self::Chunking { chunks } => *chunks,
             Self::SparsifyRandom { fraction } => (1.0 / fraction).round() as usize,
@@ -98,6 +109,10 @@ impl AlgoSpec {
             }
             Self::Dpsgd => Box::new(Dpsgd::new(partition)?),
             Self::Muffliato { sigma } => Box::new(Muffliato::new(partition, *sigma, rng())?),
+            Self::Ghp { sigma } => Box::new(Perturbed::new(partition, *sigma, true, rng())?),
+            Self::RandomNoise { sigma } => {
+                Box::new(Perturbed::new(partition, *sigma, false, rng())?)
+            }
         })
     }
 }
@@ -111,6 +126,8 @@ impl fmt::Display for AlgoSpec {
             Self::SparsifyRandom { fraction } => write!(f, "sparsify-random:{fraction}"),
             Self::Dpsgd => write!(f, "dpsgd"),
             Self::Muffliato { sigma } => write!(f, "muffliato:{sigma}"),
+            Self::Ghp { sigma } => write!(f, "ghp:{sigma}"),
+            Self::RandomNoise { sigma } => write!(f, "random:{sigma}"),
         }
     }
 }
@@ -133,6 +150,19 @@ impl FromStr for AlgoSpec {
             "shatter" => Ok(Self::Shatter),
             "el" => Ok(Self::El),
             "dpsgd" => Ok(Self::Dpsgd),
+            "ghp" | "random" => {
+                let sigma: f64 = need("a noise level")?
+                    .parse()
+                    .map_err(|e| format!("{name}:SIGMA needs a number: {e}"))?;
+                if !(sigma.is_finite() && sigma >= 0.0) {
+                    return Err(format!("{name}:SIGMA needs σ ≥ 0, not {sigma}"));
+                }
+                Ok(if name == "ghp" {
+                    Self::Ghp { sigma }
+                } else {
+                    Self::RandomNoise { sigma }
+                })
+            }
             "muffliato" => {
                 let sigma: f32 = need("a noise level")?
                     .parse()
@@ -169,6 +199,7 @@ fn example(name: &str) -> &'static str {
     match name {
         "chunking" => "8",
         "muffliato" => "0.025",
+        "ghp" | "random" => "0.3",
         _ => "0.125",
     }
 }
@@ -199,6 +230,8 @@ mod tests {
             "chunking:8",
             "sparsify-random:0.125",
             "muffliato:0.025",
+            "ghp:0.3",
+            "random:0.3",
         ] {
             assert_eq!(s.parse::<AlgoSpec>().unwrap().to_string(), s);
         }

@@ -306,6 +306,7 @@ impl RnEngine {
                 m.copies_delivered += s.delivered;
                 m.refused += s.refused;
                 m.refused_by_reason.add(&s.refused_by_reason);
+                self.algo.delivered(self.step, vn, s.delivered);
                 self.finish_exchange(now, out);
             }
             FromVirtualNode::Done(_) => {}
