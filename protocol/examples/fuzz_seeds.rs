@@ -68,9 +68,7 @@ fn write(dir: &Path, target: &str, name: &str, bytes: &[u8]) -> std::io::Result<
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = std::env::args()
-        .nth(1)
-        .ok_or("usage: fuzz_seeds <dir>")?;
+    let dir = std::env::args().nth(1).ok_or("usage: fuzz_seeds <dir>")?;
     let dir = Path::new(&dir);
 
     // chunk_frame: empty, small, odd values, a large round and index.
@@ -95,7 +93,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ChunkReply::Refused(RefuseReason::Duplicate),
     ];
     for (i, r) in replies.iter().enumerate() {
-        write(dir, "chunk_reply", &format!("reply_{i}"), &encode_control(r)?)?;
+        write(
+            dir,
+            "chunk_reply",
+            &format!("reply_{i}"),
+            &encode_control(r)?,
+        )?;
     }
 
     // control_msg: every message kind in an envelope with VnAddr-shaped ids, and as a bare ControlMsg<u32>.
@@ -116,11 +119,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }),
         ControlMsg::Cyclon(CyclonMsg::ShuffleReply { entries: vec![] }),
     ];
-    msgs.extend(
-        overlay_msgs(Round(5))
-            .into_iter()
-            .map(ControlMsg::Overlay),
-    );
+    msgs.extend(overlay_msgs(Round(5)).into_iter().map(ControlMsg::Overlay));
     for (i, msg) in msgs.into_iter().enumerate() {
         let env = ControlEnvelope { sender: id(9), msg };
         let bytes = encode_control(&env)?;
@@ -133,13 +132,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ip6.1 = [&[0x29][..], &[0; 15], &[1, 0x06, 0, 9]].concat();
     let mut dns = id(6);
     let name = b"example.invalid";
-    dns.1 = [&[0x36, name.len() as u8][..], name, &[0x06, 0x01, 0xBB, 0xA5, 0x03, 38], &id(6).0].concat();
+    dns.1 = [
+        &[0x36, name.len() as u8][..],
+        name,
+        &[0x06, 0x01, 0xBB, 0xA5, 0x03, 38],
+        &id(6).0,
+    ]
+    .concat();
     for (i, sender) in [ip6, dns].into_iter().enumerate() {
         let env = ControlEnvelope {
             sender,
             msg: ControlMsg::Overlay(OverlayMsg::Drop { round: Round(2) }),
         };
-        write(dir, "vn_envelope", &format!("addr_{i}"), &encode_control(&env)?)?;
+        write(
+            dir,
+            "vn_envelope",
+            &format!("addr_{i}"),
+            &encode_control(&env)?,
+        )?;
     }
     let small: [ControlMsg<u32>; 3] = [
         ControlMsg::Cyclon(CyclonMsg::ShuffleRequest {
@@ -158,7 +168,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }),
     ];
     for (i, msg) in small.iter().enumerate() {
-        write(dir, "control_msg", &format!("u32_{i}"), &encode_control(msg)?)?;
+        write(
+            dir,
+            "control_msg",
+            &format!("u32_{i}"),
+            &encode_control(msg)?,
+        )?;
     }
 
     // frame_split: a stream of several length-prefixed frames (chunk and control payloads), and an empty one.
@@ -166,7 +181,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for c in &chunks[..3] {
         write_frame(c, 1 << 16, &mut stream)?;
     }
-    write_frame(&encode_control(&ChunkReply::Accepted)?, 1 << 16, &mut stream)?;
+    write_frame(
+        &encode_control(&ChunkReply::Accepted)?,
+        1 << 16,
+        &mut stream,
+    )?;
     write(dir, "frame_split", "stream_0", &stream)?;
     let mut one = Vec::new();
     write_frame(&[], 1 << 16, &mut one)?;

@@ -56,7 +56,10 @@ enum Op {
     Join(Vec<u32>),
     StartRound(u64),
     /// An arbitrary message.
-    Msg { from: u32, msg: ControlMsg<u32> },
+    Msg {
+        from: u32,
+        msg: ControlMsg<u32>,
+    },
     /// A protocol-shaped answer to the `k`-th most recent message this VN sent, from its addressee or from
     /// `from` (a third party), of the kind picked by `kind`.
     Answer {
