@@ -15,6 +15,7 @@
 //!   (what travels on the control protocol); the round limits every VN applies (`MAX_KEPT_ROUNDS`,
 //!   `MAX_FUTURE_ROUNDS`).
 //! - `rnvn.rs`: messages between a real node and a virtual node running outside its process.
+//! - `examples/fuzz_seeds.rs`: writes the fuzz targets' seed corpus (valid encodings of every message).
 
 pub mod chunk;
 pub mod codec;

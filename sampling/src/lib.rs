@@ -22,7 +22,8 @@
 //! - `uniform.rs` — reference uniform random r-regular graphs (Steger–Wormald pairing).
 //! - `examples/overlay_report.rs` — Cyclon + overlay in the simulator vs theory; one JSON line.
 //! - `examples/cyclon_stats.rs` — Cyclon in-degree spread over time.
-//! - `tests/cyclon.rs`, `tests/overlay.rs` — seeded protocol tests (small N, fast in debug).
+//! - `tests/cyclon.rs`, `tests/overlay.rs` — seeded protocol tests (small N, fast in debug);
+//!   `tests/hostile_inputs.rs` — property tests of a `Sampler` under hostile input interleavings.
 //!
 //! Wire message types live in `protocol::control`; this crate only adds behaviour.
 

@@ -1005,6 +1005,7 @@ impl<I: PeerId> OverlayBuilder<I> {
         nonce: u64,
         out: &mut Vec<OverlayOutput<I>>,
     ) {
+        let degree = self.cfg.degree;
         let s = self.state(round);
         let lock_ok = !s.frozen
             && s.lock.as_ref().is_some_and(|l| {
@@ -1017,7 +1018,12 @@ impl<I: PeerId> OverlayBuilder<I> {
             let lock = s.lock.take().expect("checked");
             s.links.remove(&lock.other);
             s.links.insert(from.clone(), Link::Established { nonce });
-            s.handed_over.push(lock.other.clone());
+            // Each peer once and at most r of them: an honest round hands over at most its r edges, and a
+            // peer looping splices must not grow the list (the second `Drop` is a redundancy; a lost one is
+            // still caught by `EdgeRefused`).
+            if !s.handed_over.contains(&lock.other) && s.handed_over.len() < degree {
+                s.handed_over.push(lock.other.clone());
+            }
             send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
             send(
                 out,
@@ -1083,7 +1089,8 @@ impl<I: PeerId> OverlayBuilder<I> {
     /// Structural invariants of every kept round, for tests and simulations (run after every event):
     /// no link to ourselves; at most r counted (established) edges; a frozen round holds only established
     /// links, no lock and no walk; a splice lock names two distinct peers other than us; sub-step counters
-    /// within the schedule. An `Err` names the round and what broke.
+    /// within the schedule; at most r + 1 links of any kind; at most one open walk per sub-step run; at most r hand-overs; at most
+    /// [`MAX_KEPT_ROUNDS`] rounds. An `Err` names the round and what broke.
     pub fn check_invariants(&self) -> Result<(), String> {
         let total = self.cfg.substeps + self.cfg.repair_steps;
         for (round, s) in &self.rounds {
@@ -1100,6 +1107,26 @@ impl<I: PeerId> OverlayBuilder<I> {
             }
             if s.next_substep > total {
                 return fail("sub-step counter past the schedule");
+            }
+            // Every link but a splitter's reservation for the newcomer needs a free slot (degree < r), and a
+            // splitter holds at most one lock: r + 1 links at most, of any kind.
+            if s.links.len() > self.cfg.degree + 1 {
+                return fail(&format!(
+                    "{} links > r + 1 = {}",
+                    s.links.len(),
+                    self.cfg.degree + 1
+                ));
+            }
+            if s.handed_over.len() > self.cfg.degree {
+                return fail(&format!("{} hand-overs > r", s.handed_over.len()));
+            }
+            // One walk per sub-step at most, forgotten on its answer or at the freeze.
+            if s.walks.len() > s.next_substep as usize {
+                return fail(&format!(
+                    "{} walks open after {} sub-steps",
+                    s.walks.len(),
+                    s.next_substep
+                ));
             }
             if s.frozen
                 && (s.lock.is_some()
@@ -1174,5 +1201,51 @@ mod tests {
         );
         s.frozen = true;
         assert!(b.check_invariants().unwrap_err().contains("frozen"));
+    }
+
+    /// Regression (found while writing `tests/hostile_inputs.rs`): a peer cycling unsolicited `Confirm`,
+    /// `SpliceRequest`/`SpliceAccept` and `Drop` made one open round's hand-over list grow by one entry per
+    /// cycle, without bound until the freeze. It now holds each peer once, at most r of them.
+    #[test]
+    fn hand_overs_stay_bounded_under_a_splice_loop() {
+        let mut b = OverlayBuilder::new(
+            0u32,
+            OverlayConfig::new(2, Duration::from_millis(10)),
+            derive_rng(3, 1),
+        )
+        .unwrap();
+        let view = [1, 2, 3];
+        let mut out = Vec::new();
+        let t = Duration::ZERO;
+        let r = Round(0);
+        b.handle(t, OverlayInput::StartRound { round: r }, &view, &mut out);
+        let mut msg = |b: &mut OverlayBuilder<u32>, from: u32, msg: OverlayMsg<u32>| {
+            b.handle(t, OverlayInput::Message { from, msg }, &view, &mut out);
+            b.check_invariants().unwrap();
+        };
+        for i in 0..200u64 {
+            // Peers 1 and 2 take turns being handed over: 1 (or 2) becomes a neighbour by Confirm, 3 asks
+            // for a splice of that edge, commits, and leaves again with Drop.
+            let (x, nonce) = (1 + (i % 2) as u32, 1000 + i);
+            msg(&mut b, x, OverlayMsg::Confirm { round: r, nonce });
+            msg(
+                &mut b,
+                3,
+                OverlayMsg::SpliceRequest {
+                    round: r,
+                    origin: 3,
+                    nonce,
+                    ttl: 1,
+                },
+            );
+            msg(&mut b, 3, OverlayMsg::SpliceAccept { round: r, nonce });
+            msg(&mut b, 3, OverlayMsg::Drop { round: r });
+        }
+        let handed_over = &b.rounds[&r].handed_over;
+        assert!(
+            handed_over.len() <= 2,
+            "{} hand-overs recorded",
+            handed_over.len()
+        );
     }
 }

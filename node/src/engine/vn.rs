@@ -890,7 +890,10 @@ impl<I: VnIdentity> VnEngine<I> {
         if self.cfg.static_graph && round == Round::ZERO {
             self.static_neighbours = Some(neighbours.iter().cloned().collect());
         }
-        let r = self.rounds.entry(round).or_default();
+        // A round forgotten while its overlay was still open (the RN jumped ahead) stays forgotten.
+        let Some(r) = self.rounds.get_mut(&round) else {
+            return;
+        };
         r.summary.neighbours = neighbours.len() as u32;
         r.neighbours = Some(neighbours.into_iter().collect());
         let pending = std::mem::take(&mut r.pending);
@@ -1003,6 +1006,51 @@ impl<I: VnIdentity> VnEngine<I> {
                 }
             }
         }
+    }
+
+    /// Chunks held for rounds whose overlay is not frozen yet (each holds an unanswered reply token); at most
+    /// [`MAX_PENDING_CHUNKS`]. For tests and metrics.
+    pub fn pending_len(&self) -> usize {
+        self.pending_total
+    }
+
+    /// Rounds this VN keeps exchange state for.
+    pub fn rounds_kept(&self) -> usize {
+        self.rounds.len()
+    }
+
+    /// Bounds and bookkeeping, for tests (run after every input): the pending count matches the chunks held
+    /// and stays within [`MAX_PENDING_CHUNKS`]; only unfrozen rounds hold chunks; every kept round lies in
+    /// the window `newest − (MAX_KEPT_ROUNDS − 1) ..= newest + max(lookahead, MAX_FUTURE_ROUNDS)`; and the
+    /// sampler's own invariants hold.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let held: usize = self.rounds.values().map(|r| r.pending.len()).sum();
+        if held != self.pending_total || held > MAX_PENDING_CHUNKS {
+            return Err(format!(
+                "{held} chunks held, counted {}, limit {MAX_PENDING_CHUNKS}",
+                self.pending_total
+            ));
+        }
+        if let Some((round, _)) = self
+            .rounds
+            .iter()
+            .find(|(_, r)| r.neighbours.is_some() && !r.pending.is_empty())
+        {
+            return Err(format!("round {round} is frozen but still holds chunks"));
+        }
+        let newest = self.newest.unwrap_or(Round::ZERO);
+        let (lo, hi) = (
+            newest - (MAX_KEPT_ROUNDS - 1),
+            newest + self.cfg.lookahead.max(MAX_FUTURE_ROUNDS),
+        );
+        if let Some(round) = self.rounds.keys().find(|&&r| r < lo || r > hi) {
+            return Err(format!(
+                "round {round} kept outside the window {lo} ..= {hi} ({} rounds kept)",
+                self.rounds.len()
+            ));
+        }
+        self.sampler.check_invariants()
     }
 }
 

@@ -1,0 +1,194 @@
+//! Writes the seed corpus of the fuzz targets in `fuzz/`: valid encodings of every wire message, so
+//! libFuzzer starts from frames that pass the decoders and mutates from there (random bytes rarely get past
+//! a version byte or a bincode tag). Deterministic: the same files on every run.
+//!
+//! `cargo run -p protocol --example fuzz_seeds -- <dir>` writes `<dir>/<target>/<name>` for each target
+//! (`fuzz/run.sh` calls it with `fuzz/seeds`).
+
+use std::path::Path;
+
+use protocol::chunk::encode_chunk;
+use protocol::codec::encode_control;
+use protocol::control::{ControlEnvelope, ControlMsg, CyclonMsg, MAX_TTL, OverlayMsg, ViewEntry};
+use protocol::frame::write_frame;
+use protocol::{ChunkReply, RefuseReason, Round};
+
+/// The identity type the `control_msg` target decodes: the node's `VnAddr` serialises as (peer id bytes,
+/// multiaddr bytes). These are shaped like an Ed25519 PeerId (38 bytes) and `/ip4/127.0.0.1/tcp/<port>`.
+type Id = (Vec<u8>, Vec<u8>);
+
+fn id(n: u8) -> Id {
+    let mut peer = vec![0x00, 0x24, 0x08, 0x01, 0x12, 0x20];
+    peer.extend((0..32).map(|i| i ^ n));
+    let port = 4000u16 + n as u16;
+    let mut addr = vec![0x04, 127, 0, 0, 1, 0x06];
+    addr.extend_from_slice(&port.to_be_bytes());
+    (peer, addr)
+}
+
+fn overlay_msgs(round: Round) -> Vec<OverlayMsg<Id>> {
+    let nonce = 0x0123_4567_89AB_CDEF;
+    vec![
+        OverlayMsg::Propose {
+            round,
+            origin: id(1),
+            nonce,
+            ttl: 30,
+        },
+        OverlayMsg::Accept { round, nonce },
+        OverlayMsg::Reject { round, nonce },
+        OverlayMsg::Confirm { round, nonce },
+        OverlayMsg::ConfirmAck { round, nonce },
+        OverlayMsg::Nack { round, nonce },
+        OverlayMsg::Drop { round },
+        OverlayMsg::SpliceRequest {
+            round,
+            origin: id(2),
+            nonce,
+            ttl: MAX_TTL,
+        },
+        OverlayMsg::SpliceOffer {
+            round,
+            nonce,
+            other: id(3),
+        },
+        OverlayMsg::SpliceAccept { round, nonce },
+        OverlayMsg::Handover {
+            round,
+            nonce,
+            newcomer: id(4),
+        },
+    ]
+}
+
+fn write(dir: &Path, target: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let d = dir.join(target);
+    std::fs::create_dir_all(&d)?;
+    std::fs::write(d.join(name), bytes)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = std::env::args().nth(1).ok_or("usage: fuzz_seeds <dir>")?;
+    let dir = Path::new(&dir);
+
+    // chunk_frame: empty, small, odd values, a large round and index.
+    let chunks = [
+        encode_chunk(0, 0, &[]),
+        encode_chunk(1, 0, &[1.0]),
+        encode_chunk(7, 3, &[0.5, -2.0, 1e-30, 3.4e38]),
+        encode_chunk(u64::MAX, u32::MAX, &[f32::NAN, f32::INFINITY]),
+        encode_chunk(42, 7, &(0..64).map(|i| i as f32 * 0.25).collect::<Vec<_>>()),
+    ];
+    for (i, c) in chunks.iter().enumerate() {
+        write(dir, "chunk_frame", &format!("chunk_{i}"), c)?;
+    }
+
+    // chunk_reply: every reply.
+    let replies = [
+        ChunkReply::Accepted,
+        ChunkReply::Refused(RefuseReason::NotNeighbour),
+        ChunkReply::Refused(RefuseReason::WrongRound),
+        ChunkReply::Refused(RefuseReason::BadChunk),
+        ChunkReply::Refused(RefuseReason::NonFinite),
+        ChunkReply::Refused(RefuseReason::Duplicate),
+    ];
+    for (i, r) in replies.iter().enumerate() {
+        write(
+            dir,
+            "chunk_reply",
+            &format!("reply_{i}"),
+            &encode_control(r)?,
+        )?;
+    }
+
+    // control_msg: every message kind in an envelope with VnAddr-shaped ids, and as a bare ControlMsg<u32>.
+    let entries = |n: u8| -> Vec<ViewEntry<Id>> {
+        (0..n)
+            .map(|k| ViewEntry {
+                id: id(k),
+                age: k as u32 * 3,
+            })
+            .collect()
+    };
+    let mut msgs: Vec<ControlMsg<Id>> = vec![
+        ControlMsg::Cyclon(CyclonMsg::ShuffleRequest {
+            entries: entries(8),
+        }),
+        ControlMsg::Cyclon(CyclonMsg::ShuffleReply {
+            entries: entries(3),
+        }),
+        ControlMsg::Cyclon(CyclonMsg::ShuffleReply { entries: vec![] }),
+    ];
+    msgs.extend(overlay_msgs(Round(5)).into_iter().map(ControlMsg::Overlay));
+    for (i, msg) in msgs.into_iter().enumerate() {
+        let env = ControlEnvelope { sender: id(9), msg };
+        let bytes = encode_control(&env)?;
+        write(dir, "control_msg", &format!("env_{i}"), &bytes)?;
+        // The same ids are valid PeerIds and Multiaddrs: vn_envelope decodes them as the node does.
+        write(dir, "vn_envelope", &format!("env_{i}"), &bytes)?;
+    }
+    // vn_envelope: other address shapes (/ip6/::1/tcp/9, /dns4/example.invalid/tcp/443/p2p/<peer>).
+    let mut ip6 = id(5);
+    ip6.1 = [&[0x29][..], &[0; 15], &[1, 0x06, 0, 9]].concat();
+    let mut dns = id(6);
+    let name = b"example.invalid";
+    dns.1 = [
+        &[0x36, name.len() as u8][..],
+        name,
+        &[0x06, 0x01, 0xBB, 0xA5, 0x03, 38],
+        &id(6).0,
+    ]
+    .concat();
+    for (i, sender) in [ip6, dns].into_iter().enumerate() {
+        let env = ControlEnvelope {
+            sender,
+            msg: ControlMsg::Overlay(OverlayMsg::Drop { round: Round(2) }),
+        };
+        write(
+            dir,
+            "vn_envelope",
+            &format!("addr_{i}"),
+            &encode_control(&env)?,
+        )?;
+    }
+    let small: [ControlMsg<u32>; 3] = [
+        ControlMsg::Cyclon(CyclonMsg::ShuffleRequest {
+            entries: vec![ViewEntry { id: 3, age: 1 }, ViewEntry { id: 9, age: 0 }],
+        }),
+        ControlMsg::Overlay(OverlayMsg::Propose {
+            round: Round(300),
+            origin: 12,
+            nonce: 1,
+            ttl: 4,
+        }),
+        ControlMsg::Overlay(OverlayMsg::Handover {
+            round: Round(1),
+            nonce: u64::MAX,
+            newcomer: 77,
+        }),
+    ];
+    for (i, msg) in small.iter().enumerate() {
+        write(
+            dir,
+            "control_msg",
+            &format!("u32_{i}"),
+            &encode_control(msg)?,
+        )?;
+    }
+
+    // frame_split: a stream of several length-prefixed frames (chunk and control payloads), and an empty one.
+    let mut stream = Vec::new();
+    for c in &chunks[..3] {
+        write_frame(c, 1 << 16, &mut stream)?;
+    }
+    write_frame(
+        &encode_control(&ChunkReply::Accepted)?,
+        1 << 16,
+        &mut stream,
+    )?;
+    write(dir, "frame_split", "stream_0", &stream)?;
+    let mut one = Vec::new();
+    write_frame(&[], 1 << 16, &mut one)?;
+    write(dir, "frame_split", "stream_1", &one)?;
+    Ok(())
+}
