@@ -1,7 +1,7 @@
 //! `cargo run -p testnet`: local Shatter networks for first runs and paper reproductions. Runs n real nodes ×
 //! k virtual nodes in one process over real libp2p on 127.0.0.1 (`inproc`), as one `node` process per real
 //! node from generated keys, peer list and configs (`procs`, the deployment path), or over the in-memory
-//! simulator (`sim`, 1,000+ VNs); shows live progress; writes `metrics.jsonl`, `summary.json` and SVG plots
+//! simulator (`sim`, 1,000+ VNs); shows live progress; writes `metrics.jsonl` (and `metrics.csv`), `summary.json` and SVG plots
 //! into an output directory; prints tables comparing settings (a `--vns 1,4,8` sweep puts EL, k = 1, next to
 //! Shatter). The dataset is loaded once per invocation and every setting's learners are built from it.
 //!
@@ -111,9 +111,10 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
     std::fs::create_dir_all(&s.out)
         .with_context(|| format!("creating the output directory {}", s.out.display()))?;
     let metrics_path = s.out.join("metrics.jsonl");
+    let csv_path = s.out.join("metrics.csv");
     let summary_path = s.out.join("summary.json");
     // A re-run into the same --out replaces the report rather than mixing two runs in one file.
-    for p in [&metrics_path, &summary_path] {
+    for p in [&metrics_path, &csv_path, &summary_path] {
         if p.exists() {
             std::fs::remove_file(p).with_context(|| format!("replacing {}", p.display()))?;
         }

@@ -41,7 +41,7 @@ fn run(opts: Options) -> anyhow::Result<ExitCode> {
         report.summaries.len(),
         if report.summaries.len() == 1 { "" } else { "s" }
     );
-    println!("  metrics.jsonl   one line per node per round");
+    println!("  metrics.jsonl   one line per node per round (metrics.csv: the same rows as CSV)");
     for p in &report.plots {
         println!(
             "  {:<17} {}",

@@ -187,7 +187,38 @@ impl Summary {
     }
 }
 
-/// Appends one line per RN per round to `metrics.jsonl`.
+/// Columns of `metrics.csv`: the JSONL's fields, flat (refusals by reason stay in the JSONL).
+const CSV_COLUMNS: [&str; 26] = [
+    "vns",
+    "algo",
+    "node",
+    "round",
+    "metric_name",
+    "test_metric",
+    "test_loss",
+    "train_loss",
+    "train_diverged",
+    "chunk_bytes_sent",
+    "bytes_sent",
+    "bytes_received",
+    "messages_sent",
+    "messages_received",
+    "neighbours",
+    "copies_received",
+    "copies_delivered",
+    "refused",
+    "train_secs",
+    "exchange_secs",
+    "aggregate_secs",
+    "eval_secs",
+    "round_secs",
+    "audit_chunks",
+    "mia_auc_mean",
+    "la_success",
+];
+
+/// Appends one line per RN per round to `metrics.jsonl`, and the same rows to `metrics.csv` beside it (with
+/// a header when the file is new) for tools that read CSV (decentralizepy's notebooks, spreadsheets).
 pub fn append_metrics(
     path: &Path,
     setting: Setting,
@@ -215,10 +246,22 @@ pub fn append_metrics(
         .open(path)
         .with_context(|| format!("opening {}", path.display()))?;
     let mut w = std::io::BufWriter::new(f);
+    let csv_path = path.with_extension("csv");
+    let new_csv = !csv_path.exists();
+    let c = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&csv_path)
+        .with_context(|| format!("opening {}", csv_path.display()))?;
+    let mut csv = std::io::BufWriter::new(c);
+    let csv_err = || format!("writing {}", csv_path.display());
+    if new_csv {
+        writeln!(csv, "{}", CSV_COLUMNS.join(",")).with_context(csv_err)?;
+    }
     for (node, ms) in metrics.iter().enumerate() {
         for m in ms {
             let a = audit.and_then(|a| a.attacker_round(node, m.round.get()));
-            let line = serde_json::to_string(&Line {
+            let line = serde_json::to_value(Line {
                 vns: setting.vns,
                 algo: setting.algo().to_string(),
                 node,
@@ -228,10 +271,20 @@ pub fn append_metrics(
                 la_success: a.map(|a| a.2),
             })?;
             writeln!(w, "{line}").with_context(|| format!("writing {}", path.display()))?;
+            let row: Vec<String> = CSV_COLUMNS
+                .iter()
+                .map(|k| match line.get(k) {
+                    None | Some(serde_json::Value::Null) => String::new(),
+                    Some(serde_json::Value::String(v)) => v.clone(),
+                    Some(v) => v.to_string(),
+                })
+                .collect();
+            writeln!(csv, "{}", row.join(",")).with_context(csv_err)?;
         }
     }
     w.flush()
         .with_context(|| format!("writing {}", path.display()))?;
+    csv.flush().with_context(csv_err)?;
     Ok(())
 }
 

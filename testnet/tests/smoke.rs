@@ -61,6 +61,14 @@ fn check(
             "{l}"
         );
     }
+    // The same rows as CSV, under one header.
+    let csv = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
+    let mut rows = csv.lines();
+    let header: Vec<&str> = rows.next().unwrap().split(',').collect();
+    assert_eq!(&header[..4], ["vns", "algo", "node", "round"]);
+    let rows: Vec<&str> = rows.collect();
+    assert_eq!(rows.len(), settings * nodes * rounds);
+    assert!(rows.iter().all(|r| r.split(',').count() == header.len()), "{csv}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     let list = match summary {
