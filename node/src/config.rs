@@ -13,6 +13,7 @@
 //! metrics = "metrics.jsonl"             # optional: one JSON line per round
 //! algorithm = "shatter"                 # optional: shatter | el | dpsgd | chunking:K | sparsify-random:F |
 //!                                       #   muffliato:SIGMA | ghp:SIGMA | random:SIGMA
+//! dropout = 0.0                         # optional, experiments: the rate at which this node sits rounds out
 //!                                       #   (default: el with vns = 1, shatter with more)
 //!
 //! [learning]
@@ -66,6 +67,8 @@ struct RawConfig {
     metrics: Option<PathBuf>,
     /// Checked by serde (`AlgoSpec`'s parser), so a bad name is reported with this field.
     algorithm: Option<AlgoSpec>,
+    #[serde(default)]
+    dropout: f64,
     learning: RawLearning,
     #[serde(default)]
     timing: Timing,
@@ -115,6 +118,8 @@ pub struct NodeConfig {
     pub metrics: Option<PathBuf>,
     /// `None`: EL with one VN, Shatter with more.
     pub algorithm: Option<AlgoSpec>,
+    /// Dropout rate for experiments (`NodeBuilder::dropout`).
+    pub dropout: f64,
     pub learning: LearningConfig,
     pub index: usize,
     pub timing: Timing,
@@ -149,6 +154,9 @@ impl NodeConfig {
             return Err(err("vns", "must be at least 1".into()));
         }
         raw.values.validate().map_err(|e| err("values", e))?;
+        if !(0.0..=1.0).contains(&raw.dropout) {
+            return Err(err("dropout", format!("{} is not a rate in [0, 1]", raw.dropout)));
+        }
         if raw.degree == 0 {
             return Err(err("degree", "must be at least 1".into()));
         }
@@ -259,6 +267,7 @@ impl NodeConfig {
             index: l.index,
             timing: raw.timing,
             algorithm: raw.algorithm,
+            dropout: raw.dropout,
             values: raw.values,
         })
     }
@@ -297,6 +306,7 @@ impl NodeConfig {
             .rounds(self.rounds)
             .timing(self.timing.clone())
             .value_bounds(self.values)
+            .dropout(self.dropout)
             .metrics_file(self.metrics.clone()))
     }
 }

@@ -173,10 +173,15 @@ impl Learner {
 
     /// Loads `params` into the model and evaluates it on the test set; returns the evaluation and its time.
     pub fn load_and_evaluate(&mut self, params: &[f32]) -> Result<(Evaluation, f64)> {
+        self.model.set_flat_params(params)?;
+        self.evaluate()
+    }
+
+    /// Evaluates the current model on this node's test set (a round sat out: the model did not change).
+    pub fn evaluate(&mut self) -> Result<(Evaluation, f64)> {
         // Wall-clock seconds of the work, reported in metrics; never an input to an engine.
         #[allow(clippy::disallowed_methods)]
         let t = Instant::now();
-        self.model.set_flat_params(params)?;
         let eval = evaluate(&self.model, &self.test)?;
         Ok((eval, t.elapsed().as_secs_f64()))
     }

@@ -56,6 +56,9 @@ pub struct SimConfig {
     pub values: ValueBounds,
     /// The algorithm every node runs (`None`: EL with one VN, Shatter with more).
     pub algorithm: Option<AlgoSpec>,
+    /// Dropout rate: each round each RN sits out with this probability (Appendix E's model,
+    /// [`crate::engine::dropout`]; 0: every node takes part in every round).
+    pub dropout: f64,
 }
 
 impl SimConfig {
@@ -79,6 +82,7 @@ impl SimConfig {
             warmup: Duration::from_secs(20),
             values: ValueBounds::default(),
             algorithm: None,
+            dropout: 0.0,
         }
     }
 
@@ -205,6 +209,8 @@ struct Sim<'a> {
     learners: Vec<Learner>,
     /// Training done at a virtual instant, handed to the RN when its virtual training time is over.
     trained: Vec<Option<Trained>>,
+    /// Rounds RNs sit out (dropout), until their idle timer fires.
+    idling: Vec<Option<Round>>,
     started: Vec<bool>,
     metrics: Vec<Vec<RoundMetrics>>,
     finished: usize,
@@ -235,9 +241,25 @@ impl<'a> Sim<'a> {
                 algos.len()
             )));
         }
+        if !(0.0..=1.0).contains(&cfg.dropout) {
+            return Err(NodeError::Config(format!(
+                "dropout rate {} is not in [0, 1]",
+                cfg.dropout
+            )));
+        }
+        // A round sat out lasts about as long as a round: training, then the overlay window.
+        let first_idle = cfg.train_time + cfg.overlay.deadline();
         let rns = algos
             .into_iter()
-            .map(|a| RnEngine::new(a, cfg.rounds))
+            .enumerate()
+            .map(|(rn, a)| {
+                let schedule = crate::engine::dropout::participation(
+                    cfg.dropout,
+                    cfg.rounds,
+                    &mut vn_rng(cfg.seed, rn as u64, Stream::Dropout),
+                );
+                RnEngine::new(a, cfg.rounds).map(|e| e.with_participation(schedule, first_idle))
+            })
             .collect::<Result<Vec<_>>>()?;
         let chunk_lens = Arc::new(rns[0].chunk_lens());
         let vn_cfg = VnConfig {
@@ -250,6 +272,7 @@ impl<'a> Sim<'a> {
             lookahead: cfg.lookahead,
             last_round: rns[0].exchanges().checked_sub(1).map(Round),
             static_graph: rns[0].graph() == crate::algo::Graph::Static,
+            skip: Arc::default(),
             start_jitter: cfg.overlay.substep,
             chunk_lens,
         };
@@ -258,9 +281,14 @@ impl<'a> Sim<'a> {
         let vns = (0..total as u32)
             .map(|g| {
                 // Distinct streams per VN: siblings share no randomness (DESIGN §5).
+                // A VN stays out of the overlays of the rounds its RN sits out.
+                let skip = Arc::new(rns[g as usize / k].skipped_exchanges());
                 VnEngine::new(
                     g,
-                    vn_cfg.clone(),
+                    VnConfig {
+                        skip,
+                        ..vn_cfg.clone()
+                    },
                     vn_rng(cfg.seed, g as u64, Stream::Cyclon),
                     vn_rng(cfg.seed, g as u64, Stream::Overlay),
                     Box::new(|_| true),
@@ -282,6 +310,7 @@ impl<'a> Sim<'a> {
             rns,
             learners,
             trained: (0..n).map(|_| None).collect(),
+            idling: vec![None; n],
             started: vec![false; n],
             metrics: vec![Vec::new(); n],
             finished: 0,
@@ -346,6 +375,25 @@ impl<'a> Sim<'a> {
                             secs: t.secs,
                         },
                     )
+                } else if let Some(round) = self.idling[rn].take() {
+                    // A round sat out is over: the unchanged model's evaluation is the round's.
+                    let (eval, secs) = match self.learners[rn].evaluate() {
+                        Ok(e) => e,
+                        Err(e) => {
+                            tracing::error!(rn, error = %e, "evaluation failed");
+                            return;
+                        }
+                    };
+                    Work::Rn(
+                        rn,
+                        RnInput::Evaluated {
+                            round,
+                            metric_name: eval.metric_kind(),
+                            metric: eval.metric(),
+                            loss: eval.mean_loss(),
+                            secs,
+                        },
+                    )
                 } else {
                     return;
                 }
@@ -386,6 +434,7 @@ impl<'a> Sim<'a> {
                         fabric: &mut self.fabric,
                         learner: &mut self.learners[rn],
                         trained: &mut self.trained[rn],
+                        idling: &mut self.idling[rn],
                         metrics: &mut self.metrics[rn],
                         finished: &mut self.finished,
                         rng: &mut self.rng,
@@ -488,6 +537,8 @@ struct RnPort<'a, F> {
     fabric: &'a mut Fabric,
     learner: &'a mut Learner,
     trained: &'a mut Option<Trained>,
+    /// The round this RN sits out, until its idle timer fires.
+    idling: &'a mut Option<Round>,
     metrics: &'a mut Vec<RoundMetrics>,
     finished: &'a mut usize,
     rng: &'a mut ChaCha12Rng,
@@ -537,6 +588,12 @@ impl<F: FnMut(usize, &RoundMetrics)> RnDriver for RnPort<'_, F> {
             secs,
         };
         self.fabric.work.push_back(Work::Rn(self.rn, input));
+        Ok(())
+    }
+
+    fn idle(&mut self, round: Round, wait: Duration) -> Result<()> {
+        *self.idling = Some(round);
+        self.fabric.net.timer(self.rn_timer, self.now + wait, 0);
         Ok(())
     }
 

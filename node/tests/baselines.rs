@@ -156,3 +156,43 @@ fn chunking_and_sparsification_send_one_chunk_of_k() {
         );
     }
 }
+
+/// Appendix E's dropout model in the simulator: nodes sit rounds out at about the rate (a little more: a
+/// missed round makes the next likelier to be missed), a round sat out sends nothing, and the rounds go on
+/// without waiting for the absent: every node finishes, and the run still learns.
+#[test]
+fn nodes_that_drop_out_sit_rounds_out_and_the_rest_go_on() {
+    for (algo, vns) in [("el", 1), ("shatter", 4)] {
+        let spec: AlgoSpec = algo.parse().unwrap();
+        let lc = learning();
+        let (split, parts) = lc.load().unwrap();
+        let learners = lc.learners(&split, &parts, 0..NODES).unwrap();
+        let partition =
+            Arc::new(lc.chunk_partition(&learners[0].model, spec.chunks(vns)).unwrap());
+        let rounds = 12;
+        let mut cfg = SimConfig::new(vns, DEGREE, rounds, SEED);
+        cfg.algorithm = Some(spec);
+        cfg.dropout = 0.3;
+        let report = node::sim::run(&cfg, learners, partition, |_, _| {}).unwrap();
+        let all: Vec<&RoundMetrics> = report.metrics.iter().flatten().collect();
+        assert_eq!(all.len(), NODES * rounds as usize, "{algo}: every node, every round");
+        let absent = all.iter().filter(|m| m.absent).count() as f64 / all.len() as f64;
+        assert!((0.15..0.5).contains(&absent), "{algo}: {absent} of rounds sat out");
+        for m in all.iter().filter(|m| m.absent) {
+            assert_eq!((m.chunk_bytes_sent, m.copies_received), (0, 0), "{algo}: {m:?}");
+        }
+        // Present nodes still exchange (with the other present ones).
+        let present: Vec<&&RoundMetrics> = all.iter().filter(|m| !m.absent).collect();
+        let copies: u32 = present.iter().map(|m| m.copies_received).sum();
+        assert!(copies as usize > present.len() * vns, "{algo}: {copies} copies");
+        // An absent node does not hold the others up: no round waits for the exchange timeout.
+        let timeout = cfg.exchange_timeout.as_secs_f64();
+        assert!(
+            present.iter().all(|m| m.exchange_secs < timeout),
+            "{algo}: a round waited for an absent neighbour"
+        );
+        let first = report.metrics.iter().map(|m| m[0].test_metric).sum::<f64>();
+        let last = report.metrics.iter().map(|m| m[rounds as usize - 1].test_metric).sum::<f64>();
+        assert!(last > first, "{algo}: learns despite dropouts");
+    }
+}

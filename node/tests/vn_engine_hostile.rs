@@ -52,6 +52,7 @@ fn config(lookahead: u64, last_round: Option<u64>, static_graph: bool) -> VnConf
         lookahead,
         last_round: last_round.map(Round),
         static_graph,
+        skip: Arc::default(),
         start_jitter: Duration::from_millis(5),
         chunk_lens: Arc::new(LENS.to_vec()),
     }

@@ -76,14 +76,16 @@ pub enum Stream {
     Overlay = 1,
     /// A real node's algorithm (which chunk to share, local noise), with the RN's index as identity.
     Algorithm = 2,
+    /// A real node's dropout schedule (the rounds it sits out), with the RN's index as identity.
+    Dropout = 3,
 }
 
 /// The one derivation of a VN's RNG streams, used by the node, the node's simulator and the overlay
 /// simulator alike: stream `identity · 4 + purpose` of the run seed's ChaCha. `identity` is the VN's number
 /// in a simulator, and in the node a hash of the VN's *secret* key (unpredictable to others, distinct
-/// between siblings, so siblings never share a stream). Slot 2 of every four is an RN's algorithm stream
-/// (identity = the RN's index) and slot 3 is unused; a driver's own streams at the top of the range
-/// ([`derive_rng`]) fall in them.
+/// between siblings, so siblings never share a stream). Slots 2 and 3 of every four are an RN's algorithm and
+/// dropout streams (identity = the RN's index); a driver's own streams at the top of the range ([`derive_rng`])
+/// fall in slot 3 of the last identities, which no run reaches.
 pub fn vn_rng(seed: u64, identity: u64, purpose: Stream) -> ChaCha12Rng {
     derive_rng(seed, identity.wrapping_mul(4).wrapping_add(purpose as u64))
 }

@@ -188,6 +188,11 @@ pub struct Options {
     #[serde(alias = "value-ceiling")]
     pub value_ceiling: Option<f32>,
 
+    /// Dropout rate (Appendix E): each round each node sits out with this probability (10% likelier after a
+    /// round it missed) — no training, overlay or exchange. [default: 0]
+    #[arg(long, value_name = "P")]
+    pub dropout: Option<f64>,
+
     /// How in-process VNs connect (inproc): tcp (127.0.0.1) | memory (libp2p's in-process transport: no file
     /// descriptor per connection). [default: tcp]
     #[arg(long, value_enum)]
@@ -273,6 +278,7 @@ impl Options {
             value_ratio: self.value_ratio.or(file.value_ratio),
             value_floor: self.value_floor.or(file.value_floor),
             value_ceiling: self.value_ceiling.or(file.value_ceiling),
+            dropout: self.dropout.or(file.dropout),
             node_bin: self.node_bin.or(file.node_bin),
             transport: self.transport.or(file.transport),
             audit: self.audit || file.audit,
@@ -296,7 +302,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, lookahead, value_ratio, value_floor, value_ceiling, transport, node_bin, audit, audit_chunks, audit_every",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, transport, node_bin, audit, audit_chunks, audit_every",
                 path.display(),
                 e.message().trim_end()
             )

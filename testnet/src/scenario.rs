@@ -79,6 +79,8 @@ pub struct Settings {
     pub timing_name: &'static str,
     /// The bound VNs put on received values (issue 14; `--value-ratio`, `--value-floor`, `--value-ceiling`).
     pub values: ValueBounds,
+    /// `--dropout`: the rate at which nodes sit rounds out.
+    pub dropout: f64,
     pub node_bin: Option<PathBuf>,
     pub transport: crate::cli::TransportChoice,
     /// `--audit`: the privacy audit's settings.
@@ -282,6 +284,10 @@ impl Settings {
         values
             .validate()
             .map_err(|e| anyhow::anyhow!("--value-ratio/--value-floor/--value-ceiling: {e}"))?;
+        let dropout = o.dropout.unwrap_or(0.0);
+        if !(0.0..=1.0).contains(&dropout) {
+            bail!("--dropout {dropout} is not a rate in [0, 1]");
+        }
         let out = o.out.clone().unwrap_or_else(|| {
             Path::new("target").join("testnet").join(format!(
                 "{}-{mode}-{}",
@@ -316,6 +322,7 @@ impl Settings {
             timing,
             timing_name,
             values,
+            dropout,
             node_bin: o.node_bin,
             transport: o.transport.unwrap_or(crate::cli::TransportChoice::Tcp),
             audit,

@@ -22,6 +22,10 @@ pub struct RoundMetrics {
     /// so an honest run's metrics read as before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub train_diverged: bool,
+    /// The node sat this round out (dropout: no training, sharing or aggregation; the test metric is the
+    /// last one, the model did not change). Left out of the JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub absent: bool,
     /// Chunk frames sent (payload + prefix): the cost model's 4·d·r plus headers for a full overlay.
     pub chunk_bytes_sent: u64,
     pub bytes_sent: u64,

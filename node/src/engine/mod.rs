@@ -6,6 +6,7 @@
 //! [`VnEngine::poll_timeout`] (the router does it) and feeds `Tick` at that time.
 
 mod counters;
+pub mod dropout;
 pub mod metrics;
 pub mod rate;
 pub mod rn;

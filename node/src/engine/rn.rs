@@ -68,6 +68,10 @@ pub enum RnOutput {
         params: Vec<f32>,
     },
     RoundDone(RoundMetrics),
+    /// This node sits out `round` (dropout): no training, sharing or aggregation. After `wait` (about a
+    /// round's length, so that the node rejoins with the network's next round) evaluate the current,
+    /// unchanged model and report `Evaluated`.
+    Idle { round: Round, wait: Duration },
     /// All rounds are done (emitted after a `ToVn { Stop }` for every VN).
     Finished,
     /// The algorithm could not go on (a bug or a mismatch between its configuration and the engine's): the
@@ -78,6 +82,8 @@ pub enum RnOutput {
 #[derive(Debug, PartialEq, Eq)]
 enum Phase {
     Idle,
+    /// Sitting out the round (dropout).
+    Absent,
     Training,
     Exchanging,
     Evaluating,
@@ -98,6 +104,10 @@ pub struct RnEngine {
     /// VNs that are gone; they count as done in every round.
     vn_lost: Vec<bool>,
     metrics: RoundMetrics,
+    /// Rounds this node takes part in (empty: all); see [`RnEngine::with_participation`].
+    participates: Vec<bool>,
+    /// How long a sat-out round lasts before any round was timed, then the last round's length.
+    idle: Duration,
     round_start: Duration,
     exchange_start: Duration,
     /// Copies a VN handed over that the aggregator refused: the VN already checks index, length and
@@ -129,10 +139,37 @@ impl RnEngine {
             vn_done: vec![false; k],
             vn_lost: vec![false; k],
             metrics: RoundMetrics::default(),
+            participates: Vec::new(),
+            idle: Duration::ZERO,
             round_start: Duration::ZERO,
             exchange_start: Duration::ZERO,
             rejected_copies: 0,
         })
+    }
+
+    /// Takes part only in the rounds `schedule` marks (dropout, [`super::dropout::participation`]); a round
+    /// sat out lasts as long as the last round did (`first_idle` before any).
+    pub fn with_participation(mut self, schedule: Vec<bool>, first_idle: Duration) -> Self {
+        self.participates = schedule;
+        self.idle = first_idle;
+        self
+    }
+
+    fn takes_part(&self, round: Round) -> bool {
+        self.participates
+            .get(round.get() as usize)
+            .copied()
+            .unwrap_or(true)
+    }
+
+    /// The exchanges of the rounds this node sits out: its VNs stay out of their overlays.
+    pub fn skipped_exchanges(&self) -> std::collections::BTreeSet<Round> {
+        (0..self.rounds)
+            .map(Round)
+            .filter(|&t| !self.takes_part(t))
+            .flat_map(|t| (0..self.steps).map(move |s| (t, s)))
+            .map(|(t, s)| self.exchange(t, s))
+            .collect()
     }
 
     /// Length of each chunk index the algorithm sends (the VNs refuse frames of another length).
@@ -203,29 +240,37 @@ impl RnEngine {
                 metric,
                 loss,
                 secs,
-            } if self.phase == Phase::Evaluating && round == self.round => {
+            } if matches!(self.phase, Phase::Evaluating | Phase::Absent) && round == self.round => {
+                if self.phase == Phase::Evaluating {
+                    self.idle = now - self.round_start;
+                }
                 self.metrics.metric_name = metric_name;
                 self.metrics.test_metric = metric;
                 self.metrics.test_loss = loss;
                 self.metrics.eval_secs = secs;
-                self.metrics.round_secs = (now - self.round_start).as_secs_f64();
-                out.push(RnOutput::RoundDone(std::mem::take(&mut self.metrics)));
-                if round.get() + 1 < self.rounds {
-                    self.begin_round(now, round + 1, &mut out);
-                } else {
-                    self.phase = Phase::Finished;
-                    for vn in 0..self.vn_done.len() {
-                        out.push(RnOutput::ToVn {
-                            vn,
-                            msg: ToVirtualNode::Stop,
-                        });
-                    }
-                    out.push(RnOutput::Finished);
-                }
+                self.end_round(now, &mut out);
             }
             other => tracing::debug!(?other, "input ignored in this phase"),
         }
         out
+    }
+
+    /// Reports the round and starts the next one, or finishes.
+    fn end_round(&mut self, now: Duration, out: &mut Vec<RnOutput>) {
+        self.metrics.round_secs = (now - self.round_start).as_secs_f64();
+        out.push(RnOutput::RoundDone(std::mem::take(&mut self.metrics)));
+        if self.round.get() + 1 < self.rounds {
+            self.begin_round(now, self.round + 1, out);
+        } else {
+            self.phase = Phase::Finished;
+            for vn in 0..self.vn_done.len() {
+                out.push(RnOutput::ToVn {
+                    vn,
+                    msg: ToVirtualNode::Stop,
+                });
+            }
+            out.push(RnOutput::Finished);
+        }
     }
 
     fn begin_round(&mut self, now: Duration, round: Round, out: &mut Vec<RnOutput>) {
@@ -239,6 +284,15 @@ impl RnEngine {
             round,
             ..RoundMetrics::default()
         };
+        if !self.takes_part(round) {
+            self.phase = Phase::Absent;
+            self.metrics.absent = true;
+            out.push(RnOutput::Idle {
+                round,
+                wait: self.idle,
+            });
+            return;
+        }
         out.push(RnOutput::StartRound {
             exchange: self.exchange(round, 0),
         });
@@ -418,6 +472,56 @@ mod tests {
         e.handle(t, trained(Round(1)));
         e.handle(t, done(0, Round(1)));
         assert!(evaluates(&e.handle(t, done(2, Round(1)))));
+    }
+
+    #[test]
+    fn a_round_sat_out_idles_then_reports_the_unchanged_model() {
+        let t = Duration::ZERO;
+        let wait = Duration::from_secs(3);
+        let mut e = engine(1).with_participation(vec![true, false, true], wait);
+        assert_eq!(
+            e.skipped_exchanges(),
+            std::collections::BTreeSet::from([Round(1)])
+        );
+        e.handle(t, RnInput::Start);
+        e.handle(t, trained(Round(0)));
+        e.handle(t, done(0, Round(0)));
+        let later = Duration::from_secs(5);
+        let out = e.handle(
+            later,
+            RnInput::Evaluated {
+                round: Round(0),
+                metric_name: models::train::MetricKind::Accuracy,
+                metric: 0.5,
+                loss: 1.0,
+                secs: 0.0,
+            },
+        );
+        // Round 1 is sat out: no overlay, no training, an idle as long as round 0 was.
+        assert!(
+            matches!(&out[1..], [RnOutput::Idle { round: Round(1), wait }] if *wait == later),
+            "{out:?}"
+        );
+        // After the wait the driver evaluates the unchanged model.
+        let out = e.handle(
+            later + later,
+            RnInput::Evaluated {
+                round: Round(1),
+                metric_name: models::train::MetricKind::Accuracy,
+                metric: 0.5,
+                loss: 1.0,
+                secs: 0.0,
+            },
+        );
+        let RnOutput::RoundDone(m) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert!(m.absent && m.test_metric == 0.5 && m.chunk_bytes_sent == 0, "{m:?}");
+        assert_eq!(m.round_secs, 5.0, "idled as long as round 0 took");
+        assert!(
+            matches!(&out[1..], [RnOutput::StartRound { exchange: Round(2) }, RnOutput::Train { round: Round(2) }]),
+            "{out:?}"
+        );
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub trait RnDriver {
     /// Load `params` (the aggregated model of `round`) and evaluate it.
     fn evaluate(&mut self, round: Round, params: Vec<f32>) -> Result<(), Self::Error>;
     fn round_done(&mut self, metrics: RoundMetrics) -> Result<(), Self::Error>;
+    /// The node sits out `round`: feed `RnInput::Idled` after `wait`.
+    fn idle(&mut self, round: Round, wait: Duration) -> Result<(), Self::Error>;
     /// All rounds are done (every VN was already told to stop).
     fn finished(&mut self) -> Result<(), Self::Error>;
     /// The engine cannot go on: return the driver's error for `why`.
@@ -95,6 +97,7 @@ pub fn route_rn<D: RnDriver>(k: usize, out: Vec<RnOutput>, driver: &mut D) -> Re
             RnOutput::ToVn { vn, msg } => driver.to_vn(vn, msg)?,
             RnOutput::Evaluate { round, params } => driver.evaluate(round, params)?,
             RnOutput::RoundDone(m) => driver.round_done(m)?,
+            RnOutput::Idle { round, wait } => driver.idle(round, wait)?,
             RnOutput::Finished => driver.finished()?,
             RnOutput::Failed(why) => driver.failed(why)?,
         }
@@ -144,6 +147,7 @@ mod tests {
             lookahead: 0,
             last_round: None,
             static_graph: false,
+            skip: Arc::default(),
             start_jitter: Duration::ZERO,
             chunk_lens: Arc::new(vec![2]),
         };

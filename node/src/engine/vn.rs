@@ -82,6 +82,9 @@ pub struct VnConfig {
     /// Negotiate one overlay, for exchange 0, and exchange over it in every later one (D-PSGD, PDMM): the
     /// lookahead is then unused. An edge refused later is dropped for the rest of the run.
     pub static_graph: bool,
+    /// Exchanges this VN stays out of (its RN sits those rounds out: dropout): no overlay is negotiated for
+    /// them, so no neighbour waits for a chunk that will not come.
+    pub skip: Arc<BTreeSet<Round>>,
     /// Upper bound of the random delay before this VN starts negotiating a round (its own phase; must stay
     /// well inside the overlay's `grace`, which absorbs start skew).
     pub start_jitter: Duration,
@@ -482,6 +485,9 @@ impl<I: VnIdentity> VnEngine<I> {
             let u = round + ahead;
             if self.cfg.last_round.is_some_and(|last| u > last) {
                 break;
+            }
+            if self.cfg.skip.contains(&u) {
+                continue;
             }
             let r = self.rounds.entry(u).or_default();
             r.summary.round = u;
@@ -1085,6 +1091,7 @@ mod tests {
             lookahead: 0,
             last_round: None,
             static_graph: false,
+            skip: Arc::default(),
             start_jitter: Duration::ZERO,
             chunk_lens: Arc::new(LENS.to_vec()),
         };
@@ -1470,6 +1477,7 @@ mod tests {
                 lookahead: 2,
                 last_round: None,
                 static_graph: false,
+                skip: Arc::default(),
                 start_jitter: jitter,
                 chunk_lens: Arc::new(LENS.to_vec()),
             };

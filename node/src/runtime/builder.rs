@@ -54,6 +54,7 @@ pub struct NodeBuilder {
     observer: Option<Arc<dyn Observer<PeerId>>>,
     algorithm: Option<AlgoSpec>,
     value_bounds: ValueBounds,
+    dropout: f64,
 }
 
 impl NodeBuilder {
@@ -77,7 +78,16 @@ impl NodeBuilder {
             observer: None,
             algorithm: None,
             value_bounds: ValueBounds::default(),
+            dropout: 0.0,
         }
+    }
+
+    /// Dropout rate for experiments with intermittent nodes (Appendix E's model, `engine::dropout`): each
+    /// round this node sits out with this probability — no training, no overlay, no exchange — drawn once
+    /// from the run seed and the node's index. Default 0.
+    pub fn dropout(mut self, rate: f64) -> Self {
+        self.dropout = rate;
+        self
     }
 
     /// The bound the VNs put on received values (default [`ValueBounds::default`]).
@@ -218,8 +228,23 @@ impl NodeBuilder {
         let algorithm = spec
             .build(partition, self.learning.seed, self.index as u64)
             .map_err(|e| NodeError::Config(e.to_string()))?;
+        if !(0.0..=1.0).contains(&self.dropout) {
+            return Err(NodeError::Config(format!(
+                "dropout rate {} is not in [0, 1]",
+                self.dropout
+            )));
+        }
+        let schedule = crate::engine::dropout::participation(
+            self.dropout,
+            self.rounds,
+            &mut vn_rng(self.learning.seed, self.index as u64, Stream::Dropout),
+        );
+        // Before any round was timed, a round sat out lasts two overlay windows.
+        let first_idle = 2 * Duration::from_millis(self.timing.substep_ms)
+            * sampling::OverlayConfig::new(self.degree, Duration::from_millis(1)).substeps;
         // Built before any Swarm binds: an algorithm the engine cannot run stops the node here.
-        let engine = RnEngine::new(algorithm, self.rounds)?;
+        let engine =
+            RnEngine::new(algorithm, self.rounds)?.with_participation(schedule, first_idle);
         let chunk_lens = engine.chunk_lens();
         let largest = chunk_lens.iter().copied().max().unwrap_or(0);
         if largest > protocol::chunk::MAX_CHUNK_VALUES {
@@ -234,14 +259,16 @@ impl NodeBuilder {
             handshake: Duration::from_millis(self.timing.handshake_timeout_ms),
             ..self.timeouts
         };
-        let vn_cfg = self
-            .timing
-            .vn_config(
-            self.degree,
-            engine.exchanges(),
-            Arc::new(chunk_lens),
-            engine.graph() == crate::algo::Graph::Static,
-        );
+        let vn_cfg = crate::engine::VnConfig {
+            // The VNs stay out of the overlays of the rounds the node sits out.
+            skip: Arc::new(engine.skipped_exchanges()),
+            ..self.timing.vn_config(
+                self.degree,
+                engine.exchanges(),
+                Arc::new(chunk_lens),
+                engine.graph() == crate::algo::Graph::Static,
+            )
+        };
         let metrics_file = match &self.metrics_path {
             Some(p) => Some((
                 p.clone(),

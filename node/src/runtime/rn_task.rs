@@ -222,6 +222,22 @@ impl RnDriver for TaskPort<'_> {
         Ok(())
     }
 
+    fn idle(&mut self, round: Round, wait: Duration) -> Result<()> {
+        self.status.send_modify(|s| s.round = round);
+        let mut l = self.learner.take().ok_or(NodeError::Stopped)?;
+        *self.job = Some(tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            // The model did not change; its evaluation is the round's (on the blocking pool, as always).
+            tokio::task::spawn_blocking(move || {
+                let r = l.evaluate().map_err(NodeError::from);
+                (l, Job::Evaluated(round, r))
+            })
+            .await
+            .expect("evaluation task")
+        }));
+        Ok(())
+    }
+
     fn train(&mut self, round: Round) -> Result<()> {
         self.status.send_modify(|s| s.round = round);
         let mut l = self.learner.take().ok_or(NodeError::Stopped)?;

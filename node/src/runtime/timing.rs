@@ -112,6 +112,7 @@ impl Timing {
             lookahead: self.overlay_lookahead,
             last_round: exchanges.checked_sub(1).map(protocol::Round),
             static_graph,
+            skip: Arc::default(),
             // Each VN's own phase within one sub-step: far inside the grace of four.
             start_jitter: Duration::from_millis(self.substep_ms),
             chunk_lens,

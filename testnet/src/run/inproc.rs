@@ -116,6 +116,7 @@ async fn run_async(
             .timing(timing)
             .value_bounds(s.values)
             .algorithm(setting.algo)
+            .dropout(s.dropout)
             .listen(vec![listen.clone()])
             .spawn()
             .await

@@ -27,6 +27,7 @@ pub fn run(
     let cfg = SimConfig {
         values: s.values,
         algorithm: Some(setting.algo),
+        dropout: s.dropout,
         ..SimConfig::new(setting.vns, s.degree, s.rounds, s.learning.seed)
     };
     let k = setting.vns as u32;
