@@ -229,7 +229,7 @@ impl RnDriver for TaskPort<'_> {
             tokio::time::sleep(wait).await;
             // The model did not change; its evaluation is the round's (on the blocking pool, as always).
             tokio::task::spawn_blocking(move || {
-                let r = l.evaluate().map_err(NodeError::from);
+                let r = l.evaluate();
                 (l, Job::Evaluated(round, r))
             })
             .await
