@@ -1,16 +1,21 @@
-//! Every algorithm on the one engine, side by side, over several seeds, in the simulator: final and best
-//! test metric (mean ± sample standard deviation over the seeds), chunk bytes and messages per RN per round.
+//! Algorithms (and dropout rates) side by side over several seeds, in the simulator: final and best test
+//! metric (mean ± sample standard deviation over the seeds), chunk bytes and messages per RN per round.
+//! Every other testnet option (dataset, model, nodes, degree, rounds, partition, …) applies to every run.
 //!
 //! ```sh
-//! cargo run --release -p testnet --example baselines                       # writes results/baselines-synthetic/
-//! cargo run --release -p testnet --example baselines -- --seeds 5 --rounds 40 --out /tmp/b
+//! cargo run --release -p testnet --example baselines          # writes results/baselines-synthetic/
+//! # Fig. 11 of the paper (dropout), on the real MNIST subset:
+//! cargo run --release -p testnet --example baselines -- --sweep-out results/dropout-mnist \
+//!     --algos el,shatter@8 --dropouts 0,0.1,0.25,0.5,0.75 --dataset mnist --data-dir ../shared/data/mnist \
+//!     --model lenet --partition dirichlet --alpha 0.1 --nodes 16 --degree 4 --rounds 30 --test-samples 300
 //! ```
 //!
-//! Each (algorithm, seed) run keeps its own testnet report (`<out>/<algo>/seed-<s>/`: metrics.jsonl,
-//! metrics.csv, summary.json, plots); `<out>/summary.csv` and `<out>/summary.md` hold the comparison.
+//! Each run keeps its own testnet report (`<sweep-out>/<algo>[-dropout-P]/seed-<s>/`); `<sweep-out>/summary.csv`
+//! and `<sweep-out>/summary.md` hold the comparison.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use anyhow::Context;
 use clap::Parser;
@@ -20,27 +25,28 @@ use testnet::scenario::Settings;
 
 #[derive(Parser)]
 struct Args {
-    /// Seeds per algorithm (1, 2, …).
+    /// Seeds per cell (1, 2, …).
     #[arg(long, default_value_t = 3)]
     seeds: u64,
-    #[arg(long, default_value_t = 16)]
-    nodes: usize,
-    #[arg(long, default_value_t = 20)]
-    rounds: u64,
-    #[arg(long, default_value_t = 4)]
-    degree: usize,
-    /// VNs per RN for the algorithms that use them (Shatter, and GHP on Shatter).
-    #[arg(long, default_value_t = 4)]
-    vns: usize,
-    /// The algorithms, as `--algo` names them; `name@k` runs one with k VNs.
+    /// The algorithms, as `--algo` names them; `name@k` runs one with k VNs (default k: --vns or 4).
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "el,shatter,dpsgd,chunking:4,sparsify-random:0.25,muffliato:0.05,ghp:0.05@1,random:0.05@1,ghp:0.05"
     )]
     algos: Vec<String>,
+    /// Dropout rates to run each algorithm at.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    dropouts: Vec<f64>,
+    /// Runs at once (each uses about one core).
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
     #[arg(long, default_value = "results/baselines-synthetic")]
-    out: PathBuf,
+    sweep_out: PathBuf,
+    /// Every testnet option, applied to every run (`--algo`, `--seed`, `--dropout`, `--out` and `--mode` are
+    /// set by the sweep).
+    #[command(flatten)]
+    base: Options,
 }
 
 /// Mean and sample standard deviation.
@@ -55,69 +61,152 @@ fn spread(v: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
+/// One cell of the table: an algorithm with its k at one dropout rate.
+struct Cell {
+    name: String,
+    spec: AlgoSpec,
+    vns: usize,
+    dropout: f64,
+}
+
+impl Cell {
+    fn dir(&self) -> String {
+        let base = self.name.replace([':', '@'], "-");
+        if self.dropout > 0.0 {
+            format!("{base}-dropout-{}", self.dropout)
+        } else {
+            base
+        }
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
-    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let mut csv = String::from(
-        "algo,vns,seeds,final_mean,final_std,best_mean,best_std,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn\n",
-    );
-    let mut md = format!(
-        "Synthetic data (the default testnet model), {} nodes, r = {}, {} rounds, simulator; mean ± sample std over {} seeds.\n\
-         Regenerate: `cargo run --release -p testnet --example baselines -- --seeds {} --nodes {} --rounds {} --degree {} --vns {} --out {}`\n\n\
-         | algorithm | k | final accuracy | best accuracy | chunk bytes / RN / round | messages / RN / round | neighbours / VN |\n|---|---|---|---|---|---|---|\n",
-        a.nodes, a.degree, a.rounds, a.seeds, a.seeds, a.nodes, a.rounds, a.degree, a.vns, a.out.display()
-    );
+    let default_k = a.base.vns.as_ref().and_then(|v| v.first().copied()).unwrap_or(4);
+    let mut cells = Vec::new();
     for name in &a.algos {
-        let (algo, vns) = match name.split_once('@') {
+        let (algo, k) = match name.split_once('@') {
             Some((n, k)) => (n, k.parse::<usize>().context("name@k needs a number k")?),
-            None => (name.as_str(), a.vns),
+            None => (name.as_str(), default_k),
         };
         let spec: AlgoSpec = algo.parse().map_err(anyhow::Error::msg)?;
-        let vns = if spec.uses_vns() { vns } else { 1 };
-        let (mut finals, mut bests) = (Vec::new(), Vec::new());
-        let mut last = None;
-        for seed in 1..=a.seeds {
-            let out = a.out.join(name.replace([':', '@'], "-")).join(format!("seed-{seed}"));
-            let s = Settings::resolve(Options {
-                mode: Some(Mode::Sim),
-                nodes: Some(a.nodes),
-                vns: Some(vec![vns]),
-                degree: Some(a.degree),
-                rounds: Some(a.rounds),
-                algo: Some(spec),
-                seed: Some(seed),
-                out: Some(out),
-                plain: true,
-                ..Options::default()
-            })?;
-            eprintln!("{name} seed {seed}");
-            let report = testnet::run(&s)?;
-            let sum = report.summaries.into_iter().next().context("one setting")?;
-            finals.push(sum.final_metric);
-            bests.push(sum.best_metric);
-            last = Some(sum);
+        for &dropout in &a.dropouts {
+            cells.push(Cell {
+                name: name.clone(),
+                spec,
+                vns: if spec.uses_vns() { k } else { 1 },
+                dropout,
+            });
         }
-        let sum = last.context("at least one seed")?;
-        let (fm, fs) = spread(&finals);
-        let (bm, bs) = spread(&bests);
+    }
+    std::fs::create_dir_all(&a.sweep_out)
+        .with_context(|| format!("creating {}", a.sweep_out.display()))?;
+    // Every (cell, seed) run, handed out to `jobs` threads; results land by index.
+    let runs: Vec<(usize, u64)> = (0..cells.len())
+        .flat_map(|c| (1..=a.seeds).map(move |s| (c, s)))
+        .collect();
+    let results: Mutex<Vec<Option<testnet::report::Summary>>> =
+        Mutex::new((0..runs.len()).map(|_| None).collect());
+    let next = Mutex::new(0usize);
+    let run_one = |i: usize| -> anyhow::Result<()> {
+        let (c, seed) = runs[i];
+        let cell = &cells[c];
+        let s = Settings::resolve(Options {
+            mode: Some(Mode::Sim),
+            vns: Some(vec![cell.vns]),
+            algo: Some(cell.spec),
+            dropout: Some(cell.dropout),
+            seed: Some(seed),
+            out: Some(a.sweep_out.join(cell.dir()).join(format!("seed-{seed}"))),
+            plain: true,
+            ..a.base.clone()
+        })?;
+        eprintln!("{} dropout {} seed {seed}", cell.name, cell.dropout);
+        let report = testnet::run(&s)?;
+        let sum = report.summaries.into_iter().next().context("one setting")?;
+        results.lock().expect("no panics")[i] = Some(sum);
+        Ok(())
+    };
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let workers: Vec<_> = (0..a.jobs.max(1))
+            .map(|_| {
+                scope.spawn(|| -> anyhow::Result<()> {
+                    loop {
+                        let i = {
+                            let mut n = next.lock().expect("no panics");
+                            let i = *n;
+                            *n += 1;
+                            i
+                        };
+                        if i >= runs.len() {
+                            return Ok(());
+                        }
+                        run_one(i)?;
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().expect("worker")?;
+        }
+        Ok(())
+    })?;
+    let results = results.into_inner().expect("no panics");
+
+    let mut csv = String::from(
+        "algo,vns,dropout,seeds,final_mean,final_std,best_mean,best_std,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn\n",
+    );
+    let first = results.iter().flatten().next().context("no run finished")?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut md = format!(
+        "{} ({}), {} nodes, r = {}, {} rounds, simulator; mean ± sample std over {} seeds.\n\
+         Regenerate: `cargo run --release -p testnet --example baselines{}{}`\n\n\
+         | algorithm | k | dropout | final {m} | best {m} | chunk bytes / RN / round | messages / RN / round | neighbours / VN |\n\
+         |---|---|---|---|---|---|---|---|\n",
+        first.dataset,
+        first.model,
+        first.nodes,
+        first.degree,
+        first.rounds,
+        a.seeds,
+        if args.is_empty() { "" } else { " -- " },
+        args.join(" "),
+        m = first.metric_name,
+    );
+    for (c, cell) in cells.iter().enumerate() {
+        let sums: Vec<&testnet::report::Summary> = runs
+            .iter()
+            .zip(&results)
+            .filter(|((rc, _), _)| *rc == c)
+            .filter_map(|(_, r)| r.as_ref())
+            .collect();
+        let Some(last) = sums.last() else { continue };
+        let (fm, fs) = spread(&sums.iter().map(|s| s.final_metric).collect::<Vec<_>>());
+        let (bm, bs) = spread(&sums.iter().map(|s| s.best_metric).collect::<Vec<_>>());
         writeln!(
             csv,
-            "{name},{vns},{},{fm:.4},{fs:.4},{bm:.4},{bs:.4},{:.0},{:.1},{:.2}",
-            a.seeds,
-            sum.chunk_bytes_per_rn_per_round,
-            sum.messages_per_rn_per_round,
-            sum.neighbours_per_vn
+            "{},{},{},{},{fm:.4},{fs:.4},{bm:.4},{bs:.4},{:.0},{:.1},{:.2}",
+            cell.spec,
+            cell.vns,
+            cell.dropout,
+            sums.len(),
+            last.chunk_bytes_per_rn_per_round,
+            last.messages_per_rn_per_round,
+            last.neighbours_per_vn
         )?;
         writeln!(
             md,
-            "| {algo} | {vns} | {fm:.3} ± {fs:.3} | {bm:.3} ± {bs:.3} | {:.0} | {:.1} | {:.2} |",
-            sum.chunk_bytes_per_rn_per_round,
-            sum.messages_per_rn_per_round,
-            sum.neighbours_per_vn
+            "| {} | {} | {} | {fm:.3} ± {fs:.3} | {bm:.3} ± {bs:.3} | {:.0} | {:.1} | {:.2} |",
+            cell.spec,
+            cell.vns,
+            cell.dropout,
+            last.chunk_bytes_per_rn_per_round,
+            last.messages_per_rn_per_round,
+            last.neighbours_per_vn
         )?;
     }
-    std::fs::write(a.out.join("summary.csv"), &csv)?;
-    std::fs::write(a.out.join("summary.md"), &md)?;
+    std::fs::write(a.sweep_out.join("summary.csv"), &csv)?;
+    std::fs::write(a.sweep_out.join("summary.md"), &md)?;
     print!("{md}");
     Ok(())
 }
