@@ -38,6 +38,16 @@ struct Spec {
     psk: Option<PreSharedKey>,
 }
 
+/// `n` listed nodes without a pre-shared key.
+fn listed(n: usize) -> Vec<Spec> {
+    (0..n)
+        .map(|_| Spec {
+            listed: true,
+            psk: None,
+        })
+        .collect()
+}
+
 struct Running {
     handles: Vec<NodeHandle>,
     events: Vec<mpsc::Receiver<NodeEvent>>,
@@ -155,12 +165,7 @@ fn rounds_of(events: &[NodeEvent]) -> Vec<node::engine::RoundMetrics> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_two_vns_complete_three_rounds() {
-    let specs: Vec<Spec> = (0..3)
-        .map(|_| Spec {
-            listed: true,
-            psk: None,
-        })
-        .collect();
+    let specs = listed(3);
     let mut net = spawn(&specs, 2, 2, 3).await;
     for h in &net.handles {
         let s = tokio::time::timeout(LIMIT, h.wait())
@@ -294,12 +299,7 @@ async fn a_wrong_pre_shared_key_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_killed_mid_run_delays_its_neighbours_by_at_most_the_deadline() {
-    let specs: Vec<Spec> = (0..4)
-        .map(|_| Spec {
-            listed: true,
-            psk: None,
-        })
-        .collect();
+    let specs = listed(4);
     let rounds = 4;
     let mut net = spawn(&specs, 2, 2, rounds).await;
     // Kill node 3 as soon as it finished its first round: it disappears mid-run with its VNs.
@@ -326,12 +326,7 @@ async fn a_node_killed_mid_run_delays_its_neighbours_by_at_most_the_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_virtual_node_is_reported_and_its_node_completes_every_round() {
-    let specs: Vec<Spec> = (0..3)
-        .map(|_| Spec {
-            listed: true,
-            psk: None,
-        })
-        .collect();
+    let specs = listed(3);
     let rounds = 4;
     let mut net = spawn(&specs, 2, 2, rounds).await;
     first_round(&mut net.events[0]).await;
@@ -417,12 +412,7 @@ async fn identify_tells_peers_only_the_announced_address() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_sparsification_runs_over_libp2p_with_one_vn_per_node() {
-    let specs: Vec<Spec> = (0..3)
-        .map(|_| Spec {
-            listed: true,
-            psk: None,
-        })
-        .collect();
+    let specs = listed(3);
     let algo = "sparsify-random:0.25".parse().unwrap();
     let mut net = spawn_with(&specs, 1, 2, 3, Some(algo)).await;
     for h in &net.handles {
