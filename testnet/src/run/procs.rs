@@ -84,11 +84,17 @@ pub fn write_deployment(
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
         .collect::<std::io::Result<Vec<_>>>()
         .context("finding free ports on 127.0.0.1")?;
-    let ports: Vec<u16> = listeners
+    let mut ports: Vec<u16> = listeners
         .iter()
         .map(|l| l.local_addr().map(|a| a.port()))
         .collect::<std::io::Result<_>>()?;
     drop(listeners);
+    // The OS hands out ports in sequence: dealt in order, a node's VNs would get consecutive ports and a
+    // peer could group siblings by port (DESIGN §7). Dealt in a seeded random order, ports say nothing.
+    rand::seq::SliceRandom::shuffle(
+        ports.as_mut_slice(),
+        &mut sampling::derive_rng(s.learning.seed, u64::MAX - 2),
+    );
     let addr = |i: usize, s: usize| -> Multiaddr {
         format!("/ip4/127.0.0.1/tcp/{}", ports[i * k + s])
             .parse()
