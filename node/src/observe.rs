@@ -7,7 +7,22 @@
 //! which real node owns that VN is exactly what Shatter hides, and only a harness that made every node's
 //! keys (or, in the simulator, numbered the VNs) can map one to the other. The node never learns it.
 
+use std::time::Duration;
+
 use protocol::{ChunkFrame, Round};
+
+/// What arrived at a VN, as a network observer on its link sees it: the kind of message and when, not the
+/// content. The timing-linkage attack of `testnet --audit` is built on it (issue 13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// An overlay walk (a proposal or a splice request) for `round`; `first_hop`: the sender is the walk's
+    /// origin (a walk names its origin, so the first hop is recognisable).
+    Walk { round: Round, first_hop: bool },
+    /// Any other control message: the matching protocol's replies, Cyclon shuffles.
+    Control,
+    /// A chunk frame for `round` (an exchange number).
+    Chunk { round: Round },
+}
 
 /// Watches a node from outside. All methods default to doing nothing; `node` is the real node's index as the
 /// driver numbers it (`NodeBuilder::new`'s `index`, or the simulator's node number).
@@ -27,6 +42,15 @@ pub trait Observer<I>: Send + Sync {
 
     /// Virtual node `vn` of the node accepted `frame` (a chunk of `frame.round`) from neighbour VN `from`.
     fn chunk_received(&self, _node: usize, _vn: usize, _from: &I, _frame: &ChunkFrame) {}
+
+    /// Whether [`Observer::arrival`] is wanted (classifying every message costs a decode).
+    fn wants_arrivals(&self) -> bool {
+        false
+    }
+
+    /// A message from `from` arrived at VN `vn` of the node at `at` (the driver's clock), accepted or not.
+    /// Only the simulator reports arrivals so far.
+    fn arrival(&self, _node: usize, _vn: usize, _from: &I, _at: Duration, _what: Arrival) {}
 }
 
 /// Calls `round_start` if the observer wants this round, fetching the parameters only then.
@@ -42,4 +66,38 @@ pub(crate) fn notify_round_start<I, E>(
         o.round_start(node, round, &params()?);
     }
     Ok(())
+}
+
+/// Two observers watching one node: every call goes to both, in order.
+pub struct Tee<'a, I>(pub &'a dyn Observer<I>, pub &'a dyn Observer<I>);
+
+impl<I> Observer<I> for Tee<'_, I> {
+    fn wants_params(&self, node: usize, round: Round) -> bool {
+        self.0.wants_params(node, round) || self.1.wants_params(node, round)
+    }
+
+    fn round_start(&self, node: usize, round: Round, params: &[f32]) {
+        for o in [self.0, self.1] {
+            if o.wants_params(node, round) {
+                o.round_start(node, round, params);
+            }
+        }
+    }
+
+    fn chunk_received(&self, node: usize, vn: usize, from: &I, frame: &ChunkFrame) {
+        self.0.chunk_received(node, vn, from, frame);
+        self.1.chunk_received(node, vn, from, frame);
+    }
+
+    fn wants_arrivals(&self) -> bool {
+        self.0.wants_arrivals() || self.1.wants_arrivals()
+    }
+
+    fn arrival(&self, node: usize, vn: usize, from: &I, at: Duration, what: Arrival) {
+        for o in [self.0, self.1] {
+            if o.wants_arrivals() {
+                o.arrival(node, vn, from, at, what);
+            }
+        }
+    }
 }

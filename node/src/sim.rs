@@ -25,7 +25,7 @@ use crate::engine::{
     VnConfig, VnDriver, VnEngine, VnInput, route_rn, route_vn,
 };
 use crate::learner::{Learner, Trained};
-use crate::observe::{Observer, notify_round_start};
+use crate::observe::{Arrival, Observer, notify_round_start};
 use crate::{NodeError, Result};
 
 /// Bootstrap entries each VN starts with (drawn at random from the peer list, as an operator would give a
@@ -187,6 +187,32 @@ pub fn run_algorithms(
     })
 }
 
+/// What a network observer on the link sees of a message: its kind and round, decoded only for that.
+fn classify(msg: &Wire) -> Arrival {
+    use protocol::control::{ControlEnvelope, ControlMsg, OverlayMsg};
+    match msg {
+        Wire::Control(bytes) => match protocol::codec::decode_control::<ControlEnvelope<u32>>(bytes) {
+            Ok(ControlEnvelope {
+                sender,
+                msg:
+                    ControlMsg::Overlay(
+                        OverlayMsg::Propose { round, origin, .. }
+                        | OverlayMsg::SpliceRequest { round, origin, .. },
+                    ),
+            }) => Arrival::Walk {
+                round,
+                first_hop: origin == sender,
+            },
+            _ => Arrival::Control,
+        },
+        Wire::Chunk { bytes, .. } => match ChunkFrame::decode(bytes) {
+            Ok(f) => Arrival::Chunk { round: f.round },
+            Err(_) => Arrival::Control,
+        },
+        Wire::Reply { .. } => Arrival::Control,
+    }
+}
+
 /// The simulated network and everything the engines' outputs act on.
 struct Fabric {
     net: Network<Wire>,
@@ -340,6 +366,10 @@ impl<'a> Sim<'a> {
         let total = self.vns.len();
         let work = match ev {
             Event::Deliver { from, to, msg } => {
+                if let Some(o) = self.observer.filter(|o| o.wants_arrivals()) {
+                    let (node, vn) = (to as usize / self.k, to as usize % self.k);
+                    o.arrival(node, vn, &from, now, classify(&msg));
+                }
                 let input = match msg {
                     Wire::Control(bytes) => VnInput::Control { from, bytes },
                     Wire::Chunk { bytes, token } => VnInput::Chunk {

@@ -15,6 +15,8 @@
 //!   - `run/sim.rs`: `--mode sim`, `node::sim::run` on a virtual clock.
 //! - `progress.rs`: `indicatif` bar on a terminal, one line per round otherwise.
 //! - `audit.rs`: `--audit`, the privacy audit run inside training (ground truth from the harness only).
+//! - `linkage.rs`: [`linkage::LinkageRecorder`], the network observer's sibling-linkage attack by timing
+//!   (with `--audit` in sim mode; `summary.json` → `linkage`).
 //! - `report.rs`: [`report::Summary`], `metrics.jsonl`, `summary.json`, the printed tables.
 //! - `plots.rs`: `metric.svg`, `bytes.svg`, `round_time.svg` (plotters, SVG only).
 //! - `rss.rs`: peak resident memory from `/proc`.
@@ -26,6 +28,7 @@
 
 pub mod audit;
 pub mod cli;
+pub mod linkage;
 pub mod plots;
 pub mod progress;
 pub mod report;

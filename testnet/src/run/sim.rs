@@ -35,6 +35,14 @@ pub fn run(
     let observer = audit
         .map(|p| p.inline(move |g: &u32| Some((*g / k) as usize)))
         .transpose()?;
+    // With the audit, every node is also a network observer attacking sibling linkage by timing.
+    let linkage = observer
+        .is_some()
+        .then(|| crate::linkage::LinkageRecorder::new(setting.vns));
+    let tee = observer
+        .as_ref()
+        .zip(linkage.as_ref())
+        .map(|(a, l)| node::observe::Tee(a, l));
     // Wall-clock time of the simulation, reported beside its virtual time.
     #[allow(clippy::disallowed_methods)]
     let t = Instant::now();
@@ -43,9 +51,7 @@ pub fn run(
         learners,
         partition,
         |rn, m| progress.on_round(rn, m),
-        observer
-            .as_ref()
-            .map(|o| o as &dyn node::observe::Observer<u32>),
+        tee.as_ref().map(|o| o as &dyn node::observe::Observer<u32>),
     )?;
     let wall = t.elapsed().as_secs_f64();
     let mut extra = BTreeMap::new();
@@ -57,6 +63,9 @@ pub fn run(
     );
     extra.insert("sim_messages".into(), json!(report.messages));
     extra.insert("sim_messages_lost".into(), json!(report.lost));
+    if let Some(l) = &linkage {
+        extra.insert("linkage".into(), serde_json::to_value(l.finish())?);
+    }
     Ok(RunOutput {
         metrics: report.metrics,
         wall_secs: wall,

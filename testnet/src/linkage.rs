@@ -1,0 +1,299 @@
+//! The network observer's sibling-linkage attack (issue 13, DESIGN §7), run with `--audit` in sim mode.
+//!
+//! Every real node is a passive attacker that records, at each of its VNs, when each message arrived and
+//! from which VN identity — overlay walks (first hops recognisable: the sender names itself as the walk's
+//! origin), other control messages, chunks — nothing else. For every pair of sender VNs it heard from, it
+//! scores "siblings?" by timing: siblings are told to start a round's negotiation and get their chunks at the
+//! same instant from their RN, so their first-hop walks and their chunks arrive close together. The score of
+//! a pair is minus the median, over the rounds in which both were heard, of the gap between their arrivals.
+//! Against the harness's ground truth (which VN belongs to which node) this gives, per feature:
+//! - the pairwise sibling-linkage ROC-AUC (0.5: timing tells nothing; 1: siblings always closer than
+//!   strangers), for each attacker alone (mean over attackers) and for all attackers pooled;
+//! - the largest share of one victim's chunks an attacker can put together in one round by linking chunks
+//!   that arrived within τ of each other, counting only groups that hold one victim's chunks alone (the
+//!   attacker cannot tell a mixed group apart), for τ = 5, 20 and 50 ms.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use node::observe::{Arrival, Observer};
+use protocol::{ChunkFrame, Round};
+use serde::Serialize;
+
+/// Linking windows for the "assembled share" figure.
+pub const LINK_WINDOWS_MS: [u64; 3] = [5, 20, 50];
+
+/// One arrival, as an attacker recorded it.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    attacker: usize,
+    from: u32,
+    at: Duration,
+    what: Arrival,
+}
+
+/// Records arrivals in the simulator (VN `g` belongs to real node `g / k`).
+pub struct LinkageRecorder {
+    k: u32,
+    seen: Mutex<Vec<Seen>>,
+}
+
+/// The attack's figures for one feature.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FeatureLinkage {
+    /// ROC-AUC over every pair one attacker heard in a common round, attackers pooled.
+    pub auc_pooled: Option<f64>,
+    /// Mean over attackers of each attacker's own AUC (attackers with both classes of pairs).
+    pub auc_mean: Option<f64>,
+    /// Pairs scored (pooled), sibling pairs among them.
+    pub pairs: usize,
+    pub sibling_pairs: usize,
+}
+
+/// The largest share of a victim's k chunks one attacker assembled in one round, linking within a window.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Assembled {
+    pub window_ms: u64,
+    /// Over every (attacker, round, victim).
+    pub max_share: f64,
+    /// Mean over rounds of that round's largest share.
+    pub mean_round_max_share: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LinkageReport {
+    /// Arrival times of chunks.
+    pub chunks: FeatureLinkage,
+    /// Arrival times of first-hop overlay walks.
+    pub walks: FeatureLinkage,
+    pub assembled: Vec<Assembled>,
+}
+
+impl LinkageRecorder {
+    pub fn new(vns_per_node: usize) -> Self {
+        Self {
+            k: vns_per_node as u32,
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn owner(&self, vn: u32) -> usize {
+        (vn / self.k) as usize
+    }
+
+    /// Runs the attack on everything recorded.
+    pub fn finish(&self) -> LinkageReport {
+        let seen = self.seen.lock().expect("no panics while recording");
+        let chunk_times = self.first_arrivals(&seen, |a| match a {
+            Arrival::Chunk { round } => Some(round),
+            _ => None,
+        });
+        let walk_times = self.first_arrivals(&seen, |a| match a {
+            Arrival::Walk {
+                round,
+                first_hop: true,
+            } => Some(round),
+            _ => None,
+        });
+        LinkageReport {
+            chunks: self.pairs(&chunk_times),
+            walks: self.pairs(&walk_times),
+            assembled: LINK_WINDOWS_MS
+                .iter()
+                .map(|&w| self.assemble(&chunk_times, Duration::from_millis(w)))
+                .collect(),
+        }
+    }
+
+    /// Per attacker, per round, per sender VN: the first arrival of the feature (at any of its VNs).
+    fn first_arrivals(
+        &self,
+        seen: &[Seen],
+        feature: impl Fn(Arrival) -> Option<Round>,
+    ) -> BTreeMap<usize, BTreeMap<Round, BTreeMap<u32, Duration>>> {
+        let mut t: BTreeMap<usize, BTreeMap<Round, BTreeMap<u32, Duration>>> = BTreeMap::new();
+        for s in seen {
+            // An attacker does not attack its own VNs.
+            if self.owner(s.from) == s.attacker {
+                continue;
+            }
+            if let Some(round) = feature(s.what) {
+                let e = t
+                    .entry(s.attacker)
+                    .or_default()
+                    .entry(round)
+                    .or_default()
+                    .entry(s.from)
+                    .or_insert(s.at);
+                *e = (*e).min(s.at);
+            }
+        }
+        t
+    }
+
+    fn pairs(&self, times: &BTreeMap<usize, BTreeMap<Round, BTreeMap<u32, Duration>>>) -> FeatureLinkage {
+        let mut pooled: Vec<(f64, bool)> = Vec::new();
+        let mut aucs = Vec::new();
+        for rounds in times.values() {
+            // Gaps per pair over the rounds both were heard in.
+            let mut gaps: BTreeMap<(u32, u32), Vec<f64>> = BTreeMap::new();
+            for senders in rounds.values() {
+                let v: Vec<(&u32, &Duration)> = senders.iter().collect();
+                for (i, (a, ta)) in v.iter().enumerate() {
+                    for (b, tb) in &v[i + 1..] {
+                        let gap = ta.abs_diff(**tb).as_secs_f64();
+                        gaps.entry((**a, **b)).or_default().push(gap);
+                    }
+                }
+            }
+            let scored: Vec<(f64, bool)> = gaps
+                .into_iter()
+                .map(|((a, b), mut g)| {
+                    g.sort_by(f64::total_cmp);
+                    (-g[g.len() / 2], self.owner(a) == self.owner(b))
+                })
+                .collect();
+            if let Some(auc) = auc(&scored) {
+                aucs.push(auc);
+            }
+            pooled.extend(scored);
+        }
+        FeatureLinkage {
+            auc_pooled: auc(&pooled),
+            auc_mean: (!aucs.is_empty()).then(|| aucs.iter().sum::<f64>() / aucs.len() as f64),
+            pairs: pooled.len(),
+            sibling_pairs: pooled.iter().filter(|p| p.1).count(),
+        }
+    }
+
+    fn assemble(
+        &self,
+        times: &BTreeMap<usize, BTreeMap<Round, BTreeMap<u32, Duration>>>,
+        window: Duration,
+    ) -> Assembled {
+        let mut max_share = 0.0f64;
+        let mut per_round: BTreeMap<Round, f64> = BTreeMap::new();
+        for rounds in times.values() {
+            for (&round, senders) in rounds {
+                // Chunks in arrival order; a new group starts after a gap longer than the window.
+                let mut v: Vec<(Duration, u32)> = senders.iter().map(|(&f, &t)| (t, f)).collect();
+                v.sort();
+                let mut groups: Vec<Vec<u32>> = Vec::new();
+                let mut last: Option<Duration> = None;
+                for (t, f) in v {
+                    if last.is_none_or(|l| t - l > window) {
+                        groups.push(Vec::new());
+                    }
+                    groups.last_mut().expect("pushed").push(f);
+                    last = Some(t);
+                }
+                for g in groups {
+                    let owner = self.owner(g[0]);
+                    if g.iter().all(|&f| self.owner(f) == owner) {
+                        let share = g.len() as f64 / self.k as f64;
+                        max_share = max_share.max(share);
+                        let r = per_round.entry(round).or_default();
+                        *r = r.max(share);
+                    }
+                }
+            }
+        }
+        Assembled {
+            window_ms: window.as_millis() as u64,
+            max_share,
+            mean_round_max_share: if per_round.is_empty() {
+                0.0
+            } else {
+                per_round.values().sum::<f64>() / per_round.len() as f64
+            },
+        }
+    }
+}
+
+impl Observer<u32> for LinkageRecorder {
+    fn wants_arrivals(&self) -> bool {
+        true
+    }
+
+    fn arrival(&self, node: usize, _vn: usize, from: &u32, at: Duration, what: Arrival) {
+        self.seen.lock().expect("no panics while recording").push(Seen {
+            attacker: node,
+            from: *from,
+            at,
+            what,
+        });
+    }
+
+    fn chunk_received(&self, _node: usize, _vn: usize, _from: &u32, _frame: &ChunkFrame) {}
+}
+
+/// ROC-AUC of `scores` (higher = more likely positive) against their labels: the probability that a random
+/// positive outscores a random negative, ties counting half. `None` without both classes.
+pub fn auc(scored: &[(f64, bool)]) -> Option<f64> {
+    let mut v: Vec<(f64, bool)> = scored.to_vec();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (pos, neg) = (
+        v.iter().filter(|x| x.1).count() as f64,
+        v.iter().filter(|x| !x.1).count() as f64,
+    );
+    if pos == 0.0 || neg == 0.0 {
+        return None;
+    }
+    // Mann–Whitney U from average ranks (ties share their rank).
+    let mut rank_sum = 0.0;
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j < v.len() && v[j].0 == v[i].0 {
+            j += 1;
+        }
+        let avg_rank = (i + 1 + j) as f64 / 2.0;
+        rank_sum += avg_rank * v[i..j].iter().filter(|x| x.1).count() as f64;
+        i = j;
+    }
+    Some((rank_sum - pos * (pos + 1.0) / 2.0) / (pos * neg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auc_of_perfect_reversed_and_tied_scores() {
+        let perfect = [(3.0, true), (2.0, true), (1.0, false), (0.0, false)];
+        assert_eq!(auc(&perfect), Some(1.0));
+        let reversed: Vec<(f64, bool)> = perfect.iter().map(|&(s, l)| (-s, l)).collect();
+        assert_eq!(auc(&reversed), Some(0.0));
+        assert_eq!(auc(&[(1.0, true), (1.0, false)]), Some(0.5));
+        assert_eq!(auc(&[(1.0, true)]), None);
+    }
+
+    #[test]
+    fn siblings_arriving_together_are_linked_and_strangers_are_not() {
+        // Two nodes of two VNs each (0, 1 | 2, 3) observed by node 2's... by attacker 5 (owns none of them).
+        let r = LinkageRecorder::new(2);
+        let ms = Duration::from_millis;
+        for round in 0..4u64 {
+            let base = ms(1000 * round);
+            for (from, offset) in [(0u32, 0), (1, 2), (2, 400), (3, 403)] {
+                r.arrival(
+                    5,
+                    0,
+                    &from,
+                    base + ms(offset),
+                    Arrival::Chunk {
+                        round: Round(round),
+                    },
+                );
+            }
+        }
+        let rep = r.finish();
+        assert_eq!(rep.chunks.auc_pooled, Some(1.0));
+        assert_eq!((rep.chunks.pairs, rep.chunks.sibling_pairs), (6, 2));
+        assert_eq!(rep.walks.auc_pooled, None, "no walks recorded");
+        // Within 5 ms each node's two chunks form a pure group: the whole model (k = 2) of a victim.
+        assert_eq!(rep.assembled[0].max_share, 1.0);
+        assert_eq!(rep.assembled[0].window_ms, 5);
+    }
+}
