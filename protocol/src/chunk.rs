@@ -147,7 +147,7 @@ pub enum RefuseReason {
     /// The same neighbour already delivered a chunk this round.
     Duplicate,
     /// A finite value too large for the model being trained: beyond the receiver's bound, which it derives
-    /// from its own chunk's scale (`node::engine::vn::ValueBounds`). Refused like NaN, because averaging it
+    /// from its own chunk's scale (`node::engine::ValueBounds`). Refused like NaN, because averaging it
     /// in overflows the aggregate or makes the next training step diverge (issue 14). Appended last: the
     /// variants before it keep their encoding.
     OutOfRange,

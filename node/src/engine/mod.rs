@@ -11,11 +11,11 @@ pub mod metrics;
 pub mod rate;
 pub mod rn;
 pub mod route;
+pub mod values;
 pub mod vn;
 
 pub use metrics::RoundMetrics;
 pub use rn::{RnEngine, RnInput, RnOutput};
 pub use route::{RnDriver, VnDriver, route_rn, route_vn};
-pub use vn::{
-    RefusalKind, ReplyToken, ValueBounds, VnConfig, VnEngine, VnIdentity, VnInput, VnOutput,
-};
+pub use values::ValueBounds;
+pub use vn::{RefusalKind, ReplyToken, VnConfig, VnEngine, VnIdentity, VnInput, VnOutput};
