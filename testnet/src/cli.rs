@@ -166,6 +166,13 @@ pub struct Options {
     #[serde(alias = "substep-ms")]
     pub substep_ms: Option<u64>,
 
+    /// Upper bound of each VN's random delay before it sends its chunk, in ms (every mode; sim default
+    /// 1000, the libp2p timings' own otherwise). Sibling VNs get their chunks at the same instant: a longer
+    /// delay spreads their sends, at the cost of round time (`summary.json` → `linkage` with --audit).
+    #[arg(long, value_name = "MS")]
+    #[serde(alias = "send-jitter-ms")]
+    pub send_jitter_ms: Option<u64>,
+
     /// Rounds each VN negotiates its overlay ahead of its node's round (0 ..= 16), overriding the timing's.
     #[arg(long, value_name = "ROUNDS")]
     pub lookahead: Option<u64>,
@@ -274,6 +281,7 @@ impl Options {
             test_samples: self.test_samples.or(file.test_samples),
             timing: self.timing.or(file.timing),
             substep_ms: self.substep_ms.or(file.substep_ms),
+            send_jitter_ms: self.send_jitter_ms.or(file.send_jitter_ms),
             lookahead: self.lookahead.or(file.lookahead),
             value_ratio: self.value_ratio.or(file.value_ratio),
             value_floor: self.value_floor.or(file.value_floor),
@@ -302,7 +310,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, transport, node_bin, audit, audit_chunks, audit_every",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, transport, node_bin, audit, audit_chunks, audit_every",
                 path.display(),
                 e.message().trim_end()
             )

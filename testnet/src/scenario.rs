@@ -81,6 +81,8 @@ pub struct Settings {
     pub values: ValueBounds,
     /// `--dropout`: the rate at which nodes sit rounds out.
     pub dropout: f64,
+    /// `--send-jitter-ms` (the simulator's; the libp2p modes read it from `timing`).
+    pub send_jitter: Option<std::time::Duration>,
     pub node_bin: Option<PathBuf>,
     pub transport: crate::cli::TransportChoice,
     /// `--audit`: the privacy audit's settings.
@@ -269,6 +271,9 @@ impl Settings {
             }
             timing.substep_ms = ms;
         }
+        if let Some(ms) = o.send_jitter_ms {
+            timing.send_jitter_ms = ms;
+        }
         if let Some(l) = o.lookahead {
             let max = protocol::control::MAX_LOOKAHEAD;
             if l > max {
@@ -324,6 +329,7 @@ impl Settings {
             timing_name,
             values,
             dropout,
+            send_jitter: o.send_jitter_ms.map(std::time::Duration::from_millis),
             node_bin: o.node_bin,
             transport: o.transport.unwrap_or(crate::cli::TransportChoice::Tcp),
             audit,

@@ -24,11 +24,15 @@ pub fn run(
     audit: Option<AuditPlan>,
     progress: &mut Progress,
 ) -> anyhow::Result<RunOutput> {
+    let defaults = SimConfig::new(setting.vns, s.degree, s.rounds, s.learning.seed);
     let cfg = SimConfig {
         values: s.values,
         algorithm: Some(setting.algo),
         dropout: s.dropout,
-        ..SimConfig::new(setting.vns, s.degree, s.rounds, s.learning.seed)
+        send_jitter: s.send_jitter.unwrap_or(defaults.send_jitter),
+        // A neighbour's copy can come up to its whole send delay after ours: wait that much longer.
+        exchange_timeout: defaults.exchange_timeout + s.send_jitter.unwrap_or_default(),
+        ..defaults
     };
     let k = setting.vns as u32;
     // The simulator numbers VNs node by node: VN g belongs to real node g / k. Only the harness uses this.
