@@ -68,19 +68,48 @@ pub(crate) fn notify_round_start<I, E>(
     Ok(())
 }
 
-/// Two observers watching one node: every call goes to both, in order.
-pub struct Tee<'a, I>(pub &'a dyn Observer<I>, pub &'a dyn Observer<I>);
+/// How an observer on the link classifies control bytes (a walk names its origin: the first hop is the one
+/// whose sender is the origin).
+pub fn classify_control<I: serde::de::DeserializeOwned + PartialEq>(bytes: &[u8]) -> Arrival {
+    use protocol::control::{ControlEnvelope, ControlMsg, OverlayMsg};
+    match protocol::codec::decode_control::<ControlEnvelope<I>>(bytes) {
+        Ok(ControlEnvelope {
+            sender,
+            msg:
+                ControlMsg::Overlay(
+                    OverlayMsg::Propose { round, origin, .. }
+                    | OverlayMsg::SpliceRequest { round, origin, .. },
+                ),
+        }) => Arrival::Walk {
+            round,
+            first_hop: origin == sender,
+        },
+        _ => Arrival::Control,
+    }
+}
 
-impl<I> Observer<I> for Tee<'_, I> {
+/// How an observer on the link classifies a chunk frame: its round, from the header.
+pub fn classify_chunk(bytes: &[u8]) -> Arrival {
+    match ChunkFrame::decode(bytes) {
+        Ok(f) => Arrival::Chunk { round: f.round },
+        Err(_) => Arrival::Control,
+    }
+}
+
+/// Two observers watching one node: every call goes to both, in order.
+pub struct Tee<A, B>(pub A, pub B);
+
+impl<I, A: Observer<I>, B: Observer<I>> Observer<I> for Tee<A, B> {
     fn wants_params(&self, node: usize, round: Round) -> bool {
         self.0.wants_params(node, round) || self.1.wants_params(node, round)
     }
 
     fn round_start(&self, node: usize, round: Round, params: &[f32]) {
-        for o in [self.0, self.1] {
-            if o.wants_params(node, round) {
-                o.round_start(node, round, params);
-            }
+        if self.0.wants_params(node, round) {
+            self.0.round_start(node, round, params);
+        }
+        if self.1.wants_params(node, round) {
+            self.1.round_start(node, round, params);
         }
     }
 
@@ -94,10 +123,48 @@ impl<I> Observer<I> for Tee<'_, I> {
     }
 
     fn arrival(&self, node: usize, vn: usize, from: &I, at: Duration, what: Arrival) {
-        for o in [self.0, self.1] {
-            if o.wants_arrivals() {
-                o.arrival(node, vn, from, at, what);
-            }
+        if self.0.wants_arrivals() {
+            self.0.arrival(node, vn, from, at, what);
         }
+        if self.1.wants_arrivals() {
+            self.1.arrival(node, vn, from, at, what);
+        }
+    }
+}
+
+/// An observer shared by reference or `Arc` is an observer.
+impl<I, T: Observer<I> + ?Sized> Observer<I> for &T {
+    fn wants_params(&self, node: usize, round: Round) -> bool {
+        (**self).wants_params(node, round)
+    }
+    fn round_start(&self, node: usize, round: Round, params: &[f32]) {
+        (**self).round_start(node, round, params)
+    }
+    fn chunk_received(&self, node: usize, vn: usize, from: &I, frame: &ChunkFrame) {
+        (**self).chunk_received(node, vn, from, frame)
+    }
+    fn wants_arrivals(&self) -> bool {
+        (**self).wants_arrivals()
+    }
+    fn arrival(&self, node: usize, vn: usize, from: &I, at: Duration, what: Arrival) {
+        (**self).arrival(node, vn, from, at, what)
+    }
+}
+
+impl<I, T: Observer<I> + ?Sized> Observer<I> for std::sync::Arc<T> {
+    fn wants_params(&self, node: usize, round: Round) -> bool {
+        (**self).wants_params(node, round)
+    }
+    fn round_start(&self, node: usize, round: Round, params: &[f32]) {
+        (**self).round_start(node, round, params)
+    }
+    fn chunk_received(&self, node: usize, vn: usize, from: &I, frame: &ChunkFrame) {
+        (**self).chunk_received(node, vn, from, frame)
+    }
+    fn wants_arrivals(&self) -> bool {
+        (**self).wants_arrivals()
+    }
+    fn arrival(&self, node: usize, vn: usize, from: &I, at: Duration, what: Arrival) {
+        (**self).arrival(node, vn, from, at, what)
     }
 }

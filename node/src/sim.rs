@@ -189,26 +189,9 @@ pub fn run_algorithms(
 
 /// What a network observer on the link sees of a message: its kind and round, decoded only for that.
 fn classify(msg: &Wire) -> Arrival {
-    use protocol::control::{ControlEnvelope, ControlMsg, OverlayMsg};
     match msg {
-        Wire::Control(bytes) => match protocol::codec::decode_control::<ControlEnvelope<u32>>(bytes) {
-            Ok(ControlEnvelope {
-                sender,
-                msg:
-                    ControlMsg::Overlay(
-                        OverlayMsg::Propose { round, origin, .. }
-                        | OverlayMsg::SpliceRequest { round, origin, .. },
-                    ),
-            }) => Arrival::Walk {
-                round,
-                first_hop: origin == sender,
-            },
-            _ => Arrival::Control,
-        },
-        Wire::Chunk { bytes, .. } => match ChunkFrame::decode(bytes) {
-            Ok(f) => Arrival::Chunk { round: f.round },
-            Err(_) => Arrival::Control,
-        },
+        Wire::Control(bytes) => crate::observe::classify_control::<u32>(bytes),
+        Wire::Chunk { bytes, .. } => crate::observe::classify_chunk(bytes),
         Wire::Reply { .. } => Arrival::Control,
     }
 }

@@ -1,4 +1,4 @@
-//! The network observer's sibling-linkage attack (issue 13, DESIGN §7), run with `--audit` in sim mode.
+//! The network observer's sibling-linkage attack (issue 13, DESIGN §7), run with `--audit` (sim and inproc).
 //!
 //! Every real node is a passive attacker that records, at each of its VNs, when each message arrived and
 //! from which VN identity — overlay walks (first hops recognisable: the sender names itself as the walk's
@@ -24,18 +24,26 @@ use serde::Serialize;
 /// Linking windows for the "assembled share" figure.
 pub const LINK_WINDOWS_MS: [u64; 3] = [5, 20, 50];
 
-/// One arrival, as an attacker recorded it.
+/// One arrival, as an attacker recorded it: the sender's owner (ground truth, the harness's) and a
+/// per-run number for the sender.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
     attacker: usize,
     from: u32,
+    owner: usize,
     at: Duration,
     what: Arrival,
 }
 
-/// Records arrivals in the simulator (VN `g` belongs to real node `g / k`).
-pub struct LinkageRecorder {
-    k: u32,
+/// Maps a VN identity to its real node: ground truth only the harness has.
+type Owner<I> = Box<dyn Fn(&I) -> Option<usize> + Send + Sync>;
+
+/// Records arrivals.
+pub struct LinkageRecorder<I> {
+    k: usize,
+    owner: Owner<I>,
+    /// Every sender identity numbered on first sight, with its owner.
+    ids: Mutex<(BTreeMap<I, u32>, Vec<usize>)>,
     seen: Mutex<Vec<Seen>>,
 }
 
@@ -70,16 +78,21 @@ pub struct LinkageReport {
     pub assembled: Vec<Assembled>,
 }
 
-impl LinkageRecorder {
-    pub fn new(vns_per_node: usize) -> Self {
+impl<I: Ord + Clone> LinkageRecorder<I> {
+    pub fn new(
+        vns_per_node: usize,
+        owner: impl Fn(&I) -> Option<usize> + Send + Sync + 'static,
+    ) -> Self {
         Self {
-            k: vns_per_node as u32,
+            k: vns_per_node,
+            owner: Box::new(owner),
+            ids: Mutex::new((BTreeMap::new(), Vec::new())),
             seen: Mutex::new(Vec::new()),
         }
     }
 
     fn owner(&self, vn: u32) -> usize {
-        (vn / self.k) as usize
+        self.ids.lock().expect("no panics while recording").1[vn as usize]
     }
 
     /// Runs the attack on everything recorded.
@@ -115,7 +128,7 @@ impl LinkageRecorder {
         let mut t: BTreeMap<usize, BTreeMap<Round, BTreeMap<u32, Duration>>> = BTreeMap::new();
         for s in seen {
             // An attacker does not attack its own VNs.
-            if self.owner(s.from) == s.attacker {
+            if s.owner == s.attacker {
                 continue;
             }
             if let Some(round) = feature(s.what) {
@@ -211,21 +224,34 @@ impl LinkageRecorder {
     }
 }
 
-impl Observer<u32> for LinkageRecorder {
+impl<I: Ord + Clone + Send + Sync> Observer<I> for LinkageRecorder<I> {
     fn wants_arrivals(&self) -> bool {
         true
     }
 
-    fn arrival(&self, node: usize, _vn: usize, from: &u32, at: Duration, what: Arrival) {
+    fn arrival(&self, node: usize, _vn: usize, from: &I, at: Duration, what: Arrival) {
+        let Some(owner) = (self.owner)(from) else {
+            return; // not a VN of this run
+        };
+        let from = {
+            let mut ids = self.ids.lock().expect("no panics while recording");
+            let next = ids.0.len() as u32;
+            let id = *ids.0.entry(from.clone()).or_insert(next);
+            if id == next {
+                ids.1.push(owner);
+            }
+            id
+        };
         self.seen.lock().expect("no panics while recording").push(Seen {
             attacker: node,
-            from: *from,
+            from,
+            owner,
             at,
             what,
         });
     }
 
-    fn chunk_received(&self, _node: usize, _vn: usize, _from: &u32, _frame: &ChunkFrame) {}
+    fn chunk_received(&self, _node: usize, _vn: usize, _from: &I, _frame: &ChunkFrame) {}
 }
 
 /// ROC-AUC of `scores` (higher = more likely positive) against their labels: the probability that a random
@@ -272,7 +298,7 @@ mod tests {
     #[test]
     fn siblings_arriving_together_are_linked_and_strangers_are_not() {
         // Two nodes of two VNs each (0, 1 | 2, 3) observed by node 2's... by attacker 5 (owns none of them).
-        let r = LinkageRecorder::new(2);
+        let r = LinkageRecorder::new(2, |g: &u32| Some(*g as usize / 2));
         let ms = Duration::from_millis;
         for round in 0..4u64 {
             let base = ms(1000 * round);

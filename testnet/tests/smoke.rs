@@ -159,6 +159,16 @@ fn sim_audit_reports_every_round_and_is_deterministic() {
             assert!((0.0..=1.0).contains(&v), "{key} = {v}");
         }
         assert_eq!(audit["per_victim_auc"].as_array().unwrap().len(), 4);
+        // The network observer's timing attack rides along: pairs scored, an AUC in [0, 1], same seed same
+        // figures.
+        let link = &s["linkage"];
+        assert!(link["chunks"]["pairs"].as_u64().unwrap() > 0, "{link}");
+        // With one VN per node there are no siblings to link.
+        match link["chunks"]["auc_pooled"].as_f64() {
+            Some(auc) => assert!(k > 1 && (0.0..=1.0).contains(&auc), "{link}"),
+            None => assert_eq!(k, 1, "{link}"),
+        }
+        assert_eq!(link, &t["linkage"]);
     }
     // Audited rounds carry the attacker's own figures in metrics.jsonl.
     let lines = std::fs::read_to_string(a.path().join("metrics.jsonl")).unwrap();

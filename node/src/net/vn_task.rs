@@ -159,6 +159,13 @@ impl VnTask {
         )
     }
 
+    /// Tells a harness observing arrivals (a network observer's view: kind and time) about one.
+    fn observe_arrival(&self, from: &PeerId, what: impl FnOnce() -> crate::observe::Arrival) {
+        if let Some(o) = self.observer.as_deref().filter(|o| o.wants_arrivals()) {
+            o.arrival(self.node, self.index, from, self.epoch.elapsed(), what());
+        }
+    }
+
     fn refuse_unlisted(&mut self, peer: PeerId) -> bool {
         if self.peers.is_allowed(&peer) {
             return false;
@@ -192,6 +199,7 @@ impl VnTask {
                     if self.refuse_unlisted(peer) {
                         return None; // dropping the channel closes the stream: nothing is answered
                     }
+                    self.observe_arrival(&peer, || crate::observe::classify_chunk(&request));
                     *next_token += 1;
                     channels.insert(*next_token, channel);
                     Some(VnInput::Chunk {
@@ -235,6 +243,9 @@ impl VnTask {
                     if self.refuse_unlisted(peer) {
                         return None;
                     }
+                    self.observe_arrival(&peer, || {
+                        crate::observe::classify_control::<VnAddr>(&request)
+                    });
                     // Every control message is its own request; the response is an empty acknowledgement.
                     let _ = self
                         .swarm

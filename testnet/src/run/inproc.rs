@@ -83,16 +83,23 @@ async fn run_async(
         .collect();
     let mut boot: BTreeMap<PeerId, Multiaddr> = BTreeMap::new();
     // The audit's ground truth: which node owns each VN identity. The harness made the keys; no node sees this.
-    let observer = match audit {
+    // With the audit, every node is also a network observer attacking sibling linkage by timing.
+    let observers = match audit {
         Some(plan) => {
-            let owner: HashMap<PeerId, usize> =
-                ids.iter().enumerate().map(|(g, p)| (*p, g / k)).collect();
-            Some(Arc::new(
-                plan.threaded(move |p: &PeerId| owner.get(p).copied())?,
-            ))
+            let owner: Arc<HashMap<PeerId, usize>> =
+                Arc::new(ids.iter().enumerate().map(|(g, p)| (*p, g / k)).collect());
+            let o = owner.clone();
+            let audit = Arc::new(plan.threaded(move |p: &PeerId| o.get(p).copied())?);
+            let linkage = Arc::new(crate::linkage::LinkageRecorder::new(k, move |p: &PeerId| {
+                owner.get(p).copied()
+            }));
+            Some((audit, linkage))
         }
         None => None,
     };
+    let observer: Option<Arc<dyn node::observe::Observer<PeerId>>> = observers
+        .as_ref()
+        .map(|(a, l)| Arc::new(node::observe::Tee(a.clone(), l.clone())) as _);
     let mut handles = Vec::with_capacity(n);
     let (tx, mut rx) = mpsc::channel::<(usize, NodeEvent)>(EVENT_BUFFER);
     let mut per_node_spawn = Duration::ZERO;
@@ -190,6 +197,9 @@ async fn run_async(
         json!(if memory { "memory" } else { "tcp" }),
     );
     extra.insert("peers_refused".into(), json!(refused));
+    if let Some((_, l)) = &observers {
+        extra.insert("linkage".into(), serde_json::to_value(l.finish())?);
+    }
     Ok(RunOutput {
         metrics,
         wall_secs: t0.elapsed().as_secs_f64(),
@@ -197,6 +207,6 @@ async fn run_async(
         extra,
         errors,
         interrupted,
-        audit: observer.map(|o| o.finish()),
+        audit: observers.map(|(a, _)| a.finish()),
     })
 }

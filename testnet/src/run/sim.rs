@@ -40,9 +40,11 @@ pub fn run(
         .map(|p| p.inline(move |g: &u32| Some((*g / k) as usize)))
         .transpose()?;
     // With the audit, every node is also a network observer attacking sibling linkage by timing.
-    let linkage = observer
-        .is_some()
-        .then(|| crate::linkage::LinkageRecorder::new(setting.vns));
+    let linkage = observer.is_some().then(|| {
+        crate::linkage::LinkageRecorder::new(setting.vns, move |g: &u32| {
+            Some((*g / k) as usize)
+        })
+    });
     let tee = observer
         .as_ref()
         .zip(linkage.as_ref())
