@@ -38,6 +38,9 @@ struct Args {
     /// Dropout rates to run each algorithm at.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     dropouts: Vec<f64>,
+    /// Send jitters (ms) to run each algorithm at; empty: the mode's default.
+    #[arg(long, value_delimiter = ',')]
+    send_jitters_ms: Vec<u64>,
     /// Runs at once (each uses about one core).
     #[arg(long, default_value_t = 1)]
     jobs: usize,
@@ -61,23 +64,31 @@ fn spread(v: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
-/// One cell of the table: an algorithm with its k at one dropout rate.
+/// One cell of the table: an algorithm with its k at one dropout rate and send jitter.
 struct Cell {
     name: String,
     spec: AlgoSpec,
     vns: usize,
     dropout: f64,
+    jitter_ms: Option<u64>,
 }
 
 impl Cell {
     fn dir(&self) -> String {
-        let base = self.name.replace([':', '@'], "-");
+        let mut d = self.name.replace([':', '@'], "-");
         if self.dropout > 0.0 {
-            format!("{base}-dropout-{}", self.dropout)
-        } else {
-            base
+            d += &format!("-dropout-{}", self.dropout);
         }
+        if let Some(j) = self.jitter_ms {
+            d += &format!("-jitter-{j}ms");
+        }
+        d
     }
+}
+
+/// The network observer's sibling-linkage AUC from a summary (`--audit` runs), by feature.
+fn linkage_auc(s: &testnet::report::Summary, feature: &str) -> Option<f64> {
+    s.extra.get("linkage")?[feature]["auc_pooled"].as_f64()
 }
 
 fn main() -> anyhow::Result<()> {
@@ -90,13 +101,21 @@ fn main() -> anyhow::Result<()> {
             None => (name.as_str(), default_k),
         };
         let spec: AlgoSpec = algo.parse().map_err(anyhow::Error::msg)?;
+        let jitters: Vec<Option<u64>> = if a.send_jitters_ms.is_empty() {
+            vec![None]
+        } else {
+            a.send_jitters_ms.iter().copied().map(Some).collect()
+        };
         for &dropout in &a.dropouts {
-            cells.push(Cell {
-                name: name.clone(),
-                spec,
-                vns: if spec.uses_vns() { k } else { 1 },
-                dropout,
-            });
+            for &jitter_ms in &jitters {
+                cells.push(Cell {
+                    name: name.clone(),
+                    spec,
+                    vns: if spec.uses_vns() { k } else { 1 },
+                    dropout,
+                    jitter_ms,
+                });
+            }
         }
     }
     std::fs::create_dir_all(&a.sweep_out)
@@ -116,12 +135,13 @@ fn main() -> anyhow::Result<()> {
             vns: Some(vec![cell.vns]),
             algo: Some(cell.spec),
             dropout: Some(cell.dropout),
+            send_jitter_ms: cell.jitter_ms.or(a.base.send_jitter_ms),
             seed: Some(seed),
             out: Some(a.sweep_out.join(cell.dir()).join(format!("seed-{seed}"))),
             plain: true,
             ..a.base.clone()
         })?;
-        eprintln!("{} dropout {} seed {seed}", cell.name, cell.dropout);
+        eprintln!("{} dropout {} jitter {:?} ms seed {seed}", cell.name, cell.dropout, cell.jitter_ms);
         let report = testnet::run(&s)?;
         let sum = report.summaries.into_iter().next().context("one setting")?;
         results.lock().expect("no panics")[i] = Some(sum);
@@ -154,15 +174,15 @@ fn main() -> anyhow::Result<()> {
     let results = results.into_inner().expect("no panics");
 
     let mut csv = String::from(
-        "algo,vns,dropout,seeds,final_mean,final_std,best_mean,best_std,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn\n",
+        "algo,vns,dropout,send_jitter_ms,seeds,final_mean,final_std,best_mean,best_std,round_seconds_mean,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn,chunk_linkage_auc_mean,chunk_linkage_auc_std,walk_linkage_auc_mean,walk_linkage_auc_std\n",
     );
     let first = results.iter().flatten().next().context("no run finished")?;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut md = format!(
         "{} ({}), {} nodes, r = {}, {} rounds, simulator; mean ± sample std over {} seeds.\n\
          Regenerate: `cargo run --release -p testnet --example baselines{}{}`\n\n\
-         | algorithm | k | dropout | final {m} | best {m} | chunk bytes / RN / round | messages / RN / round | neighbours / VN |\n\
-         |---|---|---|---|---|---|---|---|\n",
+         | algorithm | k | dropout | send jitter | final {m} | best {m} | round s | chunk bytes / RN / round | messages / RN / round | neighbours / VN | sibling linkage AUC: chunks | walks |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
         first.dataset,
         first.model,
         first.nodes,
@@ -183,26 +203,41 @@ fn main() -> anyhow::Result<()> {
         let Some(last) = sums.last() else { continue };
         let (fm, fs) = spread(&sums.iter().map(|s| s.final_metric).collect::<Vec<_>>());
         let (bm, bs) = spread(&sums.iter().map(|s| s.best_metric).collect::<Vec<_>>());
+        let (rm, _) = spread(&sums.iter().map(|s| s.mean_round_seconds).collect::<Vec<_>>());
+        // Linkage figures exist with --audit and k > 1.
+        let link = |feature: &str| {
+            let v: Vec<f64> = sums.iter().filter_map(|s| linkage_auc(s, feature)).collect();
+            (!v.is_empty()).then(|| spread(&v))
+        };
+        let (lc, lw) = (link("chunks"), link("walks"));
+        let csv_pair = |p: Option<(f64, f64)>| p.map_or(",".into(), |(m, s)| format!("{m:.4},{s:.4}"));
+        let md_pair = |p: Option<(f64, f64)>| p.map_or("–".into(), |(m, s)| format!("{m:.3} ± {s:.3}"));
+        let jitter = cell.jitter_ms.map_or(String::new(), |j| j.to_string());
         writeln!(
             csv,
-            "{},{},{},{},{fm:.4},{fs:.4},{bm:.4},{bs:.4},{:.0},{:.1},{:.2}",
+            "{},{},{},{jitter},{},{fm:.4},{fs:.4},{bm:.4},{bs:.4},{rm:.3},{:.0},{:.1},{:.2},{},{}",
             cell.spec,
             cell.vns,
             cell.dropout,
             sums.len(),
             last.chunk_bytes_per_rn_per_round,
             last.messages_per_rn_per_round,
-            last.neighbours_per_vn
+            last.neighbours_per_vn,
+            csv_pair(lc),
+            csv_pair(lw),
         )?;
         writeln!(
             md,
-            "| {} | {} | {} | {fm:.3} ± {fs:.3} | {bm:.3} ± {bs:.3} | {:.0} | {:.1} | {:.2} |",
+            "| {} | {} | {} | {} | {fm:.3} ± {fs:.3} | {bm:.3} ± {bs:.3} | {rm:.2} | {:.0} | {:.1} | {:.2} | {} | {} |",
             cell.spec,
             cell.vns,
             cell.dropout,
+            cell.jitter_ms.map_or("default".into(), |j| format!("{j} ms")),
             last.chunk_bytes_per_rn_per_round,
             last.messages_per_rn_per_round,
-            last.neighbours_per_vn
+            last.neighbours_per_vn,
+            md_pair(lc),
+            md_pair(lw),
         )?;
     }
     std::fs::write(a.sweep_out.join("summary.csv"), &csv)?;
