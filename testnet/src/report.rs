@@ -188,7 +188,7 @@ impl Summary {
 }
 
 /// Columns of `metrics.csv`: the JSONL's fields, flat (refusals by reason stay in the JSONL).
-const CSV_COLUMNS: [&str; 26] = [
+const CSV_COLUMNS: [&str; 27] = [
     "vns",
     "algo",
     "node",
@@ -198,6 +198,7 @@ const CSV_COLUMNS: [&str; 26] = [
     "test_loss",
     "train_loss",
     "train_diverged",
+    "absent",
     "chunk_bytes_sent",
     "bytes_sent",
     "bytes_received",
@@ -274,6 +275,8 @@ pub fn append_metrics(
             let row: Vec<String> = CSV_COLUMNS
                 .iter()
                 .map(|k| match line.get(k) {
+                    // Flags the JSONL leaves out when false.
+                    None if matches!(*k, "absent" | "train_diverged") => "false".into(),
                     None | Some(serde_json::Value::Null) => String::new(),
                     Some(serde_json::Value::String(v)) => v.clone(),
                     Some(v) => v.to_string(),
