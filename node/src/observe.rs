@@ -132,39 +132,27 @@ impl<I, A: Observer<I>, B: Observer<I>> Observer<I> for Tee<A, B> {
     }
 }
 
-/// An observer shared by reference or `Arc` is an observer.
-impl<I, T: Observer<I> + ?Sized> Observer<I> for &T {
-    fn wants_params(&self, node: usize, round: Round) -> bool {
-        (**self).wants_params(node, round)
-    }
-    fn round_start(&self, node: usize, round: Round, params: &[f32]) {
-        (**self).round_start(node, round, params)
-    }
-    fn chunk_received(&self, node: usize, vn: usize, from: &I, frame: &ChunkFrame) {
-        (**self).chunk_received(node, vn, from, frame)
-    }
-    fn wants_arrivals(&self) -> bool {
-        (**self).wants_arrivals()
-    }
-    fn arrival(&self, node: usize, vn: usize, from: &I, at: Duration, what: Arrival) {
-        (**self).arrival(node, vn, from, at, what)
-    }
+/// An observer shared by reference or `Arc` is an observer (every call goes to the shared one).
+macro_rules! shared_observer {
+    ($($ty:ty),*) => {$(
+        impl<I, T: Observer<I> + ?Sized> Observer<I> for $ty {
+            fn wants_params(&self, node: usize, round: Round) -> bool {
+                (**self).wants_params(node, round)
+            }
+            fn round_start(&self, node: usize, round: Round, params: &[f32]) {
+                (**self).round_start(node, round, params)
+            }
+            fn chunk_received(&self, node: usize, vn: usize, from: &I, frame: &ChunkFrame) {
+                (**self).chunk_received(node, vn, from, frame)
+            }
+            fn wants_arrivals(&self) -> bool {
+                (**self).wants_arrivals()
+            }
+            fn arrival(&self, node: usize, vn: usize, from: &I, at: Duration, what: Arrival) {
+                (**self).arrival(node, vn, from, at, what)
+            }
+        }
+    )*};
 }
 
-impl<I, T: Observer<I> + ?Sized> Observer<I> for std::sync::Arc<T> {
-    fn wants_params(&self, node: usize, round: Round) -> bool {
-        (**self).wants_params(node, round)
-    }
-    fn round_start(&self, node: usize, round: Round, params: &[f32]) {
-        (**self).round_start(node, round, params)
-    }
-    fn chunk_received(&self, node: usize, vn: usize, from: &I, frame: &ChunkFrame) {
-        (**self).chunk_received(node, vn, from, frame)
-    }
-    fn wants_arrivals(&self) -> bool {
-        (**self).wants_arrivals()
-    }
-    fn arrival(&self, node: usize, vn: usize, from: &I, at: Duration, what: Arrival) {
-        (**self).arrival(node, vn, from, at, what)
-    }
-}
+shared_observer!(&T, std::sync::Arc<T>);
