@@ -6,17 +6,21 @@
 //! - `id.rs`: [`VnAddr`], how VNs name each other on the wire.
 //! - `keys.rs`: VN key generation and loading.
 //! - `peers.rs`: the peer list file (permissioning and bootstrap).
-//! - `algo/`: [`algo::Algorithm`], one file per algorithm (`shatter.rs`, `el.rs`); the trait's doc says how
-//!   the baselines, GHP and PDMM fit it.
+//! - `algo/`: [`algo::Algorithm`], one file per algorithm (`shatter.rs`, `el.rs`, `dpsgd.rs`, `chunking.rs`,
+//!   `muffliato.rs`, `ghp.rs`) and `spec.rs` ([`algo::AlgoSpec`]: a name to an algorithm); the trait's doc
+//!   says how the others (PDMM) fit it.
 //! - `engine/`: the sans-IO round engine: `rn.rs` (real node, runs an `Algorithm`), `vn.rs` (virtual node,
 //!   holds a `sampling::Sampler`), `route.rs` (the one routing layer: `VnDriver`/`RnDriver`, implemented by
-//!   both drivers; the RN-never-learns-the-sender split), `metrics.rs`, `counters.rs`.
+//!   both drivers; the RN-never-learns-the-sender split), `metrics.rs`, `counters.rs`, `rate.rs` (per-peer
+//!   token buckets), `values.rs` (the range rule on received values), `dropout.rs` (Appendix E's model).
 //! - `limits.rs`: the open-files limit many VNs need.
-//! - `observe.rs`: [`observe::Observer`], hooks for research harnesses (privacy audits).
+//! - `observe.rs`: [`observe::Observer`], hooks for research harnesses (privacy audits, the network
+//!   observer's timing attack).
 //! - `learner.rs`: one real node's model, data and training ([`learner::Learner`]), shared by the drivers.
 //! - `sim.rs`: the in-memory driver (many nodes on a virtual clock), used by tests and `testnet --mode sim`.
-//! - `net/`: the libp2p shell: `behaviour.rs`, `codec.rs`, `transport.rs`, and `vn_task.rs` (one task per
-//!   VN driving its engine with its Swarm; its `VnDriver`).
+//! - `net/`: the libp2p shell: `behaviour.rs`, `codec.rs`, `transport.rs`, `limits.rs` (connection and stream
+//!   limits, and the bounds they give), and `vn_task.rs` (one task per VN driving its engine with its Swarm;
+//!   its `VnDriver`).
 //! - `runtime/`: the embedding API: `builder.rs` ([`NodeBuilder`]), `handle.rs` ([`NodeHandle`],
 //!   [`NodeStatus`]), `timing.rs` ([`Timing`]), `rn_task.rs` (the RN task; its `RnDriver`).
 //! - `events.rs`: [`NodeEvent`], the event stream.
