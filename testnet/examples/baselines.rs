@@ -24,6 +24,10 @@ use testnet::cli::{Mode, Options};
 use testnet::scenario::Settings;
 
 #[derive(Parser)]
+#[command(
+    name = "baselines",
+    about = "Algorithms, dropout rates and send jitters side by side over several seeds, in the simulator"
+)]
 struct Args {
     /// Seeds per cell (1, 2, …).
     #[arg(long, default_value_t = 3)]
