@@ -352,7 +352,8 @@ async fn a_crashed_virtual_node_is_reported_and_its_node_completes_every_round()
 }
 
 /// What a connected peer learns through identify: only the announced address, never the listen addresses
-/// (a VN listening on 0.0.0.0 would otherwise name every interface of its host).
+/// (a VN listening on 0.0.0.0 would otherwise name every interface of its host). Loopback only: the VN listens
+/// on 127.0.0.1 and announces the same port by name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identify_tells_peers_only_the_announced_address() {
     use libp2p::futures::StreamExt;
@@ -365,7 +366,8 @@ async fn identify_tells_peers_only_the_announced_address() {
         .local_addr()
         .unwrap()
         .port();
-    let announced: Multiaddr = format!("/ip4/127.0.0.1/tcp/{port}").parse().unwrap();
+    let listen: Multiaddr = format!("/ip4/127.0.0.1/tcp/{port}").parse().unwrap();
+    let announced: Multiaddr = format!("/dns4/localhost/tcp/{port}").parse().unwrap();
     let observer_key = Keypair::generate_ed25519();
     let observer = observer_key.public().to_peer_id();
     let node_key = Keypair::generate_ed25519();
@@ -375,7 +377,7 @@ async fn identify_tells_peers_only_the_announced_address() {
     let learner = lc.learners(&split, &parts, 0..1).unwrap().remove(0);
     let (h, _events) = NodeBuilder::new(vec![node_key], lc, 0)
         .learner(learner)
-        .listen(vec![format!("/ip4/0.0.0.0/tcp/{port}").parse().unwrap()])
+        .listen(vec![listen.clone()])
         .announce(vec![announced.clone()])
         .peers(PeerList::from_entries(vec![
             (observer, None),
@@ -390,7 +392,7 @@ async fn identify_tells_peers_only_the_announced_address() {
     let mut o =
         node::net::transport::build_swarm(observer_key, None, Timeouts::default(), 1024).unwrap();
     o.behaviour_mut().allow.allow_peer(node_peer);
-    o.dial(announced.clone()).unwrap();
+    o.dial(listen).unwrap();
     let told = tokio::time::timeout(LIMIT, async {
         loop {
             if let SwarmEvent::Behaviour(VnBehaviourEvent::Identify(identify::Event::Received {
