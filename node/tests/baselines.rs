@@ -196,3 +196,24 @@ fn nodes_that_drop_out_sit_rounds_out_and_the_rest_go_on() {
         assert!(last > first, "{algo}: learns despite dropouts");
     }
 }
+
+/// D-PSGD negotiates its graph once, in round 0: a node that sits round 0 out never joins it and runs alone
+/// instead of waiting for a graph; every node still finishes every round.
+#[test]
+fn dpsgd_with_dropout_finishes_even_for_nodes_absent_from_the_graph() {
+    let spec: AlgoSpec = "dpsgd".parse().unwrap();
+    let lc = learning();
+    let (split, parts) = lc.load().unwrap();
+    let learners = lc.learners(&split, &parts, 0..NODES).unwrap();
+    let partition = Arc::new(lc.chunk_partition(&learners[0].model, 1).unwrap());
+    let mut cfg = SimConfig::new(1, DEGREE, 6, SEED);
+    cfg.algorithm = Some(spec);
+    cfg.dropout = 0.5;
+    let report = node::sim::run(&cfg, learners, partition, |_, _| {}).unwrap();
+    assert!(report.metrics.iter().all(|m| m.len() == 6));
+    let absent_at_start = report.metrics.iter().filter(|m| m[0].absent).count();
+    assert!(absent_at_start > 0, "the seed has a node absent in round 0");
+    for m in report.metrics.iter().filter(|m| m[0].absent) {
+        assert!(m.iter().all(|r| r.copies_received == 0), "{m:?}");
+    }
+}

@@ -383,6 +383,11 @@ impl<I: VnIdentity> VnEngine<I> {
         }
         self.newest = Some(self.newest.map_or(round, |n| n.max(round)));
         if self.cfg.static_graph && round > Round::ZERO {
+            // A node that sat out exchange 0 never joined the graph: it has no edges for the run (rather than
+            // waiting for ever for a graph it did not negotiate).
+            if self.static_neighbours.is_none() && self.cfg.skip.contains(&Round::ZERO) {
+                self.static_neighbours = Some(BTreeSet::new());
+            }
             // Nothing to negotiate: the exchange uses the graph of exchange 0 (once that froze).
             let r = self.rounds.entry(round).or_default();
             r.summary.round = round;
