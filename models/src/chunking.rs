@@ -169,6 +169,11 @@ impl ChunkPartition {
         self.offsets[s + 1] - self.offsets[s]
     }
 
+    /// The length of every chunk, in chunk order (what a receiver checks a frame's length against).
+    pub fn chunk_lens(&self) -> Vec<usize> {
+        self.offsets.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+
     /// `Ok(())` if `s` names a chunk, else [`ModelsError::UnknownChunk`].
     pub fn check_chunk(&self, s: usize) -> Result<()> {
         if s < self.k {

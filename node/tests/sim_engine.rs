@@ -37,7 +37,7 @@ fn simulate(vns: usize, degree: usize) -> (SimReport, usize, Vec<usize>) {
     let (split, parts) = lc.load().unwrap();
     let learners = lc.learners(&split, &parts, 0..NODES).unwrap();
     let partition = Arc::new(lc.chunk_partition(&learners[0].model, vns).unwrap());
-    let lens = (0..vns).map(|s| partition.chunk_len(s)).collect();
+    let lens = partition.chunk_lens();
     let d = partition.d();
     let report = run(
         &SimConfig::new(vns, degree, ROUNDS, SEED),

@@ -140,7 +140,7 @@ async fn a_stream_storm_and_early_chunks_from_listed_peers_are_bounded_and_hones
         .unwrap()
         .remove(0);
     let partition = cfg.learning.chunk_partition(&learner.model, 2).unwrap();
-    let lens: Vec<usize> = (0..2).map(|s| partition.chunk_len(s)).collect();
+    let lens = partition.chunk_lens();
     let max_frame = protocol::chunk::chunk_frame_bytes(*lens.iter().max().unwrap());
 
     let mut children: Vec<_> = (0..3).map(|i| net.spawn(i)).collect();

@@ -24,16 +24,10 @@ use serde::Serialize;
 /// Linking windows for the "assembled share" figure.
 pub const LINK_WINDOWS_MS: [u64; 3] = [5, 20, 50];
 
-/// One arrival, as an attacker recorded it: the sender's owner (ground truth, the harness's) and a
-/// per-run number for the sender.
-#[derive(Debug, Clone, Copy)]
-struct Seen {
-    attacker: usize,
-    from: u32,
-    owner: usize,
-    at: Duration,
-    what: Arrival,
-}
+/// Per attacker, per round, per sender (numbered by the recorder): the first arrival of a feature at any of
+/// the attacker's VNs. Only what the attack reads is kept: memory grows with the senders each attacker hears
+/// per round, not with the messages.
+type FirstArrivals = BTreeMap<usize, BTreeMap<Round, BTreeMap<u32, Duration>>>;
 
 /// Maps a VN identity to its real node: ground truth only the harness has.
 type Owner<I> = Box<dyn Fn(&I) -> Option<usize> + Send + Sync>;
@@ -44,7 +38,9 @@ pub struct LinkageRecorder<I> {
     owner: Owner<I>,
     /// Every sender identity numbered on first sight, with its owner.
     ids: Mutex<(BTreeMap<I, u32>, Vec<usize>)>,
-    seen: Mutex<Vec<Seen>>,
+    /// First arrivals of chunks and of first-hop walks.
+    chunks: Mutex<FirstArrivals>,
+    walks: Mutex<FirstArrivals>,
 }
 
 /// The attack's figures for one feature.
@@ -87,7 +83,8 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
             k: vns_per_node,
             owner: Box::new(owner),
             ids: Mutex::new((BTreeMap::new(), Vec::new())),
-            seen: Mutex::new(Vec::new()),
+            chunks: Mutex::default(),
+            walks: Mutex::default(),
         }
     }
 
@@ -97,18 +94,8 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
 
     /// Runs the attack on everything recorded.
     pub fn finish(&self) -> LinkageReport {
-        let seen = self.seen.lock().expect("no panics while recording");
-        let chunk_times = self.first_arrivals(&seen, |a| match a {
-            Arrival::Chunk { round } => Some(round),
-            _ => None,
-        });
-        let walk_times = self.first_arrivals(&seen, |a| match a {
-            Arrival::Walk {
-                round,
-                first_hop: true,
-            } => Some(round),
-            _ => None,
-        });
+        let chunk_times = self.chunks.lock().expect("no panics while recording");
+        let walk_times = self.walks.lock().expect("no panics while recording");
         LinkageReport {
             chunks: self.pairs(&chunk_times),
             walks: self.pairs(&walk_times),
@@ -119,33 +106,7 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
         }
     }
 
-    /// Per attacker, per round, per sender VN: the first arrival of the feature (at any of its VNs).
-    fn first_arrivals(
-        &self,
-        seen: &[Seen],
-        feature: impl Fn(Arrival) -> Option<Round>,
-    ) -> BTreeMap<usize, BTreeMap<Round, BTreeMap<u32, Duration>>> {
-        let mut t: BTreeMap<usize, BTreeMap<Round, BTreeMap<u32, Duration>>> = BTreeMap::new();
-        for s in seen {
-            // An attacker does not attack its own VNs.
-            if s.owner == s.attacker {
-                continue;
-            }
-            if let Some(round) = feature(s.what) {
-                let e = t
-                    .entry(s.attacker)
-                    .or_default()
-                    .entry(round)
-                    .or_default()
-                    .entry(s.from)
-                    .or_insert(s.at);
-                *e = (*e).min(s.at);
-            }
-        }
-        t
-    }
-
-    fn pairs(&self, times: &BTreeMap<usize, BTreeMap<Round, BTreeMap<u32, Duration>>>) -> FeatureLinkage {
+    fn pairs(&self, times: &FirstArrivals) -> FeatureLinkage {
         let mut pooled: Vec<(f64, bool)> = Vec::new();
         let mut aucs = Vec::new();
         for rounds in times.values() {
@@ -182,7 +143,7 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
 
     fn assemble(
         &self,
-        times: &BTreeMap<usize, BTreeMap<Round, BTreeMap<u32, Duration>>>,
+        times: &FirstArrivals,
         window: Duration,
     ) -> Assembled {
         let mut max_share = 0.0f64;
@@ -230,8 +191,17 @@ impl<I: Ord + Clone + Send + Sync> Observer<I> for LinkageRecorder<I> {
     }
 
     fn arrival(&self, node: usize, _vn: usize, from: &I, at: Duration, what: Arrival) {
-        let Some(owner) = (self.owner)(from) else {
-            return; // not a VN of this run
+        let (times, round) = match what {
+            Arrival::Chunk { round } => (&self.chunks, round),
+            Arrival::Walk {
+                round,
+                first_hop: true,
+            } => (&self.walks, round),
+            _ => return,
+        };
+        // Not a VN of this run, or one of the attacker's own: not attacked.
+        let Some(owner) = (self.owner)(from).filter(|&o| o != node) else {
+            return;
         };
         let from = {
             let mut ids = self.ids.lock().expect("no panics while recording");
@@ -242,13 +212,15 @@ impl<I: Ord + Clone + Send + Sync> Observer<I> for LinkageRecorder<I> {
             }
             id
         };
-        self.seen.lock().expect("no panics while recording").push(Seen {
-            attacker: node,
-            from,
-            owner,
-            at,
-            what,
-        });
+        let mut t = times.lock().expect("no panics while recording");
+        let first = t
+            .entry(node)
+            .or_default()
+            .entry(round)
+            .or_default()
+            .entry(from)
+            .or_insert(at);
+        *first = (*first).min(at);
     }
 
     fn chunk_received(&self, _node: usize, _vn: usize, _from: &I, _frame: &ChunkFrame) {}

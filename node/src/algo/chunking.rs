@@ -77,8 +77,7 @@ impl Algorithm for OneChunk {
     }
 
     fn chunk_lens(&self) -> Vec<usize> {
-        let p = self.partition();
-        (0..p.k()).map(|s| p.chunk_len(s)).collect()
+        self.partition().chunk_lens()
     }
 
     fn begin_round(&mut self, round: Round) {

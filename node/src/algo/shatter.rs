@@ -42,9 +42,7 @@ impl Algorithm for Shatter {
     }
 
     fn chunk_lens(&self) -> Vec<usize> {
-        (0..self.partition.k())
-            .map(|s| self.partition.chunk_len(s))
-            .collect()
+        self.partition.chunk_lens()
     }
 
     fn begin_round(&mut self, _round: Round) {
