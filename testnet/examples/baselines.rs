@@ -3,7 +3,7 @@
 //! Every other testnet option (dataset, model, nodes, degree, rounds, partition, …) applies to every run.
 //!
 //! ```sh
-//! cargo run --release -p testnet --example baselines          # writes results/baselines-synthetic/
+//! cargo run --release -p testnet --example baselines -- --nodes 16   # writes results/baselines-synthetic/
 //! # Fig. 11 of the paper (dropout), on the real MNIST subset:
 //! cargo run --release -p testnet --example baselines -- --sweep-out results/dropout-mnist \
 //!     --algos el,shatter@8 --dropouts 0,0.1,0.25,0.5,0.75 --dataset mnist --data-dir ../shared/data/mnist \
