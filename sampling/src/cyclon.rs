@@ -10,6 +10,15 @@
 //! 5. both ends merge received entries: drop self and entries already in the view, fill empty slots first,
 //!    then replace the entries they sent.
 //!
+//! One deviation from the paper, against a listed but hostile peer: each entry remembers which peer
+//! supplied it (the authenticated sender of the shuffle it came in, or none for bootstrap entries), and a
+//! merge takes at most [`CyclonConfig::max_per_supplier`] entries in the view from any one supplier. Without
+//! it, a peer repeating shuffle requests replaces the l entries the victim answers with each time, and a few
+//! requests fill the whole view with entries of the attacker's choosing (DESIGN §7: a victim whose view is
+//! the attacker's proposes only to the attacker's VNs). With it, one peer holds at most l of the c slots
+//! at any time however often it shuffles; honest Cyclon rarely reaches the bound (a shuffle brings at most l
+//! entries from one peer, and later shuffles replace them).
+//!
 //! A shuffle that gets no reply within `shuffle_timeout` (or whose send fails) leaves Q removed: this is how
 //! crashed peers leave the views (the oldest entry is always shuffled next, so a dead entry is probed within
 //! a bounded number of periods once it is the oldest). A VN joins with a list of bootstrap peers; its fresh
@@ -50,6 +59,11 @@ impl Default for CyclonConfig {
 }
 
 impl CyclonConfig {
+    /// The most entries of the view that one supplier may have put there: one shuffle's worth, l.
+    pub fn max_per_supplier(&self) -> usize {
+        self.shuffle_len
+    }
+
     pub fn validate(&self) -> Result<(), Error> {
         if self.view_size == 0 || self.shuffle_len == 0 {
             return Err(Error::Config(
@@ -112,6 +126,9 @@ pub struct Cyclon<I> {
     me: I,
     cfg: CyclonConfig,
     view: Vec<ViewEntry<I>>,
+    /// `supplier[i]`: the peer whose shuffle brought `view[i]` (None: a bootstrap entry). Kept beside the
+    /// view rather than in [`ViewEntry`], which is the wire type: a supplier is never sent.
+    supplier: Vec<Option<I>>,
     rng: ChaCha12Rng,
     next_shuffle: Option<Duration>,
     pending: Option<Pending<I>>,
@@ -126,6 +143,7 @@ impl<I: PeerId> Cyclon<I> {
             me,
             cfg,
             view: Vec::new(),
+            supplier: Vec::new(),
             rng,
             next_shuffle: None,
             pending: None,
@@ -164,6 +182,7 @@ impl<I: PeerId> Cyclon<I> {
             }
             if id != self.me && !self.contains(&id) {
                 self.view.push(ViewEntry { id, age: 0 });
+                self.supplier.push(None);
             }
         }
         self.start(now);
@@ -181,6 +200,13 @@ impl<I: PeerId> Cyclon<I> {
     /// never this VN, never one peer twice, and no age above `MAX_AGE`.
     pub fn check_invariants(&self) -> Result<(), String> {
         let fail = |what: String| Err(format!("cyclon of {:?}: {what}", self.me));
+        if self.supplier.len() != self.view.len() {
+            return fail(format!(
+                "{} suppliers for {} entries",
+                self.supplier.len(),
+                self.view.len()
+            ));
+        }
         if self.view.len() > self.cfg.view_size {
             return fail(format!(
                 "{} entries > c = {}",
@@ -197,6 +223,15 @@ impl<I: PeerId> Cyclon<I> {
             }
             if e.age > MAX_AGE {
                 return fail(format!("age {} > MAX_AGE", e.age));
+            }
+        }
+        for s in self.supplier.iter().flatten() {
+            let held = self.supplied_by(s);
+            if held > self.cfg.max_per_supplier() {
+                return fail(format!(
+                    "{held} entries from {s:?} > {}",
+                    self.cfg.max_per_supplier()
+                ));
             }
         }
         Ok(())
@@ -216,7 +251,9 @@ impl<I: PeerId> Cyclon<I> {
         match input {
             CyclonInput::Tick => {}
             CyclonInput::SendFailed { to } => {
-                self.view.retain(|e| e.id != to);
+                if let Some(i) = self.view.iter().position(|e| e.id == to) {
+                    self.remove_at(i);
+                }
                 if self.pending.as_ref().is_some_and(|p| p.target == to) {
                     self.pending = None;
                     out.push(CyclonOutput::ShuffleTimedOut { peer: to });
@@ -269,7 +306,7 @@ impl<I: PeerId> Cyclon<I> {
         let oldest = (0..self.view.len())
             .max_by_key(|&i| (self.view[i].age, usize::MAX - i))
             .expect("non-empty");
-        let target = self.view.swap_remove(oldest).id;
+        let target = self.remove_at(oldest).id;
         let mut idx: Vec<usize> = (0..self.view.len()).collect();
         idx.shuffle(&mut self.rng);
         idx.truncate(self.cfg.shuffle_len - 1);
@@ -297,10 +334,10 @@ impl<I: PeerId> Cyclon<I> {
         let reply: Vec<ViewEntry<I>> = idx.iter().map(|&i| self.view[i].clone()).collect();
         let sent: Vec<I> = reply.iter().map(|e| e.id.clone()).collect();
         out.push(CyclonOutput::Send {
-            to: from,
+            to: from.clone(),
             msg: CyclonMsg::ShuffleReply { entries: reply },
         });
-        self.merge(entries, &sent);
+        self.merge(&from, entries, &sent);
     }
 
     fn on_reply(&mut self, from: I, entries: Vec<ViewEntry<I>>) {
@@ -309,31 +346,57 @@ impl<I: PeerId> Cyclon<I> {
         match &self.pending {
             Some(p) if p.target == from => {
                 let p = self.pending.take().expect("checked");
-                self.merge(entries, &p.sent);
+                self.merge(&from, entries, &p.sent);
             }
             _ => {}
         }
     }
 
-    /// Cyclon step 6/7: discard self and known entries, fill empty slots, then replace entries we sent.
-    fn merge(&mut self, entries: Vec<ViewEntry<I>>, sent: &[I]) {
+    /// Cyclon step 6/7: discard self and known entries, fill empty slots, then replace entries we sent; and
+    /// never more than [`CyclonConfig::max_per_supplier`] entries in the view from `from`.
+    fn merge(&mut self, from: &I, entries: Vec<ViewEntry<I>>, sent: &[I]) {
         let mut replaceable: Vec<I> = sent.to_vec();
+        let mut held = self.supplied_by(from);
         for e in entries.into_iter().take(MAX_SHUFFLE_ENTRIES) {
             if e.id == self.me || self.contains(&e.id) {
                 continue;
             }
+            if held >= self.cfg.max_per_supplier() {
+                break;
+            }
             if self.view.len() < self.cfg.view_size {
                 self.view.push(e);
+                self.supplier.push(Some(from.clone()));
+                held += 1;
                 continue;
             }
             // Replace one of the entries we sent that is still in the view.
             while let Some(old) = replaceable.pop() {
                 if let Some(pos) = self.view.iter().position(|v| v.id == old) {
+                    if self.supplier[pos].as_ref() == Some(from) {
+                        held -= 1;
+                    }
                     self.view[pos] = e;
+                    self.supplier[pos] = Some(from.clone());
+                    held += 1;
                     break;
                 }
             }
         }
+    }
+
+    /// How many entries of the view `peer`'s shuffles put there.
+    fn supplied_by(&self, peer: &I) -> usize {
+        self.supplier
+            .iter()
+            .filter(|s| s.as_ref() == Some(peer))
+            .count()
+    }
+
+    /// Removes entry `i` (and its supplier) by swapping the last one in.
+    fn remove_at(&mut self, i: usize) -> ViewEntry<I> {
+        self.supplier.swap_remove(i);
+        self.view.swap_remove(i)
     }
 
     /// A random peer of the view (for callers that need one outside the protocols here).
@@ -353,9 +416,14 @@ mod tests {
         c.join(Duration::ZERO, [1, 2, 3]);
         assert!(c.check_invariants().is_ok());
         c.view.push(ViewEntry { id: 2, age: 0 });
+        c.supplier.push(None);
         assert!(c.check_invariants().unwrap_err().contains("twice"));
         c.view.pop();
         c.view.push(ViewEntry { id: 0, age: 0 });
         assert!(c.check_invariants().unwrap_err().contains("itself"));
+        c.view.pop();
+        assert!(c.check_invariants().unwrap_err().contains("suppliers"));
+        c.supplier.pop();
+        assert!(c.check_invariants().is_ok());
     }
 }

@@ -858,10 +858,7 @@ impl<I: PeerId> OverlayBuilder<I> {
             Some(Link::Established { nonce: n }) if *n == nonce => {
                 send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
             }
-            None if open
-                && s.degree() < degree
-                && s.expired_offers.get(&from) == Some(&nonce) =>
-            {
+            None if open && s.degree() < degree && s.expired_offers.get(&from) == Some(&nonce) => {
                 // Our reservation expired but there is still room: take the edge.
                 s.expired_offers.remove(&from);
                 s.links.insert(from.clone(), Link::Established { nonce });

@@ -200,3 +200,48 @@ fn shuffle_targets_oldest_and_times_out() {
     );
     assert!(!c.contains(&99));
 }
+
+/// A listed peer that sends shuffle request after shuffle request, each full of entries of its own choosing
+/// (its colluders), holds at most `max_per_supplier` = l of the victim's c slots: the rest stay the honest
+/// entries the victim had. Without the bound, every request replaced the l entries the victim answered with,
+/// and 20 requests left 18 of 20 slots the attacker's.
+#[test]
+fn one_peer_holds_at_most_one_shuffle_of_a_view() {
+    let cfg = CyclonConfig::default();
+    let mut c = Cyclon::new(0u32, cfg.clone(), derive_rng(1, 1)).unwrap();
+    c.join(Duration::ZERO, 1..=cfg.view_size as u32);
+    let attacker = 1000u32;
+    let mut out = Vec::new();
+    for req in 0..50u32 {
+        let entries = (0..cfg.shuffle_len as u32)
+            .map(|i| ViewEntry {
+                id: 2000 + req * 8 + i,
+                age: 0,
+            })
+            .collect();
+        c.handle(
+            Duration::ZERO,
+            CyclonInput::Message {
+                from: attacker,
+                msg: CyclonMsg::ShuffleRequest { entries },
+            },
+            &mut out,
+        );
+        c.check_invariants().unwrap();
+    }
+    let planted = c.peers().iter().filter(|&&id| id >= 2000).count();
+    assert_eq!(c.peers().len(), cfg.view_size, "the view stays full");
+    assert_eq!(planted, cfg.max_per_supplier(), "{:?}", c.peers());
+    // Another peer's shuffles still get in: the bound is per supplier, not a freeze of the view.
+    c.handle(
+        Duration::ZERO,
+        CyclonInput::Message {
+            from: 7,
+            msg: CyclonMsg::ShuffleRequest {
+                entries: vec![ViewEntry { id: 3, age: 0 }, ViewEntry { id: 500, age: 0 }],
+            },
+        },
+        &mut out,
+    );
+    assert!(c.contains(&500));
+}

@@ -431,7 +431,10 @@ fn walks_longer_than_the_configured_ttl_are_refused_not_forwarded() {
             .filter(|o| matches!(o, OverlayOutput::Send { .. }))
             .count();
         assert_eq!(sent, if forwarded { 2 } else { 0 }, "ttl {t}: {out:?}");
-        assert_eq!(out.contains(&OverlayOutput::Invalid { from: 2 }), !forwarded);
+        assert_eq!(
+            out.contains(&OverlayOutput::Invalid { from: 2 }),
+            !forwarded
+        );
     }
 }
 
