@@ -204,7 +204,7 @@ fn shuffle_targets_oldest_and_times_out() {
 /// A listed peer that sends shuffle request after shuffle request, each full of entries of its own choosing
 /// (its colluders), holds at most `max_per_supplier` = l of the victim's c slots: the rest stay the honest
 /// entries the victim had. Without the bound, every request replaced the l entries the victim answered with,
-/// and 20 requests left 18 of 20 slots the attacker's.
+/// and 50 requests left all 20 slots the attacker's (measured on the code before the bound).
 #[test]
 fn one_peer_holds_at_most_one_shuffle_of_a_view() {
     let cfg = CyclonConfig::default();
