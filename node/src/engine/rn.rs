@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use protocol::{ChunkFrame, Round};
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
+use protocol::{ChunkFrame, Round};
 
 use super::metrics::RoundMetrics;
 use crate::algo::{Algorithm, Graph, Payload};
@@ -71,7 +71,10 @@ pub enum RnOutput {
     /// This node sits out `round` (dropout): no training, sharing or aggregation. After `wait` (about a
     /// round's length, so that the node rejoins with the network's next round) evaluate the current,
     /// unchanged model and report `Evaluated`.
-    Idle { round: Round, wait: Duration },
+    Idle {
+        round: Round,
+        wait: Duration,
+    },
     /// All rounds are done (emitted after a `ToVn { Stop }` for every VN).
     Finished,
     /// The algorithm could not go on (a bug or a mismatch between its configuration and the engine's): the
@@ -284,6 +287,13 @@ impl RnEngine {
             round,
             ..RoundMetrics::default()
         };
+        // Sent in a round sat out too: the VNs stay out of this round's exchange (their `skip`) but keep
+        // negotiating the overlays of the rounds after it on the network's cadence. Without it a node back
+        // from an absence started negotiating its first rounds only on its return, after the others had
+        // frozen them, and found almost no partners (EL at 50% dropout: 2.5 of 4 neighbours).
+        out.push(RnOutput::StartRound {
+            exchange: self.exchange(round, 0),
+        });
         if !self.takes_part(round) {
             self.phase = Phase::Absent;
             self.metrics.absent = true;
@@ -293,9 +303,6 @@ impl RnEngine {
             });
             return;
         }
-        out.push(RnOutput::StartRound {
-            exchange: self.exchange(round, 0),
-        });
         out.push(RnOutput::Train { round });
     }
 
@@ -497,9 +504,14 @@ mod tests {
                 secs: 0.0,
             },
         );
-        // Round 1 is sat out: no overlay, no training, an idle as long as round 0 was.
+        // Round 1 is sat out: no training, an idle as long as round 0 was; the VNs are told the round started
+        // (they stay out of its exchange, and keep negotiating the rounds after it in step).
         assert!(
-            matches!(&out[1..], [RnOutput::Idle { round: Round(1), wait }] if *wait == later),
+            matches!(
+                &out[1..],
+                [RnOutput::StartRound { exchange: Round(1) }, RnOutput::Idle { round: Round(1), wait }]
+                    if *wait == later
+            ),
             "{out:?}"
         );
         // After the wait the driver evaluates the unchanged model.
@@ -516,10 +528,19 @@ mod tests {
         let RnOutput::RoundDone(m) = &out[0] else {
             panic!("{out:?}")
         };
-        assert!(m.absent && m.test_metric == 0.5 && m.chunk_bytes_sent == 0, "{m:?}");
+        assert!(
+            m.absent && m.test_metric == 0.5 && m.chunk_bytes_sent == 0,
+            "{m:?}"
+        );
         assert_eq!(m.round_secs, 5.0, "idled as long as round 0 took");
         assert!(
-            matches!(&out[1..], [RnOutput::StartRound { exchange: Round(2) }, RnOutput::Train { round: Round(2) }]),
+            matches!(
+                &out[1..],
+                [
+                    RnOutput::StartRound { exchange: Round(2) },
+                    RnOutput::Train { round: Round(2) }
+                ]
+            ),
             "{out:?}"
         );
     }

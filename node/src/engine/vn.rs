@@ -388,6 +388,11 @@ impl<I: VnIdentity> VnEngine<I> {
             if self.static_neighbours.is_none() && self.cfg.skip.contains(&Round::ZERO) {
                 self.static_neighbours = Some(BTreeSet::new());
             }
+            if self.cfg.skip.contains(&round) {
+                // Sat out: no exchange this round (its RN starts it only to keep the VNs' cadence).
+                self.forget_old_rounds(out);
+                return;
+            }
             // Nothing to negotiate: the exchange uses the graph of exchange 0 (once that froze).
             let r = self.rounds.entry(round).or_default();
             r.summary.round = round;
@@ -569,7 +574,6 @@ impl<I: VnIdentity> VnEngine<I> {
             }
         }
     }
-
 
     fn filter_cyclon(&self, m: CyclonMsg<I>) -> CyclonMsg<I> {
         let keep = |entries: Vec<protocol::control::ViewEntry<I>>| {
@@ -1245,7 +1249,10 @@ mod tests {
             })
             .count();
         assert_eq!(passed, CONTROL_BURST_PER_ROUND as usize);
-        assert_eq!(e.counters.refused, 200, "every message refused: malformed or limited");
+        assert_eq!(
+            e.counters.refused, 200,
+            "every message refused: malformed or limited"
+        );
         let by = e.counters.refused_by_reason;
         assert_eq!((by.malformed, by.rate_limited), (64, 136));
     }
