@@ -11,8 +11,10 @@
 //!    For σ² ∈ {0.001, 0.01, 0.1, 1, 2, 10}: non-private GFL, GHP and the random-perturbation baseline, on the
 //!    same data, graph and agent sampling per seed (only the noise differs). Steady-state centroid MSD
 //!    ‖w_c − w°‖² (eq. 58) and average MSD (1/P)Σ‖w_p − w°‖² (eq. 59) = mean over the last quarter of the
-//!    iterations; mean ± standard deviation over the seeds. Client-to-server masks (eq. 48) cancel exactly in
-//!    ring arithmetic, so ψ_p is simulated as the plain agent average.
+//!    iterations; mean ± standard deviation over the seeds. Each unit's ψ_p goes through the hierarchical
+//!    mode's client-to-server secure aggregation (eq. 48, `models::schemes::masking`): every agent has an
+//!    X25519 key, the L sampled agents send pairwise-masked fixed-point models, the server unmasks their
+//!    mean; the run fails if that mean differs from the plain agent average by more than 2^−32.
 //!    Our choices where the paper gives no value: agent covariances Q·diag(λ)·Qᵀ with λ ~ U[0.1, 0.5] and a
 //!    random rotation Q, noise variances σ_v² ~ U[0.1, 0.5], w* ~ N(0, I).
 //! 2. `results/pdmm-least-squares/`: A/PDMM least squares as in notes-pdmm.md §6 (60-node random geometric
@@ -27,8 +29,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Parser;
 use models::schemes::{
-    CombinationMatrix, Graph, LeastSquares, PdmmConfig, PdmmNetwork, Perturbation,
-    centralised_least_squares, linalg::Cholesky, network_round, rgg_connectivity_radius,
+    CombinationMatrix, FixedPoint, Graph, LeastSquares, MaskingPublic, MaskingSecret,
+    PairwiseMasks, PdmmConfig, PdmmNetwork, Perturbation, centralised_least_squares,
+    linalg::Cholesky, network_round, rgg_connectivity_radius, unmask_mean,
 };
 use plotters::prelude::*;
 use rand::seq::index::sample;
@@ -77,6 +80,8 @@ struct Agent {
 
 struct Task {
     agents: Vec<Vec<Agent>>,
+    /// `masks[p][k]`: agent k of unit p's pair keys with the other agents of its unit.
+    masks: Vec<Vec<PairwiseMasks>>,
     w_opt: [f64; M],
     a: CombinationMatrix,
 }
@@ -128,8 +133,21 @@ fn make_task(seed: u64) -> Result<Task> {
     }
     let w = Cholesky::new(&lhs, M)?.solve(&r_ud.map(|x| x / total));
     let g = Graph::random_regular(P, DEGREE, &mut rng)?;
+    let mut masks = Vec::with_capacity(P);
+    for _ in 0..P {
+        let secrets: Vec<MaskingSecret> =
+            (0..K).map(|_| MaskingSecret::from_rng(&mut rng)).collect();
+        let directory: Vec<(usize, MaskingPublic)> =
+            secrets.iter().enumerate().map(|(k, s)| (k, s.public())).collect();
+        masks.push(
+            (0..K)
+                .map(|k| PairwiseMasks::new(k, &secrets[k], &directory))
+                .collect::<models::Result<Vec<_>>>()?,
+        );
+    }
     Ok(Task {
         agents,
+        masks,
         w_opt: [w[0], w[1]],
         a: CombinationMatrix::uniform_regular(&g)?,
     })
@@ -148,11 +166,14 @@ fn run_gfl(
     let mut noise = ChaCha12Rng::seed_from_u64(seed.wrapping_mul(7919).wrapping_add(2));
     let mut w: Vec<Vec<f64>> = vec![vec![0.0; M]; P];
     let mut out = Vec::with_capacity(iters);
-    for _ in 0..iters {
+    let fp = FixedPoint::new(32, L as u32)?;
+    for iter in 0..iters {
         let mut psis = Vec::with_capacity(P);
         for (p, unit) in task.agents.iter().enumerate() {
             let mut psi = [0.0; M];
-            for k in sample(&mut sampling, K, L) {
+            let cohort: Vec<usize> = sample(&mut sampling, K, L).into_vec();
+            let mut masked = Vec::with_capacity(L);
+            for &k in &cohort {
                 let agent = &unit[k];
                 let mut wk = [w[p][0], w[p][1]];
                 let step = mu / agent.epochs as f64;
@@ -170,8 +191,16 @@ fn run_gfl(
                 }
                 psi[0] += wk[0] / L as f64;
                 psi[1] += wk[1] / L as f64;
+                masked.push(task.masks[p][k].mask(iter as u64, &cohort, &wk, &fp)?);
             }
-            psis.push(psi.to_vec());
+            // What the server learns: the cohort's mean, through the masks (eq. 48).
+            let unmasked = unmask_mean(&masked, &fp)?;
+            let off = (0..M).map(|j| (unmasked[j] - psi[j]).abs()).fold(0.0, f64::max);
+            anyhow::ensure!(
+                off <= fp.resolution(),
+                "unit {p}, iteration {iter}: the masked mean is {off} off the agents' average"
+            );
+            psis.push(unmasked);
         }
         w = network_round(&psis, &task.a, mode, &mut noise)?;
         let c = models::schemes::centroid(&w);
@@ -203,6 +232,8 @@ fn steady(curve: &[(f64, f64)]) -> (f64, f64) {
 }
 
 fn ghp_synthetic(args: &Args, dir: &Path) -> Result<()> {
+    // Built once per seed (every agent's key agreements with its unit are the costly part).
+    let tasks: Vec<Task> = (0..args.seeds).map(make_task).collect::<Result<_>>()?;
     fs::create_dir_all(dir)?;
     let mut csv = String::from("sigma2,mode,seed,msd_centroid,msd_avg\n");
     // [sigma index][mode] -> per-seed (centroid, avg); mode 0 = none (same for every σ²), 1 = ghp, 2 = random.
@@ -210,14 +241,14 @@ fn ghp_synthetic(args: &Args, dir: &Path) -> Result<()> {
         (0..SIGMA2.len()).map(|_| Default::default()).collect();
     let mut fig2: Vec<[Vec<(f64, f64)>; 3]> = Vec::new();
     for seed in 0..args.seeds {
-        let task = make_task(seed)?;
-        let none = run_gfl(&task, Perturbation::None, MU, seed, args.iters)?;
+        let task = &tasks[seed as usize];
+        let none = run_gfl(task, Perturbation::None, MU, seed, args.iters)?;
         let s_none = steady(&none);
         writeln!(csv, "0,none,{seed},{:.6e},{:.6e}", s_none.0, s_none.1)?;
         for (k, &s2) in SIGMA2.iter().enumerate() {
             let sigma = s2.sqrt();
-            let ghp = run_gfl(&task, Perturbation::Ghp { sigma }, MU, seed, args.iters)?;
-            let rnd = run_gfl(&task, Perturbation::Random { sigma }, MU, seed, args.iters)?;
+            let ghp = run_gfl(task, Perturbation::Ghp { sigma }, MU, seed, args.iters)?;
+            let rnd = run_gfl(task, Perturbation::Random { sigma }, MU, seed, args.iters)?;
             let (sg, sr) = (steady(&ghp), steady(&rnd));
             writeln!(csv, "{s2},ghp,{seed},{:.6e},{:.6e}", sg.0, sg.1)?;
             writeln!(csv, "{s2},random,{seed},{:.6e},{:.6e}", sr.0, sr.1)?;
@@ -296,7 +327,7 @@ fn ghp_synthetic(args: &Args, dir: &Path) -> Result<()> {
     for mu in MU_SWEEP {
         let mut cells: [Vec<f64>; 3] = Default::default();
         for seed in 0..args.seeds {
-            let task = make_task(seed)?;
+            let task = &tasks[seed as usize];
             let sigma = 0.1f64.sqrt();
             let modes = [
                 Perturbation::None,
@@ -304,7 +335,7 @@ fn ghp_synthetic(args: &Args, dir: &Path) -> Result<()> {
                 Perturbation::Random { sigma },
             ];
             for (k, mode) in modes.into_iter().enumerate() {
-                let s = steady(&run_gfl(&task, mode, mu, seed, args.iters)?);
+                let s = steady(&run_gfl(task, mode, mu, seed, args.iters)?);
                 writeln!(
                     mu_csv,
                     "{mu},{},{seed},{:.6e},{:.6e}",

@@ -23,6 +23,8 @@
 //! - `objective.rs`: [`LeastSquares`] (gradient, exact prox), [`Logistic`], [`centralised_least_squares`].
 //! - `pdmm.rs`: [`PdmmNode`] (one node: secure setup of z(0), w-step variants, Δz messages, synchronous
 //!   rounds; θ = 1 PDMM, θ = ½ ADMM) and [`PdmmNetwork`] (a whole network in memory).
+//! - `masking.rs`: [`PairwiseMasks`], [`unmask_mean`]: client-to-server secure aggregation by pairwise masks
+//!   in ring arithmetic (GFL eq. 48, the hierarchical mode).
 //! - `eavesdrop.rs`: [`Eavesdropper`]: models, masked gradients and gradient differences from all Δz.
 //!
 //! The replication example is `examples/schemes_replication.rs` (GFL synthetic regression σ² sweep, PDMM vs
@@ -33,6 +35,7 @@ pub mod eavesdrop;
 pub mod ghp;
 pub mod graph;
 pub mod linalg;
+pub mod masking;
 pub mod objective;
 pub mod pdmm;
 pub mod scalar;
@@ -44,6 +47,7 @@ pub use ghp::{
     perturb,
 };
 pub use graph::{CombinationMatrix, Graph, rgg_connectivity_radius};
+pub use masking::{FixedPoint, MaskingPublic, MaskingSecret, PairwiseMasks, unmask_mean};
 pub use objective::{LeastSquares, Logistic, centralised_least_squares};
 pub use pdmm::{Message, PdmmConfig, PdmmNetwork, PdmmNode};
 pub use scalar::Scalar;
