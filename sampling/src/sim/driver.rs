@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use protocol::Round;
-use protocol::control::{ControlMsg, CyclonMsg, OverlayMsg};
+use protocol::control::{ControlMsg, CyclonMsg, OverlayMsg, ViewEntry};
 use rand::Rng;
 use rand::seq::index::sample;
 use rand_chacha::ChaCha12Rng;
@@ -107,6 +107,21 @@ pub struct RoundGraph {
     pub malformed: usize,
 }
 
+/// A listed but hostile VN, for attack tests: it runs the honest protocol and, every `every`, pushes
+/// unsolicited messages at each of `victims` — for every round started in the last `lookahead + 1` round
+/// periods a `Confirm` with a fresh nonce (`confirms`) and a `Handover` naming itself (`handovers`), and a
+/// Cyclon shuffle request carrying only itself (`shuffles`) — trying to become their neighbour without being
+/// chosen by the matching protocol.
+#[derive(Debug, Clone)]
+pub struct Pusher {
+    pub rogue: u32,
+    pub victims: Vec<u32>,
+    pub every: Duration,
+    pub confirms: bool,
+    pub handovers: bool,
+    pub shuffles: bool,
+}
+
 struct Vn {
     sampler: Sampler<u32>,
     scheduled: Option<Duration>,
@@ -123,6 +138,10 @@ pub struct OverlaySim {
     /// Every round scheduled so far (rounds up to `next_round + lookahead`) and its start.
     round_starts: Vec<(Round, Duration)>,
     out: Vec<SamplerOutput<u32>>,
+    /// The hostile pusher, its next push time and its own RNG (nonces), apart from the simulation's.
+    pusher: Option<(Pusher, Duration, ChaCha12Rng)>,
+    /// Messages the pusher sent.
+    pub pushed: u64,
 }
 
 fn varint_len(v: u64) -> u64 {
@@ -182,6 +201,8 @@ impl OverlaySim {
             next_round: Round::ZERO,
             round_starts: Vec::new(),
             out: Vec::new(),
+            pusher: None,
+            pushed: 0,
         };
         sim.vns = vns;
         for i in 0..n as u32 {
@@ -363,11 +384,62 @@ impl OverlaySim {
         self.flush(i);
     }
 
-    /// Process every event up to virtual time `t`.
+    /// Makes `p.rogue` push unsolicited messages at `p.victims` from now on (see [`Pusher`]).
+    pub fn set_pusher(&mut self, p: Pusher) {
+        assert!(!p.every.is_zero(), "a pusher needs a positive period");
+        let rng = derive_rng(self.cfg.seed, u64::MAX - 2);
+        let first = self.now();
+        self.pusher = Some((p, first, rng));
+    }
+
+    /// Process every event up to virtual time `t` (and the pusher's pushes as they fall due).
     pub fn run_until(&mut self, t: Duration) {
-        while let Some((now, ev)) = self.net.pop_until(t) {
-            self.dispatch(now, ev);
+        loop {
+            let push_at = self.pusher.as_ref().map(|(_, at, _)| *at).filter(|&at| at <= t);
+            let until = push_at.unwrap_or(t);
+            while let Some((now, ev)) = self.net.pop_until(until) {
+                self.dispatch(now, ev);
+            }
+            match push_at {
+                Some(at) => self.push(at),
+                None => return,
+            }
         }
+    }
+
+    /// One round of the pusher's unsolicited messages, at `at`.
+    fn push(&mut self, at: Duration) {
+        let Some((p, next, mut rng)) = self.pusher.take() else {
+            return;
+        };
+        let window = self.cfg.round_period * (self.cfg.lookahead as u32 + 1);
+        let open: Vec<Round> = self
+            .round_starts
+            .iter()
+            .filter(|(_, s)| *s <= at && at <= *s + window)
+            .map(|(r, _)| *r)
+            .collect();
+        for &v in &p.victims {
+            for &round in &open {
+                let nonce = rng.random::<u64>();
+                let confirm = OverlayMsg::Confirm { round, nonce };
+                let handover = OverlayMsg::Handover { round, nonce, newcomer: p.rogue };
+                for (on, msg) in [(p.confirms, confirm), (p.handovers, handover)] {
+                    if on {
+                        self.net.send(p.rogue, v, ControlMsg::Overlay(msg));
+                        self.pushed += 1;
+                    }
+                }
+            }
+            if p.shuffles {
+                let entries = vec![ViewEntry { id: p.rogue, age: 0 }];
+                let msg = ControlMsg::Cyclon(CyclonMsg::ShuffleRequest { entries });
+                self.net.send(p.rogue, v, msg);
+                self.pushed += 1;
+            }
+        }
+        let every = p.every;
+        self.pusher = Some((p, next.max(at) + every, rng));
     }
 
     /// Schedules the next round's start at every VN (each at its own jittered time) and its crashes: now

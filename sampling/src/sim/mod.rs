@@ -14,7 +14,7 @@ use std::time::Duration;
 use rand::Rng;
 use rand_chacha::ChaCha12Rng;
 
-pub use driver::{OverlaySim, RoundGraph, SimConfig, Traffic};
+pub use driver::{OverlaySim, Pusher, RoundGraph, SimConfig, Traffic};
 
 /// Network node index.
 pub type NodeIdx = u32;
