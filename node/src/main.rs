@@ -1,5 +1,6 @@
-//! The `node` binary: `node keygen` makes a node's virtual-node identities, `node run` runs a node from its
-//! config file, `node psk` makes a pre-shared key for a closed network.
+//! The `node` binary: `node keygen` makes a node's virtual-node identities, `node peer-list` merges the nodes'
+//! identities into the network's peer list, `node run` runs a node from its config file, `node psk` makes a
+//! pre-shared key for a closed network.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +33,16 @@ enum Cmd {
     Run {
         #[arg(long)]
         config: PathBuf,
+    },
+    /// Merge PeerId files (what `keygen` prints, one per node; a line may add an address, making the entry a
+    /// bootstrap peer) into the network's peer list, in PeerId order so that it does not say which VNs
+    /// belong to one node. Writes TOML to --out, or to standard output.
+    PeerList {
+        /// The nodes' PeerId files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Write a new pre-shared key (swarm.key format) for a private network to FILE.
     Psk {
@@ -69,6 +80,30 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 "wrote {vns} keys to {}; add the PeerIds above to the network's peer list",
                 dir.display()
             );
+            Ok(())
+        }
+        Cmd::PeerList { files, out } => {
+            let texts = files
+                .into_iter()
+                .map(|f| {
+                    let t = std::fs::read_to_string(&f)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+                    Ok((f, t))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let list = node::peers::PeerList::from_id_files(&texts)?;
+            match out {
+                Some(path) => {
+                    std::fs::write(&path, list.to_toml())
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                    eprintln!(
+                        "wrote {} peers to {}, in PeerId order; give the same file to every node",
+                        list.len(),
+                        path.display()
+                    );
+                }
+                None => print!("{}", list.to_toml()),
+            }
             Ok(())
         }
         Cmd::Psk { out } => {

@@ -93,6 +93,52 @@ impl PeerList {
         Ok(Self { allowed })
     }
 
+    /// Reads `PEER_ID [MULTIADDR]` lines (what `node keygen` prints, an address added to make an entry a
+    /// bootstrap one; `#` starts a comment) from several nodes' files into one list. The list is kept and
+    /// written in PeerId order, whatever the order of the files and lines: concatenated node by node, a
+    /// shared peer list would tell every participant which VNs are siblings (DESIGN §7).
+    pub fn from_id_files(files: &[(std::path::PathBuf, String)]) -> Result<Self> {
+        let mut allowed = BTreeMap::new();
+        for (path, text) in files {
+            for (n, line) in text.lines().enumerate() {
+                let line = line.split('#').next().unwrap_or("").trim();
+                if line.is_empty() {
+                    continue;
+                }
+                let at = format!("line {}", n + 1);
+                let mut words = line.split_whitespace();
+                let id = words.next().unwrap_or_default();
+                let id: PeerId = id.parse().map_err(|err| {
+                    NodeError::file(path, &at, format!("'{id}' is not a PeerId: {err}"))
+                })?;
+                let addr = match words.next() {
+                    Some(a) => Some(a.parse::<Multiaddr>().map_err(|err| {
+                        NodeError::file(path, &at, format!("'{a}' is not a multiaddr: {err}"))
+                    })?),
+                    None => None,
+                };
+                if let Some(extra) = words.next() {
+                    return Err(NodeError::file(
+                        path,
+                        &at,
+                        format!("'{extra}': a line is a PeerId and at most one address"),
+                    ));
+                }
+                if allowed.insert(id, addr).is_some() {
+                    return Err(NodeError::file(path, &at, format!("{id} is listed twice")));
+                }
+                if allowed.len() > MAX_PEERS {
+                    return Err(NodeError::file(
+                        path,
+                        &at,
+                        format!("more than MAX_PEERS = {MAX_PEERS} entries"),
+                    ));
+                }
+            }
+        }
+        Ok(Self { allowed })
+    }
+
     /// A list from identities and optional addresses (tests, the testnet, embedding).
     pub fn from_entries(entries: impl IntoIterator<Item = (PeerId, Option<Multiaddr>)>) -> Self {
         Self {

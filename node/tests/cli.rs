@@ -37,6 +37,58 @@ fn keygen_prints_one_peer_id_per_vn_and_refuses_to_overwrite() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("vn-0.key"));
 }
 
+/// Two nodes' keygen outputs (one with a bootstrap address) become one peer list in PeerId order, whatever
+/// the order of files and lines: a list written node by node would tell every participant which VNs are
+/// siblings. A bad line fails naming the file and line.
+#[test]
+fn peer_list_merges_keygen_outputs_in_peer_id_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    let mut all = Vec::new();
+    for (n, with_addr) in [("a", true), ("b", false)] {
+        let out = node()
+            .args(["keygen", "--dir"])
+            .arg(dir.path().join(n))
+            .args(["--vns", "4"])
+            .output()
+            .unwrap();
+        let ids: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
+        let text: String = ids
+            .iter()
+            .enumerate()
+            .map(|(s, id)| match (with_addr, s) {
+                (true, 0) => format!("{id} /ip4/127.0.0.1/tcp/4001  # bootstrap\n"),
+                _ => format!("{id}\n"),
+            })
+            .collect();
+        let f = dir.path().join(format!("{n}.txt"));
+        std::fs::write(&f, text).unwrap();
+        files.push(f);
+        all.extend(ids);
+    }
+    let out_file = dir.path().join("peers.toml");
+    let out = node().arg("peer-list").args(&files).arg("--out").arg(&out_file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list = node::peers::PeerList::load(&out_file).unwrap();
+    assert_eq!(list.len(), 8);
+    assert_eq!(list.bootstrap().len(), 1, "the one line with an address");
+    let text = std::fs::read_to_string(&out_file).unwrap();
+    let written: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("id = \"")?.strip_suffix('"'))
+        .collect();
+    let mut sorted: Vec<libp2p::PeerId> = all.iter().map(|i| i.parse().unwrap()).collect();
+    sorted.sort();
+    let sorted: Vec<String> = sorted.iter().map(|p| p.to_string()).collect();
+    assert_eq!(written, sorted, "written in PeerId order, not node by node");
+
+    std::fs::write(&files[1], "12D3KooWnotapeerid\n").unwrap();
+    let bad = node().arg("peer-list").args(&files).output().unwrap();
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("b.txt") && err.contains("line 1"), "{err}");
+}
+
 #[test]
 fn a_bad_config_fails_naming_the_file_and_field() {
     let dir = tempfile::tempdir().unwrap();
