@@ -32,7 +32,7 @@ async fn send(
 ) -> (Outcome, usize) {
     a.behaviour_mut()
         .chunk
-        .send_request_with_addresses(&to, bytes, vec![addr.clone()]);
+        .send_request_with_addresses(&to, bytes.into(), vec![addr.clone()]);
     let mut requests_seen = 0;
     let outcome = loop {
         tokio::select! {

@@ -201,7 +201,7 @@ async fn a_stream_storm_and_early_chunks_from_listed_peers_are_bounded_and_hones
                     };
                     s.behaviour_mut().chunk.send_request_with_addresses(
                         peer,
-                        frame.encode(),
+                        frame.encode().into(),
                         vec![addr.clone()],
                     );
                 }

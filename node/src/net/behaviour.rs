@@ -1,6 +1,7 @@
 //! The libp2p behaviour of one virtual node: an allow-list (permissioning), identify, ping, and the two
 //! Shatter request-response protocols (chunks and control).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use libp2p::allow_block_list::{self, AllowedPeers};
@@ -51,7 +52,8 @@ pub struct VnBehaviour {
     pub allow: allow_block_list::Behaviour<AllowedPeers>,
     pub identify: identify::Behaviour,
     pub ping: ping::Behaviour,
-    pub chunk: request_response::Behaviour<FrameCodec>,
+    /// Chunk frames travel shared ([`FrameCodec`] of `Arc<Vec<u8>>`): one encoding for all r neighbours.
+    pub chunk: request_response::Behaviour<FrameCodec<Arc<Vec<u8>>>>,
     pub control: request_response::Behaviour<FrameCodec>,
 }
 

@@ -5,23 +5,61 @@
 //! messages at 1/10 MiB, too small for a model chunk.
 
 use std::io;
+use std::marker::PhantomData;
+use std::sync::Arc;
 
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use libp2p::StreamProtocol;
 use libp2p::request_response::Codec;
 
-/// Frames with per-direction size limits.
-#[derive(Debug, Clone, Copy)]
-pub struct FrameCodec {
-    max_request: usize,
-    max_response: usize,
+/// A request's bytes as the codec takes them: an owned buffer (control messages), or a shared one (chunks:
+/// one encoded chunk goes to r neighbours, and libp2p takes each request by value — shared, the frame is
+/// encoded once and never copied per neighbour).
+pub trait FrameBuf: Send + 'static {
+    fn bytes(&self) -> &[u8];
+    fn from_vec(v: Vec<u8>) -> Self;
 }
 
-impl FrameCodec {
+impl FrameBuf for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn from_vec(v: Vec<u8>) -> Self {
+        v
+    }
+}
+
+impl FrameBuf for Arc<Vec<u8>> {
+    fn bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+    fn from_vec(v: Vec<u8>) -> Self {
+        Arc::new(v)
+    }
+}
+
+/// Frames with per-direction size limits; requests of type `Req`.
+#[derive(Debug)]
+pub struct FrameCodec<Req = Vec<u8>> {
+    max_request: usize,
+    max_response: usize,
+    request: PhantomData<fn() -> Req>,
+}
+
+// By hand: derived impls would ask `Req: Clone`/`Copy`, which the codec never clones.
+impl<Req> Clone for FrameCodec<Req> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<Req> Copy for FrameCodec<Req> {}
+
+impl<Req> FrameCodec<Req> {
     pub fn new(max_request: usize, max_response: usize) -> Self {
         Self {
             max_request,
             max_response,
+            request: PhantomData,
         }
     }
 }
@@ -61,16 +99,16 @@ async fn write_frame<T: AsyncWrite + Unpin + Send>(
     io.close().await
 }
 
-impl Codec for FrameCodec {
+impl<Req: FrameBuf> Codec for FrameCodec<Req> {
     type Protocol = StreamProtocol;
-    type Request = Vec<u8>;
+    type Request = Req;
     type Response = Vec<u8>;
 
-    async fn read_request<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Vec<u8>>
+    async fn read_request<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Req>
     where
         T: AsyncRead + Unpin + Send,
     {
-        read_frame(io, self.max_request).await
+        read_frame(io, self.max_request).await.map(Req::from_vec)
     }
 
     async fn read_response<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Vec<u8>>
@@ -84,12 +122,12 @@ impl Codec for FrameCodec {
         &mut self,
         _: &StreamProtocol,
         io: &mut T,
-        req: Vec<u8>,
+        req: Req,
     ) -> io::Result<()>
     where
         T: AsyncWrite + Unpin + Send,
     {
-        write_frame(io, &req, self.max_request).await
+        write_frame(io, req.bytes(), self.max_request).await
     }
 
     async fn write_response<T>(
@@ -112,7 +150,7 @@ mod tests {
 
     #[tokio::test]
     async fn frames_round_trip_and_oversized_ones_are_refused_before_allocation() {
-        let mut codec = FrameCodec::new(16, 4);
+        let mut codec = FrameCodec::<Vec<u8>>::new(16, 4);
         let proto = StreamProtocol::new("/t/1");
         let mut wire = Cursor::new(Vec::new());
         codec

@@ -204,7 +204,8 @@ impl VnTask {
                     channels.insert(*next_token, channel);
                     Some(VnInput::Chunk {
                         from: Self::addr_of(peer, addrs),
-                        bytes: request,
+                        // The codec made this Arc from the frame it read: unique, so no copy.
+                        bytes: Arc::unwrap_or_clone(request),
                         token: *next_token,
                     })
                 }
@@ -389,7 +390,7 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
             .swarm
             .behaviour_mut()
             .chunk
-            .send_request_with_addresses(&to.peer, (*bytes).clone(), a);
+            .send_request_with_addresses(&to.peer, bytes, a);
         self.outbound_chunks.insert(id, (to.peer, round));
     }
 
