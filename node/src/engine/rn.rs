@@ -110,6 +110,11 @@ pub struct RnEngine {
     idle: Duration,
     round_start: Duration,
     exchange_start: Duration,
+    /// The round `Start` begins (0, or the round after a checkpoint's: [`RnEngine::starting_at`]).
+    first: Round,
+    /// The round the network is at, as this node's VNs found (catch-up): the next round begins there
+    /// instead of at the one after ours, if it is later.
+    catch_up: Option<Round>,
     /// Copies a VN handed over that the aggregator refused: the VN already checks index, length and
     /// finiteness, so this stays 0 unless the VN and RN disagree on the partition.
     pub rejected_copies: u64,
@@ -143,6 +148,8 @@ impl RnEngine {
             idle: Duration::ZERO,
             round_start: Duration::ZERO,
             exchange_start: Duration::ZERO,
+            first: Round::ZERO,
+            catch_up: None,
             rejected_copies: 0,
         })
     }
@@ -155,7 +162,23 @@ impl RnEngine {
         self
     }
 
+    /// Begins at `round` instead of 0: a run resumed from the checkpoint of round `round − 1`. The rounds
+    /// before it count as sat out for the VNs (no overlay is negotiated for them; with a static graph the node
+    /// runs without edges, as one that sat out exchange 0) and the first round's metrics say `resumed`.
+    pub fn starting_at(mut self, round: Round) -> Self {
+        self.first = round;
+        self
+    }
+
+    /// The round the engine begins at (see [`RnEngine::starting_at`]).
+    pub fn first_round(&self) -> Round {
+        self.first
+    }
+
     fn takes_part(&self, round: Round) -> bool {
+        if round < self.first {
+            return false;
+        }
         self.participates
             .get(round.get() as usize)
             .copied()
@@ -204,8 +227,27 @@ impl RnEngine {
     pub fn handle(&mut self, now: Duration, input: RnInput) -> Vec<RnOutput> {
         let mut out = Vec::new();
         match input {
+            RnInput::Start if self.phase == Phase::Idle && self.first.get() >= self.rounds => {
+                // Resumed from the checkpoint of the last round: nothing is left to do.
+                self.finish(&mut out);
+            }
             RnInput::Start if self.phase == Phase::Idle => {
-                self.begin_round(now, Round::ZERO, &mut out)
+                let (round, skipped) = self.next_round(self.first);
+                self.begin_round(now, round, &mut out);
+                self.metrics.skipped_rounds = skipped;
+                self.metrics.resumed = self.first > Round::ZERO;
+            }
+            RnInput::FromVn {
+                msg: FromVirtualNode::Behind { exchange },
+                ..
+            } => {
+                // Acted on at the next round boundary: the round in progress (training cannot be cut short)
+                // ends first, bounded by the exchange deadline.
+                let round = Round(exchange.get() / self.steps as u64);
+                if self.catch_up.is_none_or(|r| r < round) {
+                    tracing::info!(%round, ours = %self.round, "the network is ahead: catching up at the next round");
+                    self.catch_up = Some(round);
+                }
             }
             RnInput::Trained {
                 round,
@@ -260,16 +302,34 @@ impl RnEngine {
         self.metrics.round_secs = (now - self.round_start).as_secs_f64();
         out.push(RnOutput::RoundDone(std::mem::take(&mut self.metrics)));
         if self.round.get() + 1 < self.rounds {
-            self.begin_round(now, self.round + 1, out);
+            let (round, skipped) = self.next_round(self.round + 1);
+            self.begin_round(now, round, out);
+            self.metrics.skipped_rounds = skipped;
         } else {
-            self.phase = Phase::Finished;
-            for vn in 0..self.vn_done.len() {
-                out.push(RnOutput::ToVn {
-                    vn,
-                    msg: ToVirtualNode::Stop,
-                });
+            self.finish(out);
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<RnOutput>) {
+        self.phase = Phase::Finished;
+        for vn in 0..self.vn_done.len() {
+            out.push(RnOutput::ToVn {
+                vn,
+                msg: ToVirtualNode::Stop,
+            });
+        }
+        out.push(RnOutput::Finished);
+    }
+
+    /// The round to begin instead of `next`, and how many rounds that skips: the network's round when this
+    /// node's VNs found it ahead (capped at the last round), else `next`.
+    fn next_round(&mut self, next: Round) -> (Round, u64) {
+        match self.catch_up.take() {
+            Some(net) if net > next => {
+                let to = net.min(Round(self.rounds - 1));
+                (to, to.get() - next.get())
             }
-            out.push(RnOutput::Finished);
+            _ => (next, 0),
         }
     }
 
@@ -364,6 +424,8 @@ impl RnEngine {
                 self.finish_exchange(now, out);
             }
             FromVirtualNode::Done(_) => {}
+            // Taken by `handle` in every phase.
+            FromVirtualNode::Behind { .. } => {}
         }
     }
 

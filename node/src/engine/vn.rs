@@ -32,6 +32,7 @@ use protocol::{ChunkFrame, ChunkReply, RefuseReason};
 use sampling::{Protocol, Sampler, SamplerConfig, SamplerInput, SamplerOutput};
 use serde::{Serialize, de::DeserializeOwned};
 
+use super::behind::AheadWitnesses;
 use super::counters::Counters;
 use super::rate::{PerPeer, Rate};
 use super::values::ValueBounds;
@@ -231,6 +232,8 @@ pub struct VnEngine<I> {
     bounds: ValueBounds,
     /// Largest |v| of the latest own chunk (the model's scale as this VN knows it); `None` before the first.
     own_scale: Option<f32>,
+    /// Peers that showed exchanges beyond what this VN accepts (catch-up, `behind.rs`).
+    ahead: AheadWitnesses<I>,
 }
 
 impl<I: VnIdentity> VnEngine<I> {
@@ -280,6 +283,7 @@ impl<I: VnIdentity> VnEngine<I> {
             shuffle_rate,
             bounds: ValueBounds::default(),
             own_scale: None,
+            ahead: AheadWitnesses::default(),
         })
     }
 
@@ -345,6 +349,24 @@ impl<I: VnIdentity> VnEngine<I> {
         out
     }
 
+    /// The Cyclon view with ages, for a checkpoint ([`VnEngine::join_restored`] takes it back).
+    pub fn view_entries(&self) -> Vec<protocol::control::ViewEntry<I>> {
+        self.sampler.cyclon().entries().to_vec()
+    }
+
+    /// Joins after a restart: the saved view first (entries no longer allowed are dropped), then the
+    /// bootstrap entries fill what is left ([`VnEngine::join`]).
+    pub fn join_restored(
+        &mut self,
+        now: Duration,
+        saved: Vec<protocol::control::ViewEntry<I>>,
+        bootstrap: impl IntoIterator<Item = I>,
+    ) -> Vec<VnOutput<I>> {
+        let saved = saved.into_iter().filter(|e| (self.allowed)(&e.id)).collect();
+        self.sampler.restore_view(now, saved);
+        self.join(now, bootstrap)
+    }
+
     /// Handles one input; returns what to do.
     pub fn handle(&mut self, now: Duration, input: VnInput<I>) -> Vec<VnOutput<I>> {
         let mut out = Vec::new();
@@ -382,6 +404,7 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         self.newest = Some(self.newest.map_or(round, |n| n.max(round)));
+        self.ahead.moved_to(self.newest.unwrap_or(round));
         if self.cfg.static_graph && round > Round::ZERO {
             // A node that sat out exchange 0 never joined the graph: it has no edges for the run (rather than
             // waiting for ever for a graph it did not negotiate).
@@ -564,12 +587,26 @@ impl<I: VnIdentity> VnEngine<I> {
                     self.refused(from, RefusalKind::NotAllowed, out);
                     return;
                 }
+                // A node negotiates up to `lookahead` rounds ahead of its own: the sender's network is at
+                // least this far.
+                self.note_ahead(&from, m.round() - self.cfg.lookahead, out);
                 let msg = ControlMsg::Overlay(m);
                 self.sampler_input(now, SamplerInput::Message { from, msg }, out);
             }
         }
     }
 
+
+    /// `from` (authenticated, allowed) showed that the network is at exchange `at` at least: enough distinct
+    /// witnesses beyond what this VN accepts and the RN is told (`FromVirtualNode::Behind`), capped at the
+    /// run's last exchange.
+    fn note_ahead(&mut self, from: &I, at: Round, out: &mut Vec<VnOutput<I>>) {
+        let at = self.cfg.last_round.map_or(at, |last| at.min(last));
+        let newest = self.newest.unwrap_or(Round::ZERO);
+        if let Some(exchange) = self.ahead.note(from, at, newest) {
+            out.push(VnOutput::ToRn(FromVirtualNode::Behind { exchange }));
+        }
+    }
 
     fn filter_cyclon(&self, m: CyclonMsg<I>) -> CyclonMsg<I> {
         let keep = |entries: Vec<protocol::control::ViewEntry<I>>| {
@@ -622,6 +659,9 @@ impl<I: VnIdentity> VnEngine<I> {
         let too_old = round < newest - (MAX_KEPT_ROUNDS - 1)
             || self.rounds.get(&round).is_some_and(|r| r.done);
         let too_new = round > newest + MAX_FUTURE_ROUNDS;
+        if too_new {
+            self.note_ahead(&from, round, out);
+        }
         if too_old || too_new {
             self.refuse(from, token, RefuseReason::WrongRound, out);
             return;
