@@ -114,8 +114,10 @@ mod tests {
         assert_eq!(w.note(&3u32, Round(31), newest), None);
         // Later agreement is reported again.
         assert_eq!(w.note(&2u32, Round(25), newest), Some(Round(25)));
-        // Once the RN moved there, old claims no longer count.
+        // Once the RN moved on, the claims it now accepts no longer count; the loud peer's 99 still does.
         w.moved_to(Round(40));
+        assert_eq!(w.len(), 1);
+        w.moved_to(Round(97));
         assert!(w.is_empty());
     }
 

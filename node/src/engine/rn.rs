@@ -586,6 +586,87 @@ mod tests {
         );
     }
 
+    fn evaluated(round: Round) -> RnInput {
+        RnInput::Evaluated {
+            round,
+            metric_name: models::train::MetricKind::Accuracy,
+            metric: 0.5,
+            loss: 1.0,
+            secs: 0.0,
+        }
+    }
+
+    fn behind(exchange: u64) -> RnInput {
+        RnInput::FromVn {
+            vn: 0,
+            msg: FromVirtualNode::Behind {
+                exchange: Round(exchange),
+            },
+        }
+    }
+
+    /// Issue 15: a resumed engine begins after its checkpoint's round and says so; told by a VN that the
+    /// network is ahead, it finishes the round in progress, then skips to the network's round (no training
+    /// for the rounds between) and says how many it skipped; a claim beyond the run is capped at its last
+    /// round; resumed after the last round, it finishes at once.
+    #[test]
+    fn a_resumed_engine_starts_after_its_checkpoint_and_catches_up_at_the_next_round() {
+        let t = Duration::ZERO;
+        let partition = models::chunking::ChunkPartition::new(&[6, 4], 1, 1).unwrap();
+        let mut e = RnEngine::new(crate::algo::shatter_or_el(Arc::new(partition)), 10)
+            .unwrap()
+            .starting_at(Round(3));
+        assert!(
+            e.skipped_exchanges().contains(&Round(2)),
+            "no overlay for rounds before the resume"
+        );
+        let out = e.handle(t, RnInput::Start);
+        assert!(
+            matches!(&out[..], [RnOutput::StartRound { exchange: Round(3) }, RnOutput::Train { round: Round(3) }]),
+            "{out:?}"
+        );
+        // Behind arrives mid-round: nothing happens until the round ends.
+        assert!(e.handle(t, behind(7)).is_empty());
+        e.handle(t, trained(Round(3)));
+        e.handle(t, done(0, Round(3)));
+        let out = e.handle(t, evaluated(Round(3)));
+        let RnOutput::RoundDone(m) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert!(m.resumed && m.skipped_rounds == 0, "{m:?}");
+        assert!(
+            matches!(&out[1..], [RnOutput::StartRound { exchange: Round(7) }, RnOutput::Train { round: Round(7) }]),
+            "rounds 4-6 skipped: {out:?}"
+        );
+        // A claim beyond the run: capped at the last round (9).
+        e.handle(t, behind(50));
+        e.handle(t, trained(Round(7)));
+        e.handle(t, done(0, Round(7)));
+        let out = e.handle(t, evaluated(Round(7)));
+        let RnOutput::RoundDone(m) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert!(!m.resumed && m.skipped_rounds == 3, "{m:?}");
+        assert!(
+            matches!(&out[1..], [RnOutput::StartRound { exchange: Round(9) }, RnOutput::Train { round: Round(9) }]),
+            "{out:?}"
+        );
+        // An old claim changes nothing.
+        assert!(e.handle(t, behind(2)).is_empty());
+        e.handle(t, trained(Round(9)));
+        e.handle(t, done(0, Round(9)));
+        let out = e.handle(t, evaluated(Round(9)));
+        assert!(matches!(&out[0], RnOutput::RoundDone(m) if m.skipped_rounds == 1));
+        assert!(matches!(out.last(), Some(RnOutput::Finished)));
+
+        let partition = models::chunking::ChunkPartition::new(&[6, 4], 1, 1).unwrap();
+        let mut done_already = RnEngine::new(crate::algo::shatter_or_el(Arc::new(partition)), 10)
+            .unwrap()
+            .starting_at(Round(10));
+        let out = done_already.handle(t, RnInput::Start);
+        assert!(matches!(out.last(), Some(RnOutput::Finished)) && done_already.is_finished());
+    }
+
     #[test]
     fn with_every_vn_lost_the_round_ends_when_training_does() {
         let t = Duration::ZERO;
