@@ -247,6 +247,7 @@ async fn launch(
                     progress.on_round(i, &m);
                     newest_round = newest_round.max(m.round.get());
                     let round = m.round.get();
+                    log.on_round(i, round, m.copies_received);
                     metrics[i].push(m);
                     if interrupted {
                         continue;
@@ -395,6 +396,11 @@ struct ChurnLog {
     paused: Vec<usize>,
     paused_at: Vec<Option<u64>>,
     continued_at: Vec<Option<u64>>,
+    /// Each node's last round reported.
+    last: Vec<Option<u64>>,
+    /// For each victim, per round it reported: how many rounds the others' newest was ahead of it then, and
+    /// the copies it received.
+    lags: Vec<Vec<(u64, i64, u32)>>,
 }
 
 impl ChurnLog {
@@ -406,7 +412,34 @@ impl ChurnLog {
             paused: Vec::new(),
             paused_at: vec![None; n],
             continued_at: vec![None; n],
+            last: vec![None; n],
+            lags: vec![Vec::new(); n],
         }
+    }
+
+    fn is_victim(&self, i: usize) -> bool {
+        self.killed.contains(&i) || self.paused.contains(&i)
+    }
+
+    fn on_round(&mut self, i: usize, round: u64, copies: u32) {
+        self.last[i] = Some(round);
+        if self.is_victim(i) {
+            let others = (0..self.last.len())
+                .filter(|j| !self.is_victim(*j))
+                .filter_map(|j| self.last[j])
+                .max()
+                .unwrap_or(0);
+            self.lags[i].push((round, others as i64 - round as i64, copies));
+        }
+    }
+
+    /// The first round a victim reported after the network's round `from` in step with the others (at
+    /// most one round behind the newest they reported) and with copies received: it is back in the network.
+    fn rejoined(&self, i: usize, from: u64) -> Option<u64> {
+        self.lags[i]
+            .iter()
+            .find(|(r, lag, copies)| *r > from && *lag <= 1 && *copies > 0)
+            .map(|(r, _, _)| *r)
     }
 
     /// The scenario's outcome: for each victim when it was hit, when it came back, the first round after
@@ -414,12 +447,7 @@ impl ChurnLog {
     /// completed and their slowest round; for killed nodes, the metrics file checked against what the node
     /// printed (lines lost, lines duplicated).
     fn report(&self, metrics: &[Vec<RoundMetrics>], configs: &[PathBuf]) -> serde_json::Value {
-        let rejoined = |i: usize, from: u64| {
-            metrics[i]
-                .iter()
-                .find(|m| m.round.get() > from && m.copies_received > 0)
-                .map(|m| m.round.get())
-        };
+        let rejoined = |i: usize, from: u64| self.rejoined(i, from);
         let victims: Vec<serde_json::Value> = self
             .killed
             .iter()
@@ -436,7 +464,9 @@ impl ChurnLog {
                     "node": i,
                     "killed_after_round": self.killed_at[i],
                     "restarted_when_network_at": back,
-                    "first_round_after_restart": back.and_then(|b| metrics[i].iter().map(|m| m.round.get()).find(|r| *r > self.killed_at[i].unwrap_or(0)).filter(|_| b > 0)),
+                    "first_round_after_restart": back.and_then(|_| metrics[i].iter().find(|m| m.resumed).map(|m| m.round.get())),
+                    "skipped_rounds": metrics[i].iter().map(|m| m.skipped_rounds).sum::<u64>(),
+                    "rounds_behind_the_others_per_round": self.lags[i].iter().map(|(r, lag, _)| [*r as i64, *lag]).collect::<Vec<_>>(),
                     "rejoined_at_round": rejoin,
                     "rejoin_rounds": back.zip(rejoin).map(|(b, r)| r.saturating_sub(b)),
                     "last_round": printed.last(),
@@ -457,6 +487,7 @@ impl ChurnLog {
                     "paused_after_round": self.paused_at[i],
                     "continued_when_network_at": cont,
                     "skipped_rounds": metrics[i].iter().map(|m| m.skipped_rounds).sum::<u64>(),
+                    "rounds_behind_the_others_per_round": self.lags[i].iter().map(|(r, lag, _)| [*r as i64, *lag]).collect::<Vec<_>>(),
                     "rejoined_at_round": rejoin,
                     "rejoin_rounds": cont.zip(rejoin).map(|(c, r)| r.saturating_sub(c)),
                     "last_round": metrics[i].last().map(|m| m.round.get()),
