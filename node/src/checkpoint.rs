@@ -154,7 +154,11 @@ impl CheckpointMeta {
             )))
         };
         if self.format != CHECKPOINT_FORMAT {
-            return mismatch("format", self.format.to_string(), CHECKPOINT_FORMAT.to_string());
+            return mismatch(
+                "format",
+                self.format.to_string(),
+                CHECKPOINT_FORMAT.to_string(),
+            );
         }
         if self.node != run.node {
             return mismatch("node", self.node.to_string(), run.node.to_string());
@@ -399,7 +403,10 @@ mod tests {
     fn a_restored_learner_continues_exactly_where_the_saved_one_stopped() {
         let dir = tempfile::tempdir().unwrap();
         let ck = CheckpointDir::new(dir.path().join("ck"));
-        assert!(ck.latest().unwrap().is_none(), "an empty directory has none");
+        assert!(
+            ck.latest().unwrap().is_none(),
+            "an empty directory has none"
+        );
         let mut a = learner();
         let id = run(&a);
         a.train().unwrap();
@@ -408,11 +415,16 @@ mod tests {
             test_metric: 0.5,
             ..RoundMetrics::default()
         };
-        ck.save(&id, &a, &m, vec![vec![SavedEntry {
-            peer: "p".into(),
-            addr: "/ip4/127.0.0.1/tcp/1".into(),
-            age: 3,
-        }]])
+        ck.save(
+            &id,
+            &a,
+            &m,
+            vec![vec![SavedEntry {
+                peer: "p".into(),
+                addr: "/ip4/127.0.0.1/tcp/1".into(),
+                age: 3,
+            }]],
+        )
         .unwrap();
         let saved = a.model.flat_params().unwrap();
         let next_a = a.train().unwrap().params;
@@ -426,7 +438,11 @@ mod tests {
         assert_eq!(meta.views[0][0].age, 3);
         ck.restore(&meta, &mut b).unwrap();
         assert_eq!(b.model.flat_params().unwrap(), saved);
-        assert_eq!(b.train().unwrap().params, next_a, "same shuffle, same steps");
+        assert_eq!(
+            b.train().unwrap().params,
+            next_a,
+            "same shuffle, same steps"
+        );
 
         // A second save replaces the first; only the committed model file stays.
         let m5 = RoundMetrics {
@@ -468,6 +484,9 @@ mod tests {
         assert_eq!(meta.round, Round(2));
         let mut b = learner();
         ck.restore(&meta, &mut b).unwrap();
-        assert_eq!(b.model.flat_params().unwrap(), a.model.flat_params().unwrap());
+        assert_eq!(
+            b.model.flat_params().unwrap(),
+            a.model.flat_params().unwrap()
+        );
     }
 }

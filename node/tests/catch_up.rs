@@ -84,7 +84,12 @@ fn a_node_held_back_four_rounds_catches_up_rejoins_and_finishes() {
         "copies received after the catch-up: {after:?}"
     );
     // Nobody else waited for it, and nobody else skipped.
-    for (rn, m) in report.metrics.iter().enumerate().filter(|(rn, _)| *rn != HELD) {
+    for (rn, m) in report
+        .metrics
+        .iter()
+        .enumerate()
+        .filter(|(rn, _)| *rn != HELD)
+    {
         assert_eq!(m.len() as u64, ROUNDS, "node {rn} ran every round");
         assert!(m.iter().all(|r| r.skipped_rounds == 0), "node {rn} skipped");
     }

@@ -379,7 +379,10 @@ mod tests {
             ViewEntry { id: 5, age: 7 },
             ViewEntry { id: 0, age: 1 },
             ViewEntry { id: 5, age: 2 },
-            ViewEntry { id: 6, age: u32::MAX },
+            ViewEntry {
+                id: 6,
+                age: u32::MAX,
+            },
             ViewEntry { id: 7, age: 0 },
             ViewEntry { id: 8, age: 0 },
         ];
@@ -388,7 +391,10 @@ mod tests {
             a.entries(),
             &[
                 ViewEntry { id: 5, age: 7 },
-                ViewEntry { id: 6, age: MAX_AGE },
+                ViewEntry {
+                    id: 6,
+                    age: MAX_AGE
+                },
                 ViewEntry { id: 7, age: 0 },
             ],
             "itself and repeats skipped, ages capped, at most c kept"

@@ -143,8 +143,16 @@ mod tests {
         let text = std::fs::read_to_string(&p).unwrap();
         let rounds: Vec<u64> = text
             .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["round"].as_u64().unwrap())
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["round"]
+                    .as_u64()
+                    .unwrap()
+            })
             .collect();
-        assert_eq!(rounds, vec![0, 7, 1, 2], "every whole line kept, the torn one gone");
+        assert_eq!(
+            rounds,
+            vec![0, 7, 1, 2],
+            "every whole line kept, the torn one gone"
+        );
     }
 }

@@ -12,9 +12,9 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::handle::NodeStatus;
-use crate::engine::{RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, route_rn};
 use super::metrics_file::MetricsFile;
 use crate::checkpoint::{CheckpointDir, RunIdentity, SavedEntry, ViewBoard};
+use crate::engine::{RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, route_rn};
 use crate::events::{EventSink, NodeEvent};
 use crate::learner::{Learner, Trained};
 use crate::net::vn_task::VnCommand;
@@ -190,7 +190,11 @@ impl RnTask {
         let views: Vec<Vec<SavedEntry>> = c
             .views
             .lock()
-            .map(|v| v.iter().map(|es| es.iter().map(SavedEntry::of).collect()).collect())
+            .map(|v| {
+                v.iter()
+                    .map(|es| es.iter().map(SavedEntry::of).collect())
+                    .collect()
+            })
             .unwrap_or_default();
         let (dir, run) = (c.dir.clone(), c.run.clone());
         let (learner, saved) = tokio::task::spawn_blocking(move || {

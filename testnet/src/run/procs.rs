@@ -498,7 +498,10 @@ impl ChurnLog {
             .filter(|i| !self.killed.contains(i) && !self.paused.contains(i))
             .map(|i| {
                 let slowest = metrics[i].iter().map(|m| m.round_secs).fold(0.0, f64::max);
-                let exchange = metrics[i].iter().map(|m| m.exchange_secs).fold(0.0, f64::max);
+                let exchange = metrics[i]
+                    .iter()
+                    .map(|m| m.exchange_secs)
+                    .fold(0.0, f64::max);
                 json!({
                     "node": i,
                     "rounds_completed": metrics[i].len(),
@@ -544,8 +547,7 @@ fn spawn_node(
     if resume {
         cmd.arg("--resume");
     }
-    cmd
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env("NO_COLOR", "1")
