@@ -259,7 +259,10 @@ async fn launch(
                             let _ = children[v].start_kill();
                             log.killed_at[v] = Some(round);
                             if let Some(after) = churn.restart_after {
-                                restart_due[v] = Some(tokio::time::Instant::now() + after);
+                                // A real delay before restarting real processes.
+                                #[allow(clippy::disallowed_methods)]
+                                let at = tokio::time::Instant::now() + after;
+                                restart_due[v] = Some(at);
                             }
                         }
                         log.killed = victims;
@@ -308,6 +311,8 @@ async fn launch(
             },
             _ = async { tokio::time::sleep_until(next_restart.expect("guarded")).await }, if next_restart.is_some() => {
                 // Restart every node whose time has come, resuming from its checkpoints.
+                // The harness's wall clock, against the restart times it set.
+                #[allow(clippy::disallowed_methods)]
                 let now = tokio::time::Instant::now();
                 for i in 0..n {
                     if restart_due[i].is_some_and(|d| d <= now) {
