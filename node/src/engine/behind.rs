@@ -76,6 +76,11 @@ impl<I: Ord + Clone> AheadWitnesses<I> {
         Some(at)
     }
 
+    /// The latest exchange reported (the network is there or further), if any.
+    pub fn reported(&self) -> Option<Round> {
+        self.reported
+    }
+
     /// The RN moved on to `newest`: claims it now accepts are no evidence any more.
     pub fn moved_to(&mut self, newest: Round) {
         let beyond = newest + MAX_FUTURE_ROUNDS;

@@ -522,7 +522,17 @@ impl<I: VnIdentity> VnEngine<I> {
             let (Some(own), Some(neighbours)) = (&r.own, &r.neighbours) else {
                 continue;
             };
-            r.deadline = Some(now + self.cfg.exchange_timeout);
+            // A round the network has left behind (catch-up): nobody will send us its chunk any more, so the
+            // round ends with what it has instead of waiting out the deadline.
+            let left_behind = self
+                .ahead
+                .reported()
+                .is_some_and(|at| at > round + MAX_FUTURE_ROUNDS);
+            r.deadline = Some(if left_behind {
+                now
+            } else {
+                now + self.cfg.exchange_timeout
+            });
             for n in neighbours {
                 if !(self.allowed)(n) {
                     continue;
@@ -589,7 +599,7 @@ impl<I: VnIdentity> VnEngine<I> {
                 }
                 // A node negotiates up to `lookahead` rounds ahead of its own: the sender's network is at
                 // least this far.
-                self.note_ahead(&from, m.round() - self.cfg.lookahead, out);
+                self.note_ahead(now, &from, m.round() - self.cfg.lookahead, out);
                 let msg = ControlMsg::Overlay(m);
                 self.sampler_input(now, SamplerInput::Message { from, msg }, out);
             }
@@ -600,11 +610,21 @@ impl<I: VnIdentity> VnEngine<I> {
     /// `from` (authenticated, allowed) showed that the network is at exchange `at` at least: enough distinct
     /// witnesses beyond what this VN accepts and the RN is told (`FromVirtualNode::Behind`), capped at the
     /// run's last exchange.
-    fn note_ahead(&mut self, from: &I, at: Round, out: &mut Vec<VnOutput<I>>) {
+    fn note_ahead(&mut self, now: Duration, from: &I, at: Round, out: &mut Vec<VnOutput<I>>) {
         let at = self.cfg.last_round.map_or(at, |last| at.min(last));
         let newest = self.newest.unwrap_or(Round::ZERO);
         if let Some(exchange) = self.ahead.note(from, at, newest) {
             out.push(VnOutput::ToRn(FromVirtualNode::Behind { exchange }));
+            // Exchanges the network has left: their neighbours are done with them and will send nothing
+            // more, so they end now with what they got (the RN then catches up at once, not after
+            // `exchange_timeout`).
+            for (_, r) in self
+                .rounds
+                .range_mut(..exchange - MAX_FUTURE_ROUNDS)
+                .filter(|(_, r)| !r.done && r.deadline.is_some())
+            {
+                r.deadline = Some(now);
+            }
         }
     }
 
@@ -660,7 +680,7 @@ impl<I: VnIdentity> VnEngine<I> {
             || self.rounds.get(&round).is_some_and(|r| r.done);
         let too_new = round > newest + MAX_FUTURE_ROUNDS;
         if too_new {
-            self.note_ahead(&from, round, out);
+            self.note_ahead(now, &from, round, out);
         }
         if too_old || too_new {
             self.refuse(from, token, RefuseReason::WrongRound, out);
