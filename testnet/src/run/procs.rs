@@ -510,6 +510,7 @@ impl ChurnLog {
                 json!({
                     "node": i,
                     "rounds_completed": metrics[i].len(),
+                    "skipped_rounds": metrics[i].iter().map(|m| m.skipped_rounds).sum::<u64>(),
                     "slowest_round_secs": slowest,
                     "slowest_exchange_secs": exchange,
                 })
