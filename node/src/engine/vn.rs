@@ -267,6 +267,8 @@ impl<I: VnIdentity> VnEngine<I> {
             period: cfg.sampler.cyclon.period,
         });
         let sampler = Sampler::new(me.clone(), cfg.sampler.clone(), cyclon_rng, overlay_rng)?;
+        // A peer heard from within an exchange deadline and an overlay window is one still taking part.
+        let ahead_window = cfg.exchange_timeout + cfg.sampler.overlay.deadline();
         Ok(Self {
             me,
             cfg,
@@ -283,7 +285,7 @@ impl<I: VnIdentity> VnEngine<I> {
             shuffle_rate,
             bounds: ValueBounds::default(),
             own_scale: None,
-            ahead: AheadWitnesses::default(),
+            ahead: AheadWitnesses::new(ahead_window),
         })
     }
 
@@ -598,8 +600,12 @@ impl<I: VnIdentity> VnEngine<I> {
                     return;
                 }
                 // A node negotiates up to `lookahead` rounds ahead of its own: the sender's network is at
-                // least this far.
-                self.note_ahead(now, &from, m.round() - self.cfg.lookahead, out);
+                // least this far. Only what a peer says for itself counts: a walk it forwards speaks for its
+                // origin, and counting forwarders would let one node ahead of the others (or one liar) appear
+                // as many witnesses.
+                if overlay_claim(&m).is_none_or(|origin| *origin == from) {
+                    self.note_ahead(now, &from, m.round() - self.cfg.lookahead, out);
+                }
                 let msg = ControlMsg::Overlay(m);
                 self.sampler_input(now, SamplerInput::Message { from, msg }, out);
             }
@@ -613,8 +619,16 @@ impl<I: VnIdentity> VnEngine<I> {
     fn note_ahead(&mut self, now: Duration, from: &I, at: Round, out: &mut Vec<VnOutput<I>>) {
         let at = self.cfg.last_round.map_or(at, |last| at.min(last));
         let newest = self.newest.unwrap_or(Round::ZERO);
-        if let Some(exchange) = self.ahead.note(from, at, newest) {
-            out.push(VnOutput::ToRn(FromVirtualNode::Behind { exchange }));
+        if let Some(exchange) = self.ahead.note(now, from, at, newest) {
+            // `exchange` is a lower bound, and the network moves on while this node negotiates and trains
+            // its first round back: joining at `exchange` itself it chased the network (measured in procs
+            // mode: 2-3 rounds behind after every jump, for the rest of the run). Joining up to
+            // MAX_FUTURE_ROUNDS further lands in step, yet never so far ahead that the others refuse its
+            // chunks or take its messages as evidence that they are behind (joining `lookahead` ahead did
+            // that: measured, a paused node's jump made the rest of the network skip after it).
+            let join = exchange + self.cfg.lookahead.min(MAX_FUTURE_ROUNDS);
+            let join = self.cfg.last_round.map_or(join, |last| join.min(last));
+            out.push(VnOutput::ToRn(FromVirtualNode::Behind { exchange: join }));
             // Exchanges the network has left: their neighbours are done with them and will send nothing
             // more, so they end now with what they got (the RN then catches up at once, not after
             // `exchange_timeout`).
@@ -679,9 +693,8 @@ impl<I: VnIdentity> VnEngine<I> {
         let too_old = round < newest - (MAX_KEPT_ROUNDS - 1)
             || self.rounds.get(&round).is_some_and(|r| r.done);
         let too_new = round > newest + MAX_FUTURE_ROUNDS;
-        if too_new {
-            self.note_ahead(now, &from, round, out);
-        }
+        // Every chunk is a peer saying which round it is in: a vote for where the network is.
+        self.note_ahead(now, &from, round, out);
         if too_old || too_new {
             self.refuse(from, token, RefuseReason::WrongRound, out);
             return;
