@@ -12,7 +12,7 @@ def runs(kind):
 def spread(xs):
     return f"{statistics.mean(xs):.3f} ± {statistics.stdev(xs):.3f}" if len(xs) > 1 else f"{xs[0]:.3f}"
 
-print("| run | seed | final metric (mean over nodes) | victims' last round | victims skipped | victims rejoined after (rounds) | metrics lines lost / duplicated | others' rounds completed | others' slowest exchange (s) |")
+print("| run | seed | final metric (mean over nodes) | victims' last round | victims skipped | victims rejoined after (rounds) | metrics lines lost / duplicated | others' rounds completed / skipped (min / max) | others' slowest exchange (s) |")
 print("|---|---|---|---|---|---|---|---|---|")
 finals = {}
 for kind in ("clean", "kill", "pause"):
@@ -29,7 +29,8 @@ for kind in ("clean", "kill", "pause"):
         lost = ",".join(f"{x.get('metrics_lines_lost', '-')}/{x.get('metrics_lines_duplicated', '-')}" for x in v)
         others = c["others"]
         done = min(o["rounds_completed"] for o in others)
+        skip = max(o.get("skipped_rounds", 0) for o in others)
         slow = max(o["slowest_exchange_secs"] for o in others)
-        print(f"| {kind} | {seed} | {s['final_metric']:.3f} | {last} | {skipped} | {rejoin} | {lost} | {done} (min) | {slow:.2f} |")
+        print(f"| {kind} | {seed} | {s['final_metric']:.3f} | {last} | {skipped} | {rejoin} | {lost} | {done} / {skip} | {slow:.2f} |")
 print()
 print("Final metric, mean ± sample std over seeds:", ", ".join(f"{k} {spread(v)}" for k, v in finals.items()))
