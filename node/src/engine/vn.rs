@@ -693,8 +693,12 @@ impl<I: VnIdentity> VnEngine<I> {
         let too_old = round < newest - (MAX_KEPT_ROUNDS - 1)
             || self.rounds.get(&round).is_some_and(|r| r.done);
         let too_new = round > newest + MAX_FUTURE_ROUNDS;
-        // Every chunk is a peer saying which round it is in: a vote for where the network is.
-        self.note_ahead(now, &from, round, out);
+        // A chunk is a peer saying which round it is in: a vote for where the network is — from a peer we
+        // know (in our view, or linked in that round), not from any listed peer that sends frames unasked
+        // (a storm of early chunks from sybils must not fast-forward its victim; tests/stream_storm.rs).
+        if self.sampler.cyclon().contains(&from) || self.knows_link(round, &from) {
+            self.note_ahead(now, &from, round, out);
+        }
         if too_old || too_new {
             self.refuse(from, token, RefuseReason::WrongRound, out);
             return;
