@@ -7,6 +7,9 @@
 //! ```
 //!
 //! The same scenarios over three seeds, with a clean run for comparison: `results/churn-procs/run.sh`.
+//! Timing-dependent: on two cores shared with other builds the pause test failed once in its first two runs
+//! (the paused node finished but never counted as in step: at most one round behind with copies), and passed
+//! on the second; the kill test passed.
 
 use std::path::Path;
 
