@@ -10,7 +10,8 @@
 //! psk_file = "swarm.key"                # optional: closes the network to holders of the key
 //! degree = 8                            # r (paper: 8)
 //! rounds = 100
-//! metrics = "metrics.jsonl"             # optional: one JSON line per round
+//! metrics = "metrics.jsonl"             # optional: one JSON line per round (appended, never truncated)
+//! checkpoints = "checkpoints"           # optional: a checkpoint every round, for `node run --resume`
 //! algorithm = "shatter"                 # optional: shatter | el | dpsgd | chunking:K | sparsify-random:F |
 //!                                       #   muffliato:SIGMA | ghp:SIGMA | random:SIGMA
 //! dropout = 0.0                         # optional, experiments: the rate at which this node sits rounds out
@@ -65,6 +66,7 @@ struct RawConfig {
     degree: usize,
     rounds: u64,
     metrics: Option<PathBuf>,
+    checkpoints: Option<PathBuf>,
     /// Checked by serde (`AlgoSpec`'s parser), so a bad name is reported with this field.
     algorithm: Option<AlgoSpec>,
     #[serde(default)]
@@ -116,6 +118,8 @@ pub struct NodeConfig {
     pub degree: usize,
     pub rounds: u64,
     pub metrics: Option<PathBuf>,
+    /// Checkpoint directory (`NodeBuilder::checkpoint_dir`): one checkpoint per round, the last one kept.
+    pub checkpoints: Option<PathBuf>,
     /// `None`: EL with one VN, Shatter with more.
     pub algorithm: Option<AlgoSpec>,
     /// Dropout rate for experiments (`NodeBuilder::dropout`).
@@ -251,6 +255,7 @@ impl NodeConfig {
             degree: raw.degree,
             rounds: raw.rounds,
             metrics: raw.metrics.as_deref().map(rel),
+            checkpoints: raw.checkpoints.as_deref().map(rel),
             learning: LearningConfig {
                 dataset,
                 model,
@@ -307,7 +312,8 @@ impl NodeConfig {
             .timing(self.timing.clone())
             .value_bounds(self.values)
             .dropout(self.dropout)
-            .metrics_file(self.metrics.clone()))
+            .metrics_file(self.metrics.clone())
+            .checkpoint_dir(self.checkpoints.clone()))
     }
 }
 

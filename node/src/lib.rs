@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - `config.rs`: the `node run --config FILE.toml` configuration.
+//! - `checkpoint.rs`: per-round checkpoints (model as safetensors, metadata as JSON) for `node run --resume`.
 //! - `error.rs`: [`NodeError`].
 //! - `id.rs`: [`VnAddr`], how VNs name each other on the wire.
 //! - `keys.rs`: VN key generation and loading.
@@ -12,7 +13,8 @@
 //! - `engine/`: the sans-IO round engine: `rn.rs` (real node, runs an `Algorithm`), `vn.rs` (virtual node,
 //!   holds a `sampling::Sampler`), `route.rs` (the one routing layer: `VnDriver`/`RnDriver`, implemented by
 //!   both drivers; the RN-never-learns-the-sender split), `metrics.rs`, `counters.rs`, `rate.rs` (per-peer
-//!   token buckets), `values.rs` (the range rule on received values), `dropout.rs` (Appendix E's model).
+//!   token buckets), `values.rs` (the range rule on received values), `dropout.rs` (Appendix E's model),
+//!   `behind.rs` (noticing the network is ahead: catch-up).
 //! - `limits.rs`: the open-files limit many VNs need.
 //! - `observe.rs`: [`observe::Observer`], hooks for research harnesses (privacy audits, the network
 //!   observer's timing attack).
@@ -27,6 +29,7 @@
 //! - `main.rs`: the `node` binary (`keygen`, `run`, `psk`).
 
 pub mod algo;
+pub mod checkpoint;
 pub mod config;
 pub mod engine;
 mod error;

@@ -33,6 +33,11 @@ enum Cmd {
     Run {
         #[arg(long)]
         config: PathBuf,
+        /// Continue from the last checkpoint in the config's `checkpoints` directory (after a crash or a
+        /// stop): at most the round in progress is lost, and the node catches up with the network's round.
+        /// Without a checkpoint there, the run starts at round 0.
+        #[arg(long)]
+        resume: bool,
     },
     /// Merge PeerId files (what `keygen` prints, one per node; a line may add an address, making the entry a
     /// bootstrap peer) into the network's peer list, in PeerId order so that it does not say which VNs
@@ -123,7 +128,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Cmd::Run { config } => {
+        Cmd::Run { config, resume } => {
             let cfg = NodeConfig::load(&config)?;
             let limit = node::limits::raise_open_files_limit();
             // Peers of other nodes run elsewhere: one descriptor per connection.
@@ -135,7 +140,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     "the open-files limit may be too low for this many VNs in a large network (ulimit -n)"
                 );
             }
-            let builder = cfg.builder()?;
+            if resume && cfg.checkpoints.is_none() {
+                anyhow::bail!(
+                    "--resume needs `checkpoints = \"DIR\"` in {}",
+                    config.display()
+                );
+            }
+            let builder = cfg.builder()?.resume(resume);
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(async move {
                 let (handle, mut events) = builder.spawn().await?;

@@ -59,6 +59,9 @@ pub struct SimConfig {
     /// Dropout rate: each round each RN sits out with this probability (Appendix E's model,
     /// [`crate::engine::dropout`]; 0: every node takes part in every round).
     pub dropout: f64,
+    /// One node held back (issue 15, catch-up): RN `.0`'s training of round `.1` takes `.2` longer, as a
+    /// node paused (SIGSTOP) or stuck would. Its VNs keep running; the network moves on without it.
+    pub stall: Option<(usize, Round, Duration)>,
 }
 
 impl SimConfig {
@@ -83,6 +86,7 @@ impl SimConfig {
             values: ValueBounds::default(),
             algorithm: None,
             dropout: 0.0,
+            stall: None,
         }
     }
 
@@ -587,7 +591,11 @@ impl<F: FnMut(usize, &RoundMetrics)> RnDriver for RnPort<'_, F> {
         *self.trained = Some(learner.train()?);
         let j = self.cfg.train_jitter.clamp(0.0, 1.0);
         let f = 1.0 + j * (2.0 * self.rng.random::<f64>() - 1.0);
-        let at = self.now + self.cfg.train_time.mul_f64(f);
+        let stall = match self.cfg.stall {
+            Some((rn, r, extra)) if rn == self.rn && r == round => extra,
+            _ => Duration::ZERO,
+        };
+        let at = self.now + self.cfg.train_time.mul_f64(f) + stall;
         self.fabric.net.timer(self.rn_timer, at, 0);
         Ok(())
     }

@@ -25,6 +25,10 @@ pub enum FromVirtualNode {
     Received(ChunkFrame),
     /// The exchange of `round` is over at this VN: all copies it will hand over for the round have been sent.
     Done(RoundSummary),
+    /// Several distinct peers showed this VN messages of exchange `exchange` or later, beyond what it
+    /// accepts from its own round (the node fell behind: paused, restarted, slow). The RN may adopt the
+    /// network's round instead of staying isolated (issue 15, catch-up).
+    Behind { exchange: Round },
 }
 
 /// What a VN reports at the end of a round's exchange. Counts only: nothing identifies the neighbours.

@@ -129,6 +129,11 @@ impl<I: PeerId> Sampler<I> {
         &self.overlay
     }
 
+    /// Restores a saved Cyclon view ([`Cyclon::restore`]); join afterwards to fill the rest.
+    pub fn restore_view(&mut self, now: Duration, saved: Vec<protocol::control::ViewEntry<I>>) {
+        self.cyclon.restore(now, saved);
+    }
+
     /// The peers of the current Cyclon view.
     pub fn view(&self) -> Vec<I> {
         self.cyclon.peers()

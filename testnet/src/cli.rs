@@ -200,6 +200,21 @@ pub struct Options {
     #[arg(long, value_name = "P")]
     pub dropout: Option<f64>,
 
+    /// Procs mode: once a node reports round ROUND done, SIGKILL ⌈FRACTION · n⌉ node processes (the last
+    /// ones), e.g. 0.25@5. Their configs get a checkpoint directory.
+    #[arg(long, value_name = "FRACTION@ROUND")]
+    pub kill: Option<String>,
+
+    /// Procs mode: restart the nodes --kill killed this many seconds later, with `node run --resume`.
+    #[arg(long, value_name = "SECONDS")]
+    #[serde(alias = "restart-after")]
+    pub restart_after: Option<f64>,
+
+    /// Procs mode: once a node reports round ROUND done, SIGSTOP ⌈FRACTION · n⌉ node processes (the last
+    /// ones); SIGCONT them once another node reports round ROUND + ROUNDS done, e.g. 0.125@4:5.
+    #[arg(long, value_name = "FRACTION@ROUND:ROUNDS")]
+    pub pause: Option<String>,
+
     /// How in-process VNs connect (inproc): tcp (127.0.0.1) | memory (libp2p's in-process transport: no file
     /// descriptor per connection). [default: tcp]
     #[arg(long, value_enum)]
@@ -287,6 +302,9 @@ impl Options {
             value_floor: self.value_floor.or(file.value_floor),
             value_ceiling: self.value_ceiling.or(file.value_ceiling),
             dropout: self.dropout.or(file.dropout),
+            kill: self.kill.or(file.kill),
+            restart_after: self.restart_after.or(file.restart_after),
+            pause: self.pause.or(file.pause),
             node_bin: self.node_bin.or(file.node_bin),
             transport: self.transport.or(file.transport),
             audit: self.audit || file.audit,
@@ -310,7 +328,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, transport, node_bin, audit, audit_chunks, audit_every",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every",
                 path.display(),
                 e.message().trim_end()
             )

@@ -13,6 +13,7 @@
 //!   - `run/inproc.rs`: `--mode inproc`, one `NodeBuilder` per RN in one tokio runtime.
 //!   - `run/procs.rs`: `--mode procs`, generated deployment files and `node run` child processes.
 //!   - `run/sim.rs`: `--mode sim`, `node::sim::run` on a virtual clock.
+//! - `churn.rs`: [`churn::ChurnPlan`], `--kill`, `--restart-after` and `--pause` for procs mode (issue 15).
 //! - `progress.rs`: `indicatif` bar on a terminal, one line per round otherwise.
 //! - `audit.rs`: `--audit`, the privacy audit run inside training (ground truth from the harness only).
 //! - `linkage.rs`: [`linkage::LinkageRecorder`], the network observer's sibling-linkage attack by timing
@@ -27,6 +28,7 @@
 //!   setting for k = 1, 2, 4 and the transport and aggregation limits beside it (figures in the README).
 
 pub mod audit;
+pub mod churn;
 pub mod cli;
 pub mod linkage;
 pub mod plots;

@@ -81,6 +81,8 @@ pub struct Settings {
     pub values: ValueBounds,
     /// `--dropout`: the rate at which nodes sit rounds out.
     pub dropout: f64,
+    /// `--kill`, `--restart-after`, `--pause` (procs mode only).
+    pub churn: crate::churn::ChurnPlan,
     /// `--send-jitter-ms` (the simulator's; the libp2p modes read it from `timing`).
     pub send_jitter: Option<std::time::Duration>,
     pub node_bin: Option<PathBuf>,
@@ -294,6 +296,14 @@ impl Settings {
         if !(0.0..=1.0).contains(&dropout) {
             bail!("--dropout {dropout} is not a rate in [0, 1]");
         }
+        let churn = crate::churn::ChurnPlan::parse(
+            o.kill.as_deref(),
+            o.restart_after,
+            o.pause.as_deref(),
+        )?;
+        if !churn.is_empty() && mode != Mode::Procs {
+            bail!("--kill, --restart-after and --pause act on node processes: use them with --mode procs");
+        }
         let out = o.out.clone().unwrap_or_else(|| {
             Path::new("target").join("testnet").join(format!(
                 "{}-{mode}-{}",
@@ -329,6 +339,7 @@ impl Settings {
             timing_name,
             values,
             dropout,
+            churn,
             send_jitter: o.send_jitter_ms.map(std::time::Duration::from_millis),
             node_bin: o.node_bin,
             transport: o.transport.unwrap_or(crate::cli::TransportChoice::Tcp),

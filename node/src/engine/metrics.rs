@@ -26,6 +26,14 @@ pub struct RoundMetrics {
     /// last one, the model did not change). Left out of the JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub absent: bool,
+    /// Rounds this node skipped right before this one to catch up with the network (issue 15: it found
+    /// itself behind, e.g. after a pause or a restart, and adopted the network's round; no training, sharing
+    /// or metrics line for the rounds skipped). Left out of the JSON when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_rounds: u64,
+    /// The first round of a run resumed from a checkpoint (`node run --resume`). Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resumed: bool,
     /// Chunk frames sent (payload + prefix): the cost model's 4·d·r plus headers for a full overlay.
     pub chunk_bytes_sent: u64,
     pub bytes_sent: u64,
@@ -53,4 +61,8 @@ pub struct RoundMetrics {
     pub aggregate_secs: f64,
     pub eval_secs: f64,
     pub round_secs: f64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -5,6 +5,7 @@
 //! Timers follow quinn's `poll_timeout` contract: after each input the driver asks
 //! [`VnEngine::poll_timeout`] (the router does it) and feeds `Tick` at that time.
 
+pub mod behind;
 mod counters;
 pub mod dropout;
 pub mod metrics;

@@ -113,6 +113,11 @@ pub struct RnEngine {
     idle: Duration,
     round_start: Duration,
     exchange_start: Duration,
+    /// The round `Start` begins (0, or the round after a checkpoint's: [`RnEngine::starting_at`]).
+    first: Round,
+    /// The round the network is at, as this node's VNs found (catch-up): the next round begins there
+    /// instead of at the one after ours, if it is later.
+    catch_up: Option<Round>,
     /// Copies a VN handed over that the aggregator refused: the VN already checks index, length and
     /// finiteness, so this stays 0 unless the VN and RN disagree on the partition.
     pub rejected_copies: u64,
@@ -146,6 +151,8 @@ impl RnEngine {
             idle: Duration::ZERO,
             round_start: Duration::ZERO,
             exchange_start: Duration::ZERO,
+            first: Round::ZERO,
+            catch_up: None,
             rejected_copies: 0,
         })
     }
@@ -158,7 +165,23 @@ impl RnEngine {
         self
     }
 
+    /// Begins at `round` instead of 0: a run resumed from the checkpoint of round `round − 1`. The rounds
+    /// before it count as sat out for the VNs (no overlay is negotiated for them; with a static graph the node
+    /// runs without edges, as one that sat out exchange 0) and the first round's metrics say `resumed`.
+    pub fn starting_at(mut self, round: Round) -> Self {
+        self.first = round;
+        self
+    }
+
+    /// The round the engine begins at (see [`RnEngine::starting_at`]).
+    pub fn first_round(&self) -> Round {
+        self.first
+    }
+
     fn takes_part(&self, round: Round) -> bool {
+        if round < self.first {
+            return false;
+        }
         self.participates
             .get(round.get() as usize)
             .copied()
@@ -207,8 +230,27 @@ impl RnEngine {
     pub fn handle(&mut self, now: Duration, input: RnInput) -> Vec<RnOutput> {
         let mut out = Vec::new();
         match input {
+            RnInput::Start if self.phase == Phase::Idle && self.first.get() >= self.rounds => {
+                // Resumed from the checkpoint of the last round: nothing is left to do.
+                self.finish(&mut out);
+            }
             RnInput::Start if self.phase == Phase::Idle => {
-                self.begin_round(now, Round::ZERO, &mut out)
+                let (round, skipped) = self.next_round(self.first);
+                self.begin_round(now, round, &mut out);
+                self.metrics.skipped_rounds = skipped;
+                self.metrics.resumed = self.first > Round::ZERO;
+            }
+            RnInput::FromVn {
+                msg: FromVirtualNode::Behind { exchange },
+                ..
+            } => {
+                // Acted on at the next round boundary: the round in progress (training cannot be cut short)
+                // ends first, bounded by the exchange deadline.
+                let round = Round(exchange.get() / self.steps as u64);
+                if self.catch_up.is_none_or(|r| r < round) {
+                    tracing::info!(%round, ours = %self.round, "the network is ahead: catching up at the next round");
+                    self.catch_up = Some(round);
+                }
             }
             RnInput::Trained {
                 round,
@@ -263,16 +305,34 @@ impl RnEngine {
         self.metrics.round_secs = (now - self.round_start).as_secs_f64();
         out.push(RnOutput::RoundDone(std::mem::take(&mut self.metrics)));
         if self.round.get() + 1 < self.rounds {
-            self.begin_round(now, self.round + 1, out);
+            let (round, skipped) = self.next_round(self.round + 1);
+            self.begin_round(now, round, out);
+            self.metrics.skipped_rounds = skipped;
         } else {
-            self.phase = Phase::Finished;
-            for vn in 0..self.vn_done.len() {
-                out.push(RnOutput::ToVn {
-                    vn,
-                    msg: ToVirtualNode::Stop,
-                });
+            self.finish(out);
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<RnOutput>) {
+        self.phase = Phase::Finished;
+        for vn in 0..self.vn_done.len() {
+            out.push(RnOutput::ToVn {
+                vn,
+                msg: ToVirtualNode::Stop,
+            });
+        }
+        out.push(RnOutput::Finished);
+    }
+
+    /// The round to begin instead of `next`, and how many rounds that skips: the network's round when this
+    /// node's VNs found it ahead (capped at the last round), else `next`.
+    fn next_round(&mut self, next: Round) -> (Round, u64) {
+        match self.catch_up.take() {
+            Some(net) if net > next => {
+                let to = net.min(Round(self.rounds - 1));
+                (to, to.get() - next.get())
             }
-            out.push(RnOutput::Finished);
+            _ => (next, 0),
         }
     }
 
@@ -371,6 +431,8 @@ impl RnEngine {
                 self.finish_exchange(now, out);
             }
             FromVirtualNode::Done(_) => {}
+            // Taken by `handle` in every phase.
+            FromVirtualNode::Behind { .. } => {}
         }
     }
 
@@ -543,6 +605,87 @@ mod tests {
             ),
             "{out:?}"
         );
+    }
+
+    fn evaluated(round: Round) -> RnInput {
+        RnInput::Evaluated {
+            round,
+            metric_name: models::train::MetricKind::Accuracy,
+            metric: 0.5,
+            loss: 1.0,
+            secs: 0.0,
+        }
+    }
+
+    fn behind(exchange: u64) -> RnInput {
+        RnInput::FromVn {
+            vn: 0,
+            msg: FromVirtualNode::Behind {
+                exchange: Round(exchange),
+            },
+        }
+    }
+
+    /// Issue 15: a resumed engine begins after its checkpoint's round and says so; told by a VN that the
+    /// network is ahead, it finishes the round in progress, then skips to the network's round (no training
+    /// for the rounds between) and says how many it skipped; a claim beyond the run is capped at its last
+    /// round; resumed after the last round, it finishes at once.
+    #[test]
+    fn a_resumed_engine_starts_after_its_checkpoint_and_catches_up_at_the_next_round() {
+        let t = Duration::ZERO;
+        let partition = models::chunking::ChunkPartition::new(&[6, 4], 1, 1).unwrap();
+        let mut e = RnEngine::new(crate::algo::shatter_or_el(Arc::new(partition)), 10)
+            .unwrap()
+            .starting_at(Round(3));
+        assert!(
+            e.skipped_exchanges().contains(&Round(2)),
+            "no overlay for rounds before the resume"
+        );
+        let out = e.handle(t, RnInput::Start);
+        assert!(
+            matches!(&out[..], [RnOutput::StartRound { exchange: Round(3) }, RnOutput::Train { round: Round(3) }]),
+            "{out:?}"
+        );
+        // Behind arrives mid-round: nothing happens until the round ends.
+        assert!(e.handle(t, behind(7)).is_empty());
+        e.handle(t, trained(Round(3)));
+        e.handle(t, done(0, Round(3)));
+        let out = e.handle(t, evaluated(Round(3)));
+        let RnOutput::RoundDone(m) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert!(m.resumed && m.skipped_rounds == 0, "{m:?}");
+        assert!(
+            matches!(&out[1..], [RnOutput::StartRound { exchange: Round(7) }, RnOutput::Train { round: Round(7) }]),
+            "rounds 4-6 skipped: {out:?}"
+        );
+        // A claim beyond the run: capped at the last round (9).
+        e.handle(t, behind(50));
+        e.handle(t, trained(Round(7)));
+        e.handle(t, done(0, Round(7)));
+        let out = e.handle(t, evaluated(Round(7)));
+        let RnOutput::RoundDone(m) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert!(!m.resumed && m.skipped_rounds == 3, "{m:?}");
+        assert!(
+            matches!(&out[1..], [RnOutput::StartRound { exchange: Round(9) }, RnOutput::Train { round: Round(9) }]),
+            "{out:?}"
+        );
+        // An old claim changes nothing.
+        assert!(e.handle(t, behind(2)).is_empty());
+        e.handle(t, trained(Round(9)));
+        e.handle(t, done(0, Round(9)));
+        let out = e.handle(t, evaluated(Round(9)));
+        assert!(matches!(&out[0], RnOutput::RoundDone(m) if m.skipped_rounds == 1));
+        assert!(matches!(out.last(), Some(RnOutput::Finished)));
+
+        let partition = models::chunking::ChunkPartition::new(&[6, 4], 1, 1).unwrap();
+        let mut done_already = RnEngine::new(crate::algo::shatter_or_el(Arc::new(partition)), 10)
+            .unwrap()
+            .starting_at(Round(10));
+        let out = done_already.handle(t, RnInput::Start);
+        assert!(matches!(out.last(), Some(RnOutput::Finished)) && done_already.is_finished());
     }
 
     #[test]

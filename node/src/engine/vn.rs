@@ -32,6 +32,7 @@ use protocol::{ChunkFrame, ChunkReply, RefuseReason};
 use sampling::{Protocol, Sampler, SamplerConfig, SamplerInput, SamplerOutput};
 use serde::{Serialize, de::DeserializeOwned};
 
+use super::behind::AheadWitnesses;
 use super::counters::Counters;
 use super::rate::{PerPeer, Rate};
 use super::values::ValueBounds;
@@ -231,6 +232,8 @@ pub struct VnEngine<I> {
     bounds: ValueBounds,
     /// Largest |v| of the latest own chunk (the model's scale as this VN knows it); `None` before the first.
     own_scale: Option<f32>,
+    /// Peers that showed exchanges beyond what this VN accepts (catch-up, `behind.rs`).
+    ahead: AheadWitnesses<I>,
 }
 
 impl<I: VnIdentity> VnEngine<I> {
@@ -264,6 +267,8 @@ impl<I: VnIdentity> VnEngine<I> {
             period: cfg.sampler.cyclon.period,
         });
         let sampler = Sampler::new(me.clone(), cfg.sampler.clone(), cyclon_rng, overlay_rng)?;
+        // A peer heard from within an exchange deadline and an overlay window is one still taking part.
+        let ahead_window = cfg.exchange_timeout + cfg.sampler.overlay.deadline();
         Ok(Self {
             me,
             cfg,
@@ -280,6 +285,7 @@ impl<I: VnIdentity> VnEngine<I> {
             shuffle_rate,
             bounds: ValueBounds::default(),
             own_scale: None,
+            ahead: AheadWitnesses::new(ahead_window),
         })
     }
 
@@ -345,6 +351,24 @@ impl<I: VnIdentity> VnEngine<I> {
         out
     }
 
+    /// The Cyclon view with ages, for a checkpoint ([`VnEngine::join_restored`] takes it back).
+    pub fn view_entries(&self) -> Vec<protocol::control::ViewEntry<I>> {
+        self.sampler.cyclon().entries().to_vec()
+    }
+
+    /// Joins after a restart: the saved view first (entries no longer allowed are dropped), then the
+    /// bootstrap entries fill what is left ([`VnEngine::join`]).
+    pub fn join_restored(
+        &mut self,
+        now: Duration,
+        saved: Vec<protocol::control::ViewEntry<I>>,
+        bootstrap: impl IntoIterator<Item = I>,
+    ) -> Vec<VnOutput<I>> {
+        let saved = saved.into_iter().filter(|e| (self.allowed)(&e.id)).collect();
+        self.sampler.restore_view(now, saved);
+        self.join(now, bootstrap)
+    }
+
     /// Handles one input; returns what to do.
     pub fn handle(&mut self, now: Duration, input: VnInput<I>) -> Vec<VnOutput<I>> {
         let mut out = Vec::new();
@@ -382,6 +406,7 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         self.newest = Some(self.newest.map_or(round, |n| n.max(round)));
+        self.ahead.moved_to(self.newest.unwrap_or(round));
         if self.cfg.static_graph && round > Round::ZERO {
             // A node that sat out exchange 0 never joined the graph: it has no edges for the run (rather than
             // waiting for ever for a graph it did not negotiate).
@@ -504,7 +529,17 @@ impl<I: VnIdentity> VnEngine<I> {
             let (Some(own), Some(neighbours)) = (&r.own, &r.neighbours) else {
                 continue;
             };
-            r.deadline = Some(now + self.cfg.exchange_timeout);
+            // A round the network has left behind (catch-up): nobody will send us its chunk any more, so the
+            // round ends with what it has instead of waiting out the deadline.
+            let left_behind = self
+                .ahead
+                .reported()
+                .is_some_and(|at| at > round + MAX_FUTURE_ROUNDS);
+            r.deadline = Some(if left_behind {
+                now
+            } else {
+                now + self.cfg.exchange_timeout
+            });
             for n in neighbours {
                 if !(self.allowed)(n) {
                     continue;
@@ -569,8 +604,45 @@ impl<I: VnIdentity> VnEngine<I> {
                     self.refused(from, RefusalKind::NotAllowed, out);
                     return;
                 }
+                // A node negotiates up to `lookahead` rounds ahead of its own: the sender's network is at
+                // least this far. Only what a peer says for itself counts: a walk it forwards speaks for its
+                // origin, and counting forwarders would let one node ahead of the others (or one liar) appear
+                // as many witnesses.
+                if overlay_claim(&m).is_none_or(|origin| *origin == from) {
+                    self.note_ahead(now, &from, m.round() - self.cfg.lookahead, out);
+                }
                 let msg = ControlMsg::Overlay(m);
                 self.sampler_input(now, SamplerInput::Message { from, msg }, out);
+            }
+        }
+    }
+
+
+    /// `from` (authenticated, allowed) showed that the network is at exchange `at` at least: enough distinct
+    /// witnesses beyond what this VN accepts and the RN is told (`FromVirtualNode::Behind`), capped at the
+    /// run's last exchange.
+    fn note_ahead(&mut self, now: Duration, from: &I, at: Round, out: &mut Vec<VnOutput<I>>) {
+        let at = self.cfg.last_round.map_or(at, |last| at.min(last));
+        let newest = self.newest.unwrap_or(Round::ZERO);
+        if let Some(exchange) = self.ahead.note(now, from, at, newest) {
+            // `exchange` is a lower bound, and the network moves on while this node negotiates and trains
+            // its first round back: joining at `exchange` itself it chased the network (measured in procs
+            // mode: 2-3 rounds behind after every jump, for the rest of the run). Joining up to
+            // MAX_FUTURE_ROUNDS further lands in step, yet never so far ahead that the others refuse its
+            // chunks or take its messages as evidence that they are behind (joining `lookahead` ahead did
+            // that: measured, a paused node's jump made the rest of the network skip after it).
+            let join = exchange + self.cfg.lookahead.min(MAX_FUTURE_ROUNDS);
+            let join = self.cfg.last_round.map_or(join, |last| join.min(last));
+            out.push(VnOutput::ToRn(FromVirtualNode::Behind { exchange: join }));
+            // Exchanges the network has left: their neighbours are done with them and will send nothing
+            // more, so they end now with what they got (the RN then catches up at once, not after
+            // `exchange_timeout`).
+            for (_, r) in self
+                .rounds
+                .range_mut(..exchange - MAX_FUTURE_ROUNDS)
+                .filter(|(_, r)| !r.done && r.deadline.is_some())
+            {
+                r.deadline = Some(now);
             }
         }
     }
@@ -626,6 +698,12 @@ impl<I: VnIdentity> VnEngine<I> {
         let too_old = round < newest - (MAX_KEPT_ROUNDS - 1)
             || self.rounds.get(&round).is_some_and(|r| r.done);
         let too_new = round > newest + MAX_FUTURE_ROUNDS;
+        // A chunk is a peer saying which round it is in: a vote for where the network is — from a peer we
+        // know (in our view, or linked in that round), not from any listed peer that sends frames unasked
+        // (a storm of early chunks from sybils must not fast-forward its victim; tests/stream_storm.rs).
+        if self.sampler.cyclon().contains(&from) || self.knows_link(round, &from) {
+            self.note_ahead(now, &from, round, out);
+        }
         if too_old || too_new {
             self.refuse(from, token, RefuseReason::WrongRound, out);
             return;

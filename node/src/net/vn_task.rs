@@ -96,6 +96,10 @@ pub struct VnTask {
     /// The real node's index and the harness's observer, if any.
     pub node: usize,
     pub observer: Option<Arc<dyn Observer<PeerId>>>,
+    /// A view saved by a checkpoint, restored before joining (`node run --resume`); usually empty.
+    pub restored_view: Vec<protocol::control::ViewEntry<VnAddr>>,
+    /// Where this VN publishes its view after each exchange, for the RN's checkpoints.
+    pub view_board: Option<crate::checkpoint::ViewBoard>,
 }
 
 impl VnTask {
@@ -111,7 +115,10 @@ impl VnTask {
         let mut wake: Option<Instant> = None;
 
         let now = self.epoch.elapsed();
-        let out = self.engine.join(now, self.bootstrap.clone());
+        let saved = std::mem::take(&mut self.restored_view);
+        let out = self
+            .engine
+            .join_restored(now, saved, self.bootstrap.clone());
         if !self
             .apply(out, &mut channels, &mut outbound_chunks, &addrs, &mut wake)
             .await
@@ -349,8 +356,17 @@ impl VnTask {
             to_rn: Vec::new(),
         };
         route_vn(&self.engine, out, &mut port);
+        let msgs = std::mem::take(&mut port.to_rn);
+        // Published before the RN hears of the exchange's end, so its checkpoint of the round has it.
+        if let Some(board) = &self.view_board
+            && msgs.iter().any(|m| matches!(m, FromVirtualNode::Done(_)))
+            && let Ok(mut views) = board.lock()
+            && let Some(v) = views.get_mut(self.index)
+        {
+            *v = self.engine.view_entries();
+        }
         // The RN channel is bounded: a busy RN slows its VNs down rather than growing a queue.
-        for msg in std::mem::take(&mut port.to_rn) {
+        for msg in msgs {
             if self.to_rn.send((self.index, msg)).await.is_err() {
                 return false;
             }

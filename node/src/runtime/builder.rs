@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::handle::{NodeHandle, NodeStatus};
+use super::metrics_file::MetricsFile;
 use super::rn_task::RnTask;
 use super::timing::Timing;
 use crate::algo::AlgoSpec;
@@ -55,6 +56,8 @@ pub struct NodeBuilder {
     algorithm: Option<AlgoSpec>,
     value_bounds: ValueBounds,
     dropout: f64,
+    checkpoints: Option<PathBuf>,
+    resume: bool,
 }
 
 impl NodeBuilder {
@@ -79,7 +82,24 @@ impl NodeBuilder {
             algorithm: None,
             value_bounds: ValueBounds::default(),
             dropout: 0.0,
+            checkpoints: None,
+            resume: false,
         }
+    }
+
+    /// Checkpoints every round into this directory (model as safetensors, metadata as JSON;
+    /// [`crate::checkpoint`]). Default: none.
+    pub fn checkpoint_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.checkpoints = dir;
+        self
+    }
+
+    /// Continues from the last checkpoint in the checkpoint directory, if there is one (else starts at round
+    /// 0): the model, training RNG and Cyclon views are restored, the first round is the one after the
+    /// checkpoint's, and the VNs catch up with the network's round from there. Needs a checkpoint directory.
+    pub fn resume(mut self, resume: bool) -> Self {
+        self.resume = resume;
+        self
     }
 
     /// Dropout rate for experiments with intermittent nodes (Appendix E's model, `engine::dropout`): each
@@ -197,7 +217,12 @@ impl NodeBuilder {
                 self.announce.len()
             )));
         }
-        let learner = match self.learner {
+        if self.resume && self.checkpoints.is_none() {
+            return Err(NodeError::Config(
+                "resume needs a checkpoint directory".into(),
+            ));
+        }
+        let mut learner = match self.learner {
             Some(l) => l,
             None => {
                 let (learning, index) = (self.learning.clone(), self.index);
@@ -243,9 +268,40 @@ impl NodeBuilder {
         // two overlay windows).
         let first_idle = 2 * Duration::from_millis(self.timing.substep_ms)
             * sampling::OverlayConfig::new(self.degree, Duration::from_millis(1)).substeps;
+        let run = crate::checkpoint::RunIdentity {
+            node: self.index,
+            seed: self.learning.seed,
+            algorithm: spec.to_string(),
+            rounds: self.rounds,
+            num_params: learner.model.num_params(),
+        };
+        let checkpoints = self.checkpoints.map(crate::checkpoint::CheckpointDir::new);
+        let resumed = match (&checkpoints, self.resume) {
+            (Some(dir), true) => match dir.latest()? {
+                Some(meta) => {
+                    meta.check(&run)?;
+                    let (dir2, mut l) = (dir.clone(), learner);
+                    let meta2 = meta.clone();
+                    learner = tokio::task::spawn_blocking(move || -> Result<Learner> {
+                        dir2.restore(&meta2, &mut l)?;
+                        Ok(l)
+                    })
+                    .await
+                    .map_err(|e| NodeError::Config(format!("restoring panicked: {e}")))??;
+                    tracing::info!(round = %meta.round, dir = %dir.path().display(), "resuming from a checkpoint");
+                    Some(meta)
+                }
+                None => {
+                    tracing::info!(dir = %dir.path().display(), "no checkpoint to resume from: starting at round 0");
+                    None
+                }
+            },
+            _ => None,
+        };
         // Built before any Swarm binds: an algorithm the engine cannot run stops the node here.
-        let engine =
-            RnEngine::new(algorithm, self.rounds)?.with_participation(schedule, first_idle);
+        let engine = RnEngine::new(algorithm, self.rounds)?
+            .with_participation(schedule, first_idle)
+            .starting_at(resumed.as_ref().map_or(protocol::Round::ZERO, |m| m.round + 1));
         let chunk_lens = engine.chunk_lens();
         let largest = chunk_lens.iter().copied().max().unwrap_or(0);
         if largest > protocol::chunk::MAX_CHUNK_VALUES {
@@ -271,16 +327,31 @@ impl NodeBuilder {
             )
         };
         let metrics_file = match &self.metrics_path {
-            Some(p) => Some((
-                p.clone(),
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|e| NodeError::io(p, e))?,
-            )),
+            Some(p) => {
+                let mut f = MetricsFile::open(p)?;
+                // The checkpoint's round gets its line if the crash came before it was written.
+                if let Some(meta) = &resumed
+                    && f.last_round(self.index)?.is_none_or(|r| r < meta.round)
+                {
+                    f.append(self.index, &meta.metrics)?;
+                }
+                Some(f)
+            }
             None => None,
         };
+        let view_board: Option<crate::checkpoint::ViewBoard> = checkpoints
+            .as_ref()
+            .map(|_| Arc::new(std::sync::Mutex::new(vec![Vec::new(); k])));
+        let mut saved_views: Vec<Vec<protocol::control::ViewEntry<VnAddr>>> = resumed
+            .as_ref()
+            .map(|m| {
+                m.views
+                    .iter()
+                    .map(|v| v.iter().filter_map(|e| e.restore()).collect())
+                    .collect()
+            })
+            .unwrap_or_default();
+        saved_views.resize(k, Vec::new());
 
         let (events, events_rx) = EventSink::new(EVENT_CAPACITY);
         let peers = Arc::new(self.peers);
@@ -335,6 +406,8 @@ impl NodeBuilder {
                 epoch,
                 node: self.index,
                 observer: self.observer.clone(),
+                restored_view: std::mem::take(&mut saved_views[s]),
+                view_board: view_board.clone(),
             });
             addrs.push(me);
         }
@@ -360,6 +433,11 @@ impl NodeBuilder {
             status: status_tx,
             stop: stop_rx,
             metrics_file,
+            checkpoints: checkpoints.map(|dir| super::rn_task::Checkpoints {
+                dir,
+                run,
+                views: view_board.expect("made with the directory"),
+            }),
             epoch,
             observer: self.observer.clone(),
             warmup: Duration::from_millis(self.timing.warmup_ms),

@@ -5,10 +5,12 @@
 //! - `builder.rs`: [`NodeBuilder`], checks and spawning.
 //! - `handle.rs`: [`NodeHandle`], [`NodeStatus`].
 //! - `timing.rs`: [`Timing`], protocol timing on a real network.
-//! - `rn_task.rs`: the RN task (round loop, training jobs, metrics file).
+//! - `rn_task.rs`: the RN task (round loop, training jobs, checkpoints).
+//! - `metrics_file.rs`: the per-round metrics lines, append-only across crashes and restarts.
 
 mod builder;
 mod handle;
+mod metrics_file;
 mod rn_task;
 mod timing;
 

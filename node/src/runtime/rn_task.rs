@@ -1,20 +1,19 @@
 //! The real node's task: drives its [`RnEngine`] through the shared router, with training and evaluation on
 //! tokio's blocking pool (never on a worker thread, DESIGN §3.7).
 
-use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use libp2p::PeerId;
 use protocol::Round;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
-use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::handle::NodeStatus;
+use super::metrics_file::MetricsFile;
+use crate::checkpoint::{CheckpointDir, RunIdentity, SavedEntry, ViewBoard};
 use crate::engine::{RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, route_rn};
 use crate::events::{EventSink, NodeEvent};
 use crate::learner::{Learner, Trained};
@@ -40,13 +39,21 @@ pub(super) struct RnTask {
     pub(super) events: EventSink,
     pub(super) status: watch::Sender<NodeStatus>,
     pub(super) stop: watch::Receiver<bool>,
-    pub(super) metrics_file: Option<(PathBuf, std::fs::File)>,
+    pub(super) metrics_file: Option<MetricsFile>,
+    pub(super) checkpoints: Option<Checkpoints>,
     pub(super) epoch: Instant,
     pub(super) observer: Option<Arc<dyn Observer<PeerId>>>,
     pub(super) warmup: Duration,
 }
 
 type JobHandle = tokio::task::JoinHandle<(Learner, Job)>;
+
+/// Where and for which run the RN checkpoints every round, and the board its VNs publish their views on.
+pub(super) struct Checkpoints {
+    pub(super) dir: CheckpointDir,
+    pub(super) run: RunIdentity,
+    pub(super) views: ViewBoard,
+}
 
 impl RnTask {
     pub(super) async fn run(mut self) {
@@ -129,6 +136,15 @@ impl RnTask {
     /// Routes the engine's outputs (starting jobs at once), then carries out the effects that wait on
     /// channels, in order. Returns whether the node finished.
     async fn apply(&mut self, out: Vec<RnOutput>, job: &mut Option<JobHandle>) -> Result<bool> {
+        // A finished round is checkpointed before anything else: the learner holds the round's model now,
+        // and the next round's training (routed below) takes it. The metrics line follows the checkpoint
+        // (see `metrics_file.rs` for why that order gives each round exactly one line).
+        if let Some(m) = out.iter().find_map(|o| match o {
+            RnOutput::RoundDone(m) => Some(m.clone()),
+            _ => None,
+        }) {
+            self.checkpoint(m).await?;
+        }
         let mut port = TaskPort {
             index: self.index,
             learner: &mut self.learner,
@@ -165,20 +181,35 @@ impl RnTask {
         self.events.send(NodeEvent::VnLost { vn, reason });
     }
 
-    async fn record(&mut self, m: RoundMetrics) -> Result<()> {
-        if let Some((path, f)) = self.metrics_file.as_mut() {
-            #[derive(Serialize)]
-            struct Line<'a> {
-                node: usize,
-                #[serde(flatten)]
-                m: &'a RoundMetrics,
-            }
-            let line = serde_json::to_string(&Line {
-                node: self.index,
-                m: &m,
+    /// Saves the checkpoint of round `m.round` (model, training RNG, VN views), off the event loop.
+    async fn checkpoint(&mut self, m: RoundMetrics) -> Result<()> {
+        let Some(c) = &self.checkpoints else {
+            return Ok(());
+        };
+        let learner = self.learner.take().ok_or(NodeError::Stopped)?;
+        let views: Vec<Vec<SavedEntry>> = c
+            .views
+            .lock()
+            .map(|v| {
+                v.iter()
+                    .map(|es| es.iter().map(SavedEntry::of).collect())
+                    .collect()
             })
-            .expect("metrics serialise");
-            writeln!(f, "{line}").map_err(|e| NodeError::io(path, e))?;
+            .unwrap_or_default();
+        let (dir, run) = (c.dir.clone(), c.run.clone());
+        let (learner, saved) = tokio::task::spawn_blocking(move || {
+            let r = dir.save(&run, &learner, &m, views);
+            (learner, r)
+        })
+        .await
+        .map_err(|e| NodeError::Config(format!("checkpoint task failed: {e}")))?;
+        self.learner = Some(learner);
+        saved.map(|_| ())
+    }
+
+    async fn record(&mut self, m: RoundMetrics) -> Result<()> {
+        if let Some(f) = self.metrics_file.as_mut() {
+            f.append(self.index, &m)?;
         }
         tracing::info!(node = self.index, round = m.round.get(), metric = m.test_metric, name = %m.metric_name, "round finished");
         self.status.send_modify(|s| {

@@ -1,0 +1,492 @@
+//! Checkpoints of one real node (issue 15): after every round, everything a restarted node needs to go on
+//! from the next round (`node run --resume`), written so that a crash at any instant leaves the previous
+//! checkpoint or the new one, never a mix.
+//!
+//! A checkpoint directory holds:
+//! - `model-rNNNNNN.safetensors`: the model after round N (the aggregated model the round's metrics
+//!   evaluated), one tensor per variable with its shape, readable by any safetensors tool;
+//! - `checkpoint.json`: human-readable metadata naming that model file — the round, the node, the run's
+//!   seed and algorithm, the training RNG's exact position, the divergence count, the round's metrics line
+//!   and each VN's Cyclon view.
+//!
+//! Writing order (the commit protocol): the model file is written to a temporary name, fsynced and renamed;
+//! then `checkpoint.json` the same way; then the directory is fsynced and older model files are removed.
+//! `checkpoint.json` is the commit point: until its rename, the previous checkpoint (and its model file, which
+//! is only removed after) is what a restart sees.
+//!
+//! What is not saved, and why a resumed run is still deterministic where it can be:
+//! - the optimiser: local training is plain SGD, rebuilt every round (`models::train`), so it has no state;
+//! - the algorithm's own RNG (Muffliato, GHP noise, `chunking:K`'s chunk choice): re-derived from the run seed
+//!   and the node index, as at the start; Shatter and EL keep no state between rounds;
+//! - the VNs' RNGs and the dropout schedule: re-derived from the run seed and the VN key (dropout: the node
+//!   index), as at the start. The network itself (which peers answer, when) is not reproducible anyway.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use protocol::Round;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::RoundMetrics;
+use crate::learner::Learner;
+use crate::{NodeError, Result, VnAddr};
+use protocol::control::ViewEntry;
+
+/// The metadata file's name in a checkpoint directory.
+pub const CHECKPOINT_FILE: &str = "checkpoint.json";
+
+/// Version of the checkpoint layout; a checkpoint of another version is refused, not misread.
+pub const CHECKPOINT_FORMAT: u32 = 1;
+
+/// The exact position of a ChaCha8 stream: seed, stream and word position (`rand_chacha`'s own accessors),
+/// so the restored generator continues where the saved one stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RngState {
+    /// The 32-byte seed, in hex.
+    pub seed: String,
+    pub stream: u64,
+    /// The word position (a 68-bit number), in decimal: JSON numbers do not hold it.
+    pub word_pos: String,
+}
+
+impl RngState {
+    pub fn of(rng: &ChaCha8Rng) -> Self {
+        Self {
+            seed: rng.get_seed().iter().map(|b| format!("{b:02x}")).collect(),
+            stream: rng.get_stream(),
+            word_pos: rng.get_word_pos().to_string(),
+        }
+    }
+
+    pub fn restore(&self) -> Result<ChaCha8Rng> {
+        let bad = |what: &str| NodeError::Config(format!("checkpoint: bad RNG {what}"));
+        if self.seed.len() != 64 {
+            return Err(bad("seed"));
+        }
+        let mut seed = [0u8; 32];
+        for (i, b) in seed.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&self.seed[2 * i..2 * i + 2], 16).map_err(|_| bad("seed"))?;
+        }
+        let mut rng = ChaCha8Rng::from_seed(seed);
+        rng.set_stream(self.stream);
+        rng.set_word_pos(self.word_pos.parse().map_err(|_| bad("word position"))?);
+        Ok(rng)
+    }
+}
+
+/// One entry of a VN's Cyclon view as saved: the peer, its dial address, the entry's age.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedEntry {
+    pub peer: String,
+    pub addr: String,
+    pub age: u32,
+}
+
+/// Each VN's latest Cyclon view (`[s]` is VN s's), published by the VN tasks after each exchange and read
+/// by the RN task when it checkpoints.
+pub type ViewBoard = std::sync::Arc<std::sync::Mutex<Vec<Vec<ViewEntry<VnAddr>>>>>;
+
+impl SavedEntry {
+    pub fn of(e: &ViewEntry<VnAddr>) -> Self {
+        Self {
+            peer: e.id.peer.to_string(),
+            addr: e.id.addr.to_string(),
+            age: e.age,
+        }
+    }
+
+    /// The entry back; `None` when the file's strings do not parse (a hand-edited or damaged checkpoint:
+    /// the entry is dropped, bootstrap peers fill the view instead).
+    pub fn restore(&self) -> Option<ViewEntry<VnAddr>> {
+        Some(ViewEntry {
+            id: VnAddr::new(self.peer.parse().ok()?, self.addr.parse().ok()?),
+            age: self.age,
+        })
+    }
+}
+
+/// `checkpoint.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointMeta {
+    pub format: u32,
+    /// The node's index in the learning config.
+    pub node: usize,
+    pub seed: u64,
+    pub algorithm: String,
+    /// Rounds of the whole run.
+    pub rounds: u64,
+    /// The last round completed: a resumed run begins at `round + 1`.
+    pub round: Round,
+    /// The model file, relative to the checkpoint directory.
+    pub model_file: String,
+    pub num_params: usize,
+    /// The local-training RNG after the round.
+    pub train_rng: RngState,
+    /// Local trainings that diverged so far.
+    pub diverged: u64,
+    /// The round's metrics line, so that a restart can write it if the crash came between the checkpoint
+    /// and the line (each completed round gets exactly one line; see `runtime::metrics_file`).
+    pub metrics: RoundMetrics,
+    /// Each VN's Cyclon view (`views[s]` is VN s's), restored on resume so the node rejoins through the peers
+    /// it knew. Empty when the views were not known.
+    #[serde(default)]
+    pub views: Vec<Vec<SavedEntry>>,
+}
+
+/// What identifies the run a checkpoint must belong to (checked on resume).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunIdentity {
+    pub node: usize,
+    pub seed: u64,
+    pub algorithm: String,
+    pub rounds: u64,
+    pub num_params: usize,
+}
+
+impl CheckpointMeta {
+    /// Refuses a checkpoint of another run, node or layout.
+    pub fn check(&self, run: &RunIdentity) -> Result<()> {
+        let mismatch = |what: &str, saved: String, now: String| {
+            Err(NodeError::Config(format!(
+                "checkpoint is of another run: {what} {saved} there, {now} here"
+            )))
+        };
+        if self.format != CHECKPOINT_FORMAT {
+            return mismatch(
+                "format",
+                self.format.to_string(),
+                CHECKPOINT_FORMAT.to_string(),
+            );
+        }
+        if self.node != run.node {
+            return mismatch("node", self.node.to_string(), run.node.to_string());
+        }
+        if self.seed != run.seed {
+            return mismatch("seed", self.seed.to_string(), run.seed.to_string());
+        }
+        if self.algorithm != run.algorithm {
+            return mismatch("algorithm", self.algorithm.clone(), run.algorithm.clone());
+        }
+        if self.rounds != run.rounds {
+            return mismatch("rounds", self.rounds.to_string(), run.rounds.to_string());
+        }
+        if self.num_params != run.num_params {
+            return mismatch(
+                "parameter count",
+                self.num_params.to_string(),
+                run.num_params.to_string(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A node's checkpoint directory.
+#[derive(Debug, Clone)]
+pub struct CheckpointDir {
+    dir: PathBuf,
+}
+
+impl CheckpointDir {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Saves the learner's model and RNG after `run`'s round `metrics.round`, atomically (see the module
+    /// docs). `views` are the VNs' Cyclon views, if known.
+    pub fn save(
+        &self,
+        run: &RunIdentity,
+        learner: &Learner,
+        metrics: &RoundMetrics,
+        views: Vec<Vec<SavedEntry>>,
+    ) -> Result<CheckpointMeta> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| NodeError::io(&self.dir, e))?;
+        let round = metrics.round;
+        let model_file = format!("model-r{:06}.safetensors", round.get());
+        let bytes = model_safetensors(learner, run, round)?;
+        write_atomically(&self.dir.join(&model_file), &bytes)?;
+        let meta = CheckpointMeta {
+            format: CHECKPOINT_FORMAT,
+            node: run.node,
+            seed: run.seed,
+            algorithm: run.algorithm.clone(),
+            rounds: run.rounds,
+            round,
+            model_file: model_file.clone(),
+            num_params: run.num_params,
+            train_rng: RngState::of(&learner.rng),
+            diverged: learner.diverged,
+            metrics: metrics.clone(),
+            views,
+        };
+        let json = serde_json::to_vec_pretty(&meta).expect("checkpoint metadata serialises");
+        write_atomically(&self.dir.join(CHECKPOINT_FILE), &json)?;
+        sync_dir(&self.dir)?;
+        // Committed: model files of earlier checkpoints (and temporaries of interrupted saves) are garbage.
+        if let Ok(entries) = std::fs::read_dir(&self.dir) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let stale_model = name.starts_with("model-r") && name != model_file;
+                if stale_model || name.ends_with(".tmp") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        Ok(meta)
+    }
+
+    /// The last committed checkpoint's metadata, or `None` when the directory holds none.
+    pub fn latest(&self) -> Result<Option<CheckpointMeta>> {
+        let path = self.dir.join(CHECKPOINT_FILE);
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(NodeError::io(&path, e)),
+        };
+        serde_json::from_slice(&text)
+            .map(Some)
+            .map_err(|e| NodeError::Config(format!("{}: {e}", path.display())))
+    }
+
+    /// Loads `meta`'s model and RNG into `learner` (after [`CheckpointMeta::check`]).
+    pub fn restore(&self, meta: &CheckpointMeta, learner: &mut Learner) -> Result<()> {
+        let path = self.dir.join(&meta.model_file);
+        let bytes = std::fs::read(&path).map_err(|e| NodeError::io(&path, e))?;
+        let bad = |e: String| NodeError::Config(format!("{}: {e}", path.display()));
+        let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
+        let mut flat = Vec::with_capacity(learner.model.num_params());
+        for (name, n) in learner.model.param_layout() {
+            let t = st.tensor(&name).map_err(|e| bad(format!("{name}: {e}")))?;
+            if t.dtype() != safetensors::Dtype::F32 || t.data().len() != 4 * n {
+                return Err(bad(format!(
+                    "{name}: {:?} of shape {:?}, expected {n} f32",
+                    t.dtype(),
+                    t.shape()
+                )));
+            }
+            flat.extend(
+                t.data()
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            );
+        }
+        learner.model.set_flat_params(&flat)?;
+        learner.rng = meta.train_rng.restore()?;
+        learner.diverged = meta.diverged;
+        Ok(())
+    }
+}
+
+/// The model as safetensors bytes: one tensor per variable, with its shape, in the flat order.
+fn model_safetensors(learner: &Learner, run: &RunIdentity, round: Round) -> Result<Vec<u8>> {
+    let flat = learner.model.flat_params()?;
+    let shapes: std::collections::HashMap<String, Vec<usize>> = learner
+        .model
+        .varmap()
+        .data()
+        .lock()
+        .map(|vars| {
+            vars.iter()
+                .map(|(name, var)| (name.clone(), var.dims().to_vec()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut tensors = Vec::new();
+    let mut offset = 0;
+    for (name, n) in learner.model.param_layout() {
+        let bytes: Vec<u8> = flat[offset..offset + n]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        offset += n;
+        let shape = shapes
+            .get(&name)
+            .filter(|s| s.iter().product::<usize>() == n)
+            .cloned()
+            .unwrap_or_else(|| vec![n]);
+        tensors.push((name, shape, bytes));
+    }
+    let views = tensors
+        .iter()
+        .map(|(name, shape, bytes)| {
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes)
+                .map(|v| (name.clone(), v))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| NodeError::Config(format!("checkpoint tensor: {e}")))?;
+    let info = std::collections::HashMap::from([
+        ("round".to_string(), round.get().to_string()),
+        ("node".to_string(), run.node.to_string()),
+        ("algorithm".to_string(), run.algorithm.clone()),
+    ]);
+    safetensors::serialize(views, Some(info))
+        .map_err(|e| NodeError::Config(format!("checkpoint serialisation: {e}")))
+}
+
+/// Writes `bytes` to `path` so that a crash leaves either the old file or the new one: a temporary file in
+/// the same directory, fsynced, then renamed over `path`.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f = std::fs::File::create(&tmp).map_err(|e| NodeError::io(&tmp, e))?;
+    f.write_all(bytes).map_err(|e| NodeError::io(&tmp, e))?;
+    f.sync_all().map_err(|e| NodeError::io(&tmp, e))?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(|e| NodeError::io(path, e))
+}
+
+/// Makes the directory's entries (the renames) durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    // Opening a directory read-only and fsyncing it is how POSIX persists a rename; Windows cannot open
+    // directories this way and persists renames itself.
+    match std::fs::File::open(dir) {
+        Ok(d) => d.sync_all().or_else(|e| {
+            if cfg!(windows) {
+                Ok(())
+            } else {
+                Err(NodeError::io(dir, e))
+            }
+        }),
+        Err(_) if cfg!(windows) => Ok(()),
+        Err(e) => Err(NodeError::io(dir, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::learner::LearningConfig;
+    use models::data::DatasetSpec;
+    use models::data::partition::Partition;
+    use models::nn::ModelSpec;
+    use models::train::{LocalWork, TrainConfig};
+
+    fn learner() -> Learner {
+        let lc = LearningConfig {
+            dataset: DatasetSpec::default(),
+            model: Some(ModelSpec::Mlp { hidden: vec![8] }),
+            partition: Partition::Iid,
+            nodes: 2,
+            train: TrainConfig {
+                lr: 0.05,
+                batch_size: 16,
+                work: LocalWork::Steps(5),
+            },
+            seed: 3,
+            max_test_samples: Some(50),
+        };
+        let (split, parts) = lc.load().unwrap();
+        lc.learners(&split, &parts, [1]).unwrap().remove(0)
+    }
+
+    fn run(l: &Learner) -> RunIdentity {
+        RunIdentity {
+            node: 1,
+            seed: 3,
+            algorithm: "el".into(),
+            rounds: 10,
+            num_params: l.model.num_params(),
+        }
+    }
+
+    /// A node that trains, checkpoints, trains again — and one restored from the checkpoint that trains
+    /// once — end with the same model: the checkpoint carries the model and the training RNG's position.
+    #[test]
+    fn a_restored_learner_continues_exactly_where_the_saved_one_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let ck = CheckpointDir::new(dir.path().join("ck"));
+        assert!(
+            ck.latest().unwrap().is_none(),
+            "an empty directory has none"
+        );
+        let mut a = learner();
+        let id = run(&a);
+        a.train().unwrap();
+        let m = RoundMetrics {
+            round: Round(4),
+            test_metric: 0.5,
+            ..RoundMetrics::default()
+        };
+        ck.save(
+            &id,
+            &a,
+            &m,
+            vec![vec![SavedEntry {
+                peer: "p".into(),
+                addr: "/ip4/127.0.0.1/tcp/1".into(),
+                age: 3,
+            }]],
+        )
+        .unwrap();
+        let saved = a.model.flat_params().unwrap();
+        let next_a = a.train().unwrap().params;
+
+        let mut b = learner();
+        assert_ne!(b.model.flat_params().unwrap(), saved);
+        let meta = ck.latest().unwrap().expect("saved");
+        meta.check(&id).unwrap();
+        assert_eq!(meta.round, Round(4));
+        assert_eq!(meta.metrics, m, "the round's metrics line travels with it");
+        assert_eq!(meta.views[0][0].age, 3);
+        ck.restore(&meta, &mut b).unwrap();
+        assert_eq!(b.model.flat_params().unwrap(), saved);
+        assert_eq!(
+            b.train().unwrap().params,
+            next_a,
+            "same shuffle, same steps"
+        );
+
+        // A second save replaces the first; only the committed model file stays.
+        let m5 = RoundMetrics {
+            round: Round(5),
+            ..m
+        };
+        ck.save(&id, &b, &m5, Vec::new()).unwrap();
+        let files: Vec<String> = std::fs::read_dir(ck.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(files.len(), 2, "{files:?}");
+        assert!(files.contains(&"model-r000005.safetensors".to_string()));
+        // Another run's checkpoint is refused.
+        let other = RunIdentity {
+            seed: 4,
+            ..id.clone()
+        };
+        assert!(ck.latest().unwrap().unwrap().check(&other).is_err());
+    }
+
+    /// An interrupted save (its temporaries written, no rename of the metadata) leaves the last committed
+    /// checkpoint readable and pointing at a model file that is still there.
+    #[test]
+    fn an_interrupted_save_leaves_the_previous_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let ck = CheckpointDir::new(dir.path());
+        let a = learner();
+        let id = run(&a);
+        let m = RoundMetrics {
+            round: Round(2),
+            ..RoundMetrics::default()
+        };
+        ck.save(&id, &a, &m, Vec::new()).unwrap();
+        // The crash: the next round's model written and renamed, the metadata only as a temporary.
+        std::fs::write(dir.path().join("model-r000003.safetensors"), b"partial").unwrap();
+        std::fs::write(dir.path().join("checkpoint.json.tmp"), b"{\"trunc").unwrap();
+        let meta = ck.latest().unwrap().unwrap();
+        assert_eq!(meta.round, Round(2));
+        let mut b = learner();
+        ck.restore(&meta, &mut b).unwrap();
+        assert_eq!(
+            b.model.flat_params().unwrap(),
+            a.model.flat_params().unwrap()
+        );
+    }
+}
