@@ -235,19 +235,6 @@ impl Settings {
             (true, _, _) if nodes < 2 => {
                 bail!("--audit needs at least 2 nodes (an attacker and a victim)")
             }
-            (true, _, _)
-                if o.algo.is_some_and(|a| {
-                    matches!(a, AlgoSpec::SparsifyRandom { .. } | AlgoSpec::Muffliato { .. })
-                }) =>
-            {
-                // The attacks read chunks of the run's static partition, one exchange per round: a fresh
-                // partition per round (sparsification) or ten exchanges per round (Muffliato) would be
-                // misread.
-                bail!(
-                    "--audit reads chunks of the static partition once per round; auditing {} is not implemented yet",
-                    o.algo.expect("checked")
-                )
-            }
             (true, Some(0), _) => bail!("--audit-chunks must be at least 1"),
             (true, _, Some(0)) => bail!("--audit-every must be at least 1"),
             (true, c, e) => Some(crate::audit::AuditSettings {
@@ -585,7 +572,11 @@ mod tests {
 
     #[test]
     fn one_vn_algorithms_are_k_1_and_conflict_with_a_sweep() {
-        for algo in [AlgoSpec::El, AlgoSpec::Dpsgd, AlgoSpec::Chunking { chunks: 8 }] {
+        for algo in [
+            AlgoSpec::El,
+            AlgoSpec::Dpsgd,
+            AlgoSpec::Chunking { chunks: 8 },
+        ] {
             let s = resolve(Options {
                 algo: Some(algo),
                 ..Default::default()

@@ -62,6 +62,17 @@ impl OneChunk {
         }
     }
 
+    /// `sparsify-random`'s partition of `round` in a run seeded `seed`, over the run's `partition` (its tensor
+    /// sizes and K): what every node cuts that round, and what the `--audit` harness reads a chunk index by.
+    pub fn round_partition(partition: &ChunkPartition, seed: u64, round: Round) -> ChunkPartition {
+        ChunkPartition::new(
+            partition.tensor_sizes(),
+            partition.k(),
+            seed ^ PER_ROUND_TAG ^ round.get().wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        )
+        .expect("the same sizes and K as the run's partition")
+    }
+
     fn partition(&self) -> &Arc<ChunkPartition> {
         self.aggregator.partition()
     }
@@ -82,13 +93,7 @@ impl Algorithm for OneChunk {
 
     fn begin_round(&mut self, round: Round) {
         if let Cut::PerRound { seed } = self.cut {
-            let p = self.partition();
-            let next = ChunkPartition::new(
-                p.tensor_sizes(),
-                p.k(),
-                seed ^ PER_ROUND_TAG ^ round.get().wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            )
-            .expect("the same sizes and K as the run's partition");
+            let next = Self::round_partition(self.partition(), seed, round);
             self.aggregator = Aggregator::new(Arc::new(next));
         } else {
             self.aggregator.reset();
@@ -148,11 +153,15 @@ mod tests {
         assert_eq!(picked.len(), 4, "every chunk gets picked over 20 rounds");
         // A copy of chunk 2 of all zeros halves those parameters; the rest keep their value.
         a.begin_round(Round(20));
-        a.receive(0, 0, &ChunkFrame {
-            round: Round(20),
-            chunk: ChunkIndex(2),
-            values: vec![0.0; p.chunk_len(2)],
-        })
+        a.receive(
+            0,
+            0,
+            &ChunkFrame {
+                round: Round(20),
+                chunk: ChunkIndex(2),
+                values: vec![0.0; p.chunk_len(2)],
+            },
+        )
         .unwrap();
         let next = a.combine(Round(20), 0, &local).unwrap();
         for (i, (&n, &l)) in next.iter().zip(&local).enumerate() {
@@ -171,11 +180,23 @@ mod tests {
         for t in 0..3 {
             a.begin_round(Round(t));
             b.begin_round(Round(t));
-            assert_eq!(a.partition(), b.partition(), "both nodes cut round {t} alike");
+            assert_eq!(
+                a.partition(),
+                b.partition(),
+                "both nodes cut round {t} alike"
+            );
             assert_eq!(a.chunk_lens(), lens, "lengths do not change between rounds");
             cuts.push(a.partition().indices(0).to_vec());
+            assert_eq!(
+                a.partition().as_ref(),
+                &OneChunk::round_partition(&p, 9, Round(t)),
+                "an observer can recompute round {t}'s cut"
+            );
         }
-        assert!(cuts[0] != cuts[1] && cuts[1] != cuts[2], "a new subset each round");
+        assert!(
+            cuts[0] != cuts[1] && cuts[1] != cuts[2],
+            "a new subset each round"
+        );
         assert_ne!(a.partition().as_ref(), p.as_ref());
     }
 }
