@@ -97,12 +97,7 @@ fn linkage_auc(s: &testnet::report::Summary, feature: &str) -> Option<f64> {
 
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
-    let default_k = a
-        .base
-        .vns
-        .as_ref()
-        .and_then(|v| v.first().copied())
-        .unwrap_or(4);
+    let default_k = a.base.vns.as_ref().and_then(|v| v.first().copied()).unwrap_or(4);
     let mut cells = Vec::new();
     for name in &a.algos {
         let (algo, k) = match name.split_once('@') {
@@ -150,10 +145,7 @@ fn main() -> anyhow::Result<()> {
             plain: true,
             ..a.base.clone()
         })?;
-        eprintln!(
-            "{} dropout {} jitter {:?} ms seed {seed}",
-            cell.name, cell.dropout, cell.jitter_ms
-        );
+        eprintln!("{} dropout {} jitter {:?} ms seed {seed}", cell.name, cell.dropout, cell.jitter_ms);
         let report = testnet::run(&s)?;
         let sum = report.summaries.into_iter().next().context("one setting")?;
         results.lock().expect("no panics")[i] = Some(sum);
@@ -215,25 +207,15 @@ fn main() -> anyhow::Result<()> {
         let Some(last) = sums.last() else { continue };
         let (fm, fs) = spread(&sums.iter().map(|s| s.final_metric).collect::<Vec<_>>());
         let (bm, bs) = spread(&sums.iter().map(|s| s.best_metric).collect::<Vec<_>>());
-        let (rm, _) = spread(
-            &sums
-                .iter()
-                .map(|s| s.mean_round_seconds)
-                .collect::<Vec<_>>(),
-        );
+        let (rm, _) = spread(&sums.iter().map(|s| s.mean_round_seconds).collect::<Vec<_>>());
         // Linkage figures exist with --audit and k > 1.
         let link = |feature: &str| {
-            let v: Vec<f64> = sums
-                .iter()
-                .filter_map(|s| linkage_auc(s, feature))
-                .collect();
+            let v: Vec<f64> = sums.iter().filter_map(|s| linkage_auc(s, feature)).collect();
             (!v.is_empty()).then(|| spread(&v))
         };
         let (lc, lw) = (link("chunks"), link("walks"));
-        let csv_pair =
-            |p: Option<(f64, f64)>| p.map_or(",".into(), |(m, s)| format!("{m:.4},{s:.4}"));
-        let md_pair =
-            |p: Option<(f64, f64)>| p.map_or("–".into(), |(m, s)| format!("{m:.3} ± {s:.3}"));
+        let csv_pair = |p: Option<(f64, f64)>| p.map_or(",".into(), |(m, s)| format!("{m:.4},{s:.4}"));
+        let md_pair = |p: Option<(f64, f64)>| p.map_or("–".into(), |(m, s)| format!("{m:.3} ± {s:.3}"));
         let jitter = cell.jitter_ms.map_or(String::new(), |j| j.to_string());
         writeln!(
             csv,
@@ -254,8 +236,7 @@ fn main() -> anyhow::Result<()> {
             cell.spec,
             cell.vns,
             cell.dropout,
-            cell.jitter_ms
-                .map_or("default".into(), |j| format!("{j} ms")),
+            cell.jitter_ms.map_or("default".into(), |j| format!("{j} ms")),
             last.chunk_bytes_per_rn_per_round,
             last.messages_per_rn_per_round,
             last.neighbours_per_vn,

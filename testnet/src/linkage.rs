@@ -141,7 +141,11 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
         }
     }
 
-    fn assemble(&self, times: &FirstArrivals, window: Duration) -> Assembled {
+    fn assemble(
+        &self,
+        times: &FirstArrivals,
+        window: Duration,
+    ) -> Assembled {
         let mut max_share = 0.0f64;
         let mut per_round: BTreeMap<Round, f64> = BTreeMap::new();
         for rounds in times.values() {

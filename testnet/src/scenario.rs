@@ -572,11 +572,7 @@ mod tests {
 
     #[test]
     fn one_vn_algorithms_are_k_1_and_conflict_with_a_sweep() {
-        for algo in [
-            AlgoSpec::El,
-            AlgoSpec::Dpsgd,
-            AlgoSpec::Chunking { chunks: 8 },
-        ] {
+        for algo in [AlgoSpec::El, AlgoSpec::Dpsgd, AlgoSpec::Chunking { chunks: 8 }] {
             let s = resolve(Options {
                 algo: Some(algo),
                 ..Default::default()

@@ -68,10 +68,7 @@ fn check(
     assert_eq!(&header[..4], ["vns", "algo", "node", "round"]);
     let rows: Vec<&str> = rows.collect();
     assert_eq!(rows.len(), settings * nodes * rounds);
-    assert!(
-        rows.iter().all(|r| r.split(',').count() == header.len()),
-        "{csv}"
-    );
+    assert!(rows.iter().all(|r| r.split(',').count() == header.len()), "{csv}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     let list = match summary {
@@ -273,16 +270,9 @@ fn the_audit_runs_on_what_dpsgd_and_ghp_receivers_get_and_refuses_what_it_would_
         o.algo = Some(algo.parse().unwrap());
         let s = Settings::resolve(o).unwrap();
         let report = testnet::run(&s).unwrap();
-        assert!(
-            report.tables.contains("LA success"),
-            "{algo}: {}",
-            report.tables
-        );
+        assert!(report.tables.contains("LA success"), "{algo}: {}", report.tables);
         let list = check(dir.path(), 1, 4, 2, "sim");
-        assert!(
-            list[0]["audit"]["overall"]["chunks"].as_u64().unwrap() > 0,
-            "{algo}"
-        );
+        assert!(list[0]["audit"]["overall"]["chunks"].as_u64().unwrap() > 0, "{algo}");
     }
     for algo in ["muffliato:0.1", "sparsify-random:0.5"] {
         let dir = tempfile::tempdir().unwrap();

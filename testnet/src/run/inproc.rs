@@ -90,10 +90,9 @@ async fn run_async(
                 Arc::new(ids.iter().enumerate().map(|(g, p)| (*p, g / k)).collect());
             let o = owner.clone();
             let audit = Arc::new(plan.threaded(move |p: &PeerId| o.get(p).copied())?);
-            let linkage = Arc::new(crate::linkage::LinkageRecorder::new(
-                k,
-                move |p: &PeerId| owner.get(p).copied(),
-            ));
+            let linkage = Arc::new(crate::linkage::LinkageRecorder::new(k, move |p: &PeerId| {
+                owner.get(p).copied()
+            }));
             Some((audit, linkage))
         }
         None => None,
