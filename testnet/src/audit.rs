@@ -52,9 +52,10 @@ pub struct AuditSettings {
 }
 
 impl AuditSettings {
-    /// Rounds 0, every, 2·every, … and always the last one.
+    /// Rounds 0, every, 2·every, … and always the last one; with `every` ≥ the run's rounds, the last one
+    /// only (the trained model, the paper's figures, without paying for an audit of the initial model).
     pub fn audits(&self, round: u64, rounds: u64) -> bool {
-        round.is_multiple_of(self.every) || round + 1 == rounds
+        round + 1 == rounds || (self.every < rounds && round.is_multiple_of(self.every))
     }
 }
 
@@ -648,6 +649,8 @@ mod tests {
         };
         let audited: Vec<u64> = (0..12).filter(|&r| a.audits(r, 12)).collect();
         assert_eq!(audited, vec![0, 5, 10, 11]);
+        let only_last: Vec<u64> = (0..5).filter(|&r| a.audits(r, 5)).collect();
+        assert_eq!(only_last, vec![4]);
     }
 
     #[test]

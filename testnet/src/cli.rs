@@ -221,7 +221,8 @@ pub struct Options {
     #[serde(alias = "audit-chunks")]
     pub audit_chunks: Option<usize>,
 
-    /// Audit every this many rounds (rounds 0, n, 2n, …; the last round is always audited). [default: 1]
+    /// Audit every this many rounds (rounds 0, n, 2n, …; the last round is always audited; n ≥ --rounds: the
+    /// last round only). [default: 1]
     #[arg(long)]
     #[serde(alias = "audit-every")]
     pub audit_every: Option<u64>,
