@@ -8,7 +8,8 @@
 //! (Shatter, EL, D-PSGD, chunking-only, GHP); a chunk of the round's own random partition, recomputed from
 //! the run seed as every node does (sparsify-random), completed like any chunk with the attacker's model of
 //! the round's start (the paper §2.1: "completes the vector with the aggregated model updates from the
-//! previous round"); or each noisy gossip message of the round's ten exchanges (Muffliato: whole models).
+//! previous round"); the coordinates a top-k frame names (sparsify-topk), completed the same way; or each
+//! noisy gossip message of the round's ten exchanges (Muffliato: whole models).
 //! Besides the arg-min LA per chunk, the round's chunks of each attacker are linked jointly by assignment
 //! (`models::privacy::link_by_assignment`: at most one chunk per index per real node and exchange, which is
 //! what the protocol lets a node send). Each sender's chunk is attacked once per exchange: the copies that
@@ -49,6 +50,9 @@ use node::learner::LearningConfig;
 pub struct AuditSettings {
     pub chunks: usize,
     pub every: u64,
+    /// `--audit-la-samples`: training samples of each candidate the LA scores (its cost: (n − 1) × this
+    /// forward passes per chunk).
+    pub la_samples: usize,
 }
 
 impl AuditSettings {
@@ -85,6 +89,8 @@ pub struct Reading {
     /// `Some(seed)`: a chunk index points into the round's own partition drawn from the run seed
     /// (sparsify-random), not into the static one.
     pub per_round_cut: Option<u64>,
+    /// Frames name their own coordinates (sparsify-topk: indices, then values; `node::algo::decode_sparse`).
+    pub sparse_frames: bool,
     /// A node sends one chunk per index per exchange through k VNs (Shatter, GHP with k > 1): the chunk
     /// index labels the assignment's slots. Otherwise a node sends one payload per exchange.
     pub index_slots: bool,
@@ -96,6 +102,7 @@ impl Reading {
         Self {
             steps: u64::from(algo.steps().max(1)),
             per_round_cut: matches!(algo, AlgoSpec::SparsifyRandom { .. }).then_some(seed),
+            sparse_frames: matches!(algo, AlgoSpec::SparsifyTopk { .. }),
             index_slots: algo.uses_vns() && chunks > 1,
         }
     }
@@ -146,7 +153,10 @@ impl AuditPlan {
             &self.spec,
             &self.info,
             self.partition.clone(),
-            AuditConfig::default(),
+            AuditConfig {
+                la_max_per_candidate: self.settings.la_samples,
+                ..AuditConfig::default()
+            },
             &models::device::best_device(),
         )
         .context("building the audit model")?;
@@ -244,6 +254,8 @@ enum Coordinates {
     Static,
     /// Chunk `chunk` of this round's own partition (sparsify-random).
     Cut(Arc<ChunkPartition>),
+    /// The coordinates the frame named (sparsify-topk).
+    Named(Vec<u32>),
 }
 
 /// A chunk to attack, with the attacker's completion base.
@@ -303,6 +315,14 @@ impl Worker {
                     &mut rng,
                 )
             }),
+            Coordinates::Named(indices) => self.auditor.audit_coordinates(
+                &job.base,
+                job.chunk,
+                indices,
+                &job.values,
+                &target,
+                &mut rng,
+            ),
         };
         match audited {
             Ok(a) => self.records.push(ChunkRecord {
@@ -472,7 +492,20 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
             }
             attacked.push((victim, chunk));
             st.taken.insert((node, round), taken + 1);
+            let mut values = None;
             let coordinates = match self.reading.per_round_cut {
+                _ if self.reading.sparse_frames => {
+                    match node::algo::decode_sparse(&frame.values, self.partition.d()) {
+                        Ok((indices, v)) => {
+                            values = Some(v.to_vec());
+                            Coordinates::Named(indices)
+                        }
+                        Err(_) => {
+                            skip(&mut st, "a top-k frame that does not decode");
+                            return;
+                        }
+                    }
+                }
                 None => Coordinates::Static,
                 Some(seed) => Coordinates::Cut(
                     st.cuts
@@ -495,7 +528,7 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
                 chunk,
                 label: if self.reading.index_slots { chunk } else { 0 },
                 coordinates,
-                values: frame.values.clone(),
+                values: values.unwrap_or_else(|| frame.values.clone()),
                 base,
             }
         };
@@ -646,6 +679,7 @@ mod tests {
         let a = AuditSettings {
             chunks: 8,
             every: 5,
+            la_samples: 200,
         };
         let audited: Vec<u64> = (0..12).filter(|&r| a.audits(r, 12)).collect();
         assert_eq!(audited, vec![0, 5, 10, 11]);
@@ -696,6 +730,7 @@ mod tests {
         let settings = AuditSettings {
             chunks: 8,
             every: 1,
+            la_samples: 200,
         };
         let r = AuditReport::new(settings, 3, vec![a, b, c], BTreeMap::new(), Vec::new());
         assert!(r.errors.is_empty(), "{:?}", r.errors);
@@ -718,6 +753,7 @@ mod tests {
             (r.steps, r.per_round_cut, r.index_slots),
             (1, Some(7), false)
         );
+        assert!(Reading::of(&AlgoSpec::SparsifyTopk { fraction: 0.25 }, 1, 7).sparse_frames);
         let r = Reading::of(&AlgoSpec::Shatter, 8, 7);
         assert_eq!((r.steps, r.per_round_cut, r.index_slots), (1, None, true));
         assert!(!Reading::of(&AlgoSpec::Chunking { chunks: 4 }, 4, 7).index_slots);
@@ -729,6 +765,7 @@ mod tests {
         let settings = AuditSettings {
             chunks: 2,
             every: 1,
+            la_samples: 200,
         };
         let r = AuditReport::new(
             settings,
