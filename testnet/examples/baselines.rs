@@ -122,6 +122,10 @@ struct CellStats {
     la_chance: Option<f64>,
     /// Chunks attacked in the last audited round, summed over the seeds.
     chunks_attacked: Option<usize>,
+    /// Gradient inversion in the last audited round (MLP runs): PSNR (dB), SSIM, input coverage.
+    gia_psnr: Option<(f64, f64)>,
+    gia_ssim: Option<(f64, f64)>,
+    gia_coverage: Option<(f64, f64)>,
 }
 
 impl CellStats {
@@ -133,6 +137,9 @@ impl CellStats {
         };
         let audit = |f: fn(&models::privacy::AuditSummary) -> f64| {
             over(&|s| s.audit.as_ref()?.last.as_ref().map(|l| f(&l.summary)))
+        };
+        let gia = |f: &dyn Fn(&testnet::audit::GiaSummary) -> Option<f64>| {
+            over(&|s| f(s.audit.as_ref()?.last.as_ref()?.gia.as_ref()?))
         };
         let audited: Vec<&models::privacy::AuditSummary> = sums
             .iter()
@@ -159,6 +166,9 @@ impl CellStats {
             la_assignment: audit(|a| a.la_assignment_success),
             la_chance: audited.first().map(|a| a.la_chance),
             chunks_attacked: (!audited.is_empty()).then(|| audited.iter().map(|a| a.chunks).sum()),
+            gia_psnr: gia(&|g| Some(g.psnr_mean)),
+            gia_ssim: gia(&|g| g.ssim_mean),
+            gia_coverage: gia(&|g| Some(g.coverage_mean)),
         })
     }
 }
@@ -270,9 +280,10 @@ fn main() -> anyhow::Result<()> {
         })
         .collect();
     let mut csv = String::from(
-        "algo,vns,dropout,send_jitter_ms,seeds,final_mean,final_std,best_mean,best_std,round_seconds_mean,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn,chunk_linkage_auc_mean,chunk_linkage_auc_std,walk_linkage_auc_mean,walk_linkage_auc_std,mia_auc_mean,mia_auc_mean_std,mia_auc_median,mia_auc_median_std,la_argmin,la_argmin_std,la_assignment,la_assignment_std,la_chance,chunks_attacked\n",
+        "algo,vns,dropout,send_jitter_ms,seeds,final_mean,final_std,best_mean,best_std,round_seconds_mean,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn,chunk_linkage_auc_mean,chunk_linkage_auc_std,walk_linkage_auc_mean,walk_linkage_auc_std,mia_auc_mean,mia_auc_mean_std,mia_auc_median,mia_auc_median_std,la_argmin,la_argmin_std,la_assignment,la_assignment_std,la_chance,chunks_attacked,gia_psnr,gia_psnr_std,gia_ssim,gia_ssim_std,gia_coverage,gia_coverage_std\n",
     );
     let audited = stats.iter().any(|s| s.mia_auc_mean.is_some());
+    let inverted = stats.iter().any(|s| s.gia_psnr.is_some());
     let mut md = format!(
         "{} ({}), {} nodes, r = {}, {} rounds, simulator; mean ± sample std over {} seeds.\n\
          Regenerate: `{command}`\n\n\
@@ -284,12 +295,16 @@ fn main() -> anyhow::Result<()> {
         first.degree,
         first.rounds,
         a.seeds,
-        if audited {
-            " MIA AUC mean | MIA AUC median | LA arg-min | LA assignment (chance) |"
-        } else {
-            ""
+        match (audited, inverted) {
+            (true, true) => " MIA AUC mean | MIA AUC median | LA arg-min | LA assignment (chance) | GIA PSNR dB | GIA SSIM | GIA coverage |",
+            (true, false) => " MIA AUC mean | MIA AUC median | LA arg-min | LA assignment (chance) |",
+            _ => "",
         },
-        if audited { "---|---|---|---|" } else { "" },
+        match (audited, inverted) {
+            (true, true) => "---|---|---|---|---|---|---|",
+            (true, false) => "---|---|---|---|",
+            _ => "",
+        },
         m = first.metric_name,
     );
     let csv_pair = |p: Option<(f64, f64)>| p.map_or(",".into(), |(m, s)| format!("{m:.4},{s:.4}"));
@@ -298,7 +313,7 @@ fn main() -> anyhow::Result<()> {
         let jitter = st.send_jitter_ms.map_or(String::new(), |j| j.to_string());
         writeln!(
             csv,
-            "{},{},{},{jitter},{},{},{},{:.3},{:.0},{:.1},{:.2},{},{},{},{},{},{},{},{}",
+            "{},{},{},{jitter},{},{},{},{:.3},{:.0},{:.1},{:.2},{},{},{},{},{},{},{},{},{},{},{}",
             st.algo,
             st.vns,
             st.dropout,
@@ -317,6 +332,9 @@ fn main() -> anyhow::Result<()> {
             csv_pair(st.la_assignment),
             st.la_chance.map_or(String::new(), |c| format!("{c:.4}")),
             st.chunks_attacked.map_or(String::new(), |c| c.to_string()),
+            csv_pair(st.gia_psnr),
+            csv_pair(st.gia_ssim),
+            csv_pair(st.gia_coverage),
         )?;
         write!(
             md,
@@ -343,6 +361,15 @@ fn main() -> anyhow::Result<()> {
                 md_pair(st.la_argmin),
                 md_pair(st.la_assignment),
                 st.la_chance.map_or("–".into(), |c| format!("{c:.3}")),
+            )?;
+        }
+        if inverted {
+            write!(
+                md,
+                " {} | {} | {} |",
+                md_pair(st.gia_psnr),
+                md_pair(st.gia_ssim),
+                md_pair(st.gia_coverage)
             )?;
         }
         md.push('\n');

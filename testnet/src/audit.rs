@@ -32,9 +32,11 @@ use anyhow::Context;
 use models::chunking::ChunkPartition;
 use models::data::{Dataset, Split};
 use models::nn::{ModelSpec, TaskInfo};
+use models::data::Inputs;
 use models::privacy::{
-    AuditConfig, AuditSummary, AuditTarget, Auditor, la_truth_index, link_by_assignment,
-    nonmembers_for, summarize,
+    AuditConfig, AuditSummary, AuditTarget, Auditor, FcLayer, HeldGradient, invert_fc,
+    la_truth_index, link_by_assignment, median, nonmembers_for, psnr, ssim, summarize,
+    to_unit_range,
 };
 use node::algo::{AlgoSpec, OneChunk};
 use node::observe::Observer;
@@ -118,6 +120,8 @@ pub struct AuditPlan {
     info: TaskInfo,
     partition: Arc<ChunkPartition>,
     reading: Reading,
+    /// The run's learning rate (GIA: the pseudo-gradient is (θ₀ − θ₁) / η).
+    lr: f32,
 }
 
 impl AuditPlan {
@@ -145,6 +149,7 @@ impl AuditPlan {
             info,
             reading: Reading::of(algo, partition.k(), learning.seed),
             partition,
+            lr: learning.train.lr as f32,
         }))
     }
 
@@ -160,8 +165,22 @@ impl AuditPlan {
             &models::device::best_device(),
         )
         .context("building the audit model")?;
+        // GIA only where the first layer sees the raw input (an MLP): the analytic FC inversion.
+        let gia = models::nn::Model::new(&self.spec, &self.info, 0, &models::device::best_device())
+            .ok()
+            .and_then(|m| FcLayer::first_of(&m).ok())
+            .map(|layer| Gia {
+                layer,
+                lr: self.lr,
+                shape: match self.data.train.first().and_then(|t| t.sample_shape()) {
+                    Some(&[c, h, w]) => Some([c, h, w]),
+                    _ => None,
+                },
+            });
         Ok(Worker {
             auditor,
+            gia,
+            partition: self.partition.clone(),
             data: self.data.clone(),
             seed: self.seed,
             records: Vec::new(),
@@ -246,6 +265,78 @@ pub struct ChunkRecord {
     /// The completed model's mean loss per LA candidate (the assignment's costs).
     #[serde(skip)]
     pub mean_losses: Vec<f64>,
+    /// GIA (MLP models only): PSNR and SSIM of the analytic FC inversion against the victim's best-matching
+    /// training sample, and the share of input features it recovered.
+    pub gia: Option<GiaScore>,
+}
+
+/// One chunk's gradient inversion.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GiaScore {
+    pub psnr: f64,
+    /// `None` for inputs that are not images (C × H × W).
+    pub ssim: Option<f64>,
+    pub coverage: f64,
+}
+
+/// The gradient inversion a worker runs on each chunk of an MLP run.
+struct Gia {
+    layer: FcLayer,
+    lr: f32,
+    shape: Option<[usize; 3]>,
+}
+
+/// Victim samples a reconstruction is compared with (the best match counts): bounds the cost per chunk.
+const GIA_MAX_TRUTHS: usize = 8192;
+
+impl Gia {
+    /// Inverts the pseudo-gradient `(θ₀ − θ₁) / η` held on `indices` (θ₀: the victim's own round-start
+    /// model, ground truth the harness has, the strongest attacker; θ₁: the received values) and scores the
+    /// reconstruction against the victim's best-matching training sample.
+    fn score(
+        &self,
+        victim_start: &[f32],
+        indices: &[u32],
+        values: &[f32],
+        victim_train: &Dataset,
+    ) -> models::Result<GiaScore> {
+        let held = HeldGradient::from_coordinates(victim_start, indices, values, self.lr)?;
+        let rec = invert_fc(&self.layer, &held)?;
+        let recon = rec.filled();
+        let Inputs::Dense {
+            values: pixels,
+            sample_shape,
+        } = victim_train.inputs()
+        else {
+            return Err(models::ModelsError::Config(
+                "GIA needs dense inputs".into(),
+            ));
+        };
+        let n: usize = sample_shape.iter().product();
+        let mut best: Option<(f64, &[f32])> = None;
+        for truth in pixels.chunks_exact(n.max(1)).take(GIA_MAX_TRUTHS) {
+            let (t, r) = to_unit_range(truth, &recon);
+            let p = psnr(&t, &r)?;
+            if best.is_none_or(|(b, _)| p > b) {
+                best = Some((p, truth));
+            }
+        }
+        let (p, truth) = best.ok_or_else(|| {
+            models::ModelsError::Config("GIA: the victim has no training sample".into())
+        })?;
+        let ssim = match self.shape {
+            Some(shape) => {
+                let (t, r) = to_unit_range(truth, &recon);
+                Some(ssim(&t, &r, shape)?)
+            }
+            None => None,
+        };
+        Ok(GiaScore {
+            psnr: p,
+            ssim,
+            coverage: rec.coverage(),
+        })
+    }
 }
 
 /// What a chunk's values are the coordinates of.
@@ -269,10 +360,14 @@ struct Job {
     coordinates: Coordinates,
     values: Vec<f32>,
     base: Arc<Vec<f32>>,
+    /// The victim's own model at the start of the round (GIA's θ₀), when the harness saw it.
+    victim_start: Option<Arc<Vec<f32>>>,
 }
 
 struct Worker {
     auditor: Auditor,
+    gia: Option<Gia>,
+    partition: Arc<ChunkPartition>,
     data: Arc<AuditData>,
     seed: u64,
     records: Vec<ChunkRecord>,
@@ -281,7 +376,7 @@ struct Worker {
 
 impl Worker {
     fn attack(&mut self, job: Job) {
-        let data = &self.data;
+        let data = self.data.clone();
         let candidates: Vec<&Dataset> = (0..data.train.len())
             .filter(|&i| i != job.attacker)
             .map(|i| &data.train[i])
@@ -324,6 +419,25 @@ impl Worker {
                 &mut rng,
             ),
         };
+        let gia = match (&self.gia, &job.victim_start, &audited) {
+            (Some(g), Some(start), Ok(_)) => {
+                let indices = match &job.coordinates {
+                    Coordinates::Static => self.partition.indices(job.chunk),
+                    Coordinates::Cut(cut) => cut.indices(job.chunk),
+                    Coordinates::Named(ix) => ix,
+                };
+                Some(g.score(start, indices, &job.values, &data.train[job.victim]))
+            }
+            _ => None,
+        };
+        let gia = match gia {
+            Some(Err(e)) => {
+                self.note_error(&job, &e);
+                None
+            }
+            Some(Ok(g)) => Some(g),
+            None => None,
+        };
         match audited {
             Ok(a) => self.records.push(ChunkRecord {
                 round: job.round,
@@ -337,16 +451,19 @@ impl Worker {
                 label: job.label,
                 truth,
                 mean_losses: a.la.mean_losses,
+                gia,
             }),
-            Err(e) => {
-                // Keep the first few: one bad model usually fails every attack the same way.
-                if self.errors.len() < 8 {
-                    self.errors.push(format!(
-                        "round {} node {} chunk {}: {e}",
-                        job.round, job.attacker, job.chunk
-                    ));
-                }
-            }
+            Err(e) => self.note_error(&job, &e),
+        }
+    }
+
+    fn note_error(&mut self, job: &Job, e: &models::ModelsError) {
+        // Keep the first few: one bad model usually fails every attack the same way.
+        if self.errors.len() < 8 {
+            self.errors.push(format!(
+                "round {} node {} chunk {}: {e}",
+                job.round, job.attacker, job.chunk
+            ));
         }
     }
 }
@@ -530,6 +647,11 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
                 coordinates,
                 values: values.unwrap_or_else(|| frame.values.clone()),
                 base,
+                victim_start: st
+                    .base
+                    .get(&victim)
+                    .filter(|(r, _)| *r == round)
+                    .map(|(_, b)| b.clone()),
             }
         };
         match &self.sink {
@@ -556,6 +678,40 @@ pub struct RoundAudit {
     pub round: u64,
     #[serde(flatten)]
     pub summary: AuditSummary,
+    /// Gradient inversion of the round's chunks (MLP runs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gia: Option<GiaSummary>,
+}
+
+/// Gradient inversion over a set of chunks: PSNR (dB) and SSIM against the victim's best-matching training
+/// sample, and the share of input features recovered.
+#[derive(Debug, Clone, Serialize)]
+pub struct GiaSummary {
+    pub chunks: usize,
+    pub psnr_mean: f64,
+    pub psnr_median: f64,
+    /// `None` when the inputs are not images.
+    pub ssim_mean: Option<f64>,
+    pub coverage_mean: f64,
+}
+
+impl GiaSummary {
+    fn of(rs: &[&ChunkRecord]) -> Option<Self> {
+        let scores: Vec<GiaScore> = rs.iter().filter_map(|r| r.gia).collect();
+        if scores.is_empty() {
+            return None;
+        }
+        let n = scores.len() as f64;
+        let psnrs: Vec<f64> = scores.iter().map(|g| g.psnr).collect();
+        let ssims: Vec<f64> = scores.iter().filter_map(|g| g.ssim).collect();
+        Some(Self {
+            chunks: scores.len(),
+            psnr_mean: psnrs.iter().sum::<f64>() / n,
+            psnr_median: median(&psnrs).unwrap_or(f64::NAN),
+            ssim_mean: (!ssims.is_empty()).then(|| ssims.iter().sum::<f64>() / ssims.len() as f64),
+            coverage_mean: scores.iter().map(|g| g.coverage).sum::<f64>() / n,
+        })
+    }
 }
 
 /// What `summary.json` carries under `audit`.
@@ -565,6 +721,9 @@ pub struct AuditReport {
     pub every: u64,
     /// Over every attacked chunk of the run.
     pub overall: AuditSummary,
+    /// Gradient inversion over every attacked chunk (MLP runs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gia: Option<GiaSummary>,
     /// The last audited round (the trained model: the paper's figures).
     pub last: Option<RoundAudit>,
     pub rounds: Vec<RoundAudit>,
@@ -609,6 +768,7 @@ impl AuditReport {
             .map(|(&round, rs)| RoundAudit {
                 round,
                 summary: sum(rs),
+                gia: GiaSummary::of(rs),
             })
             .collect();
         let all: Vec<&ChunkRecord> = records.iter().collect();
@@ -616,6 +776,7 @@ impl AuditReport {
             chunks_per_rn: settings.chunks,
             every: settings.every,
             overall: sum(&all),
+            gia: GiaSummary::of(&all),
             last: rounds.last().cloned(),
             rounds,
             per_victim_auc: by_victim
@@ -713,6 +874,7 @@ mod tests {
             label: 0,
             truth,
             mean_losses,
+            gia: None,
         }
     }
 
