@@ -19,8 +19,8 @@ use std::sync::Mutex;
 
 use anyhow::Context;
 use clap::Parser;
-use serde::Serialize;
 use node::algo::AlgoSpec;
+use serde::Serialize;
 use testnet::cli::{Mode, Options};
 use testnet::scenario::Settings;
 
@@ -132,7 +132,11 @@ impl CellStats {
     fn of(cell: &Cell, sums: &[&testnet::report::Summary]) -> Option<Self> {
         let last = sums.last()?;
         let over = |f: &dyn Fn(&testnet::report::Summary) -> Option<f64>| {
-            let v: Vec<f64> = sums.iter().filter_map(|s| f(s)).filter(|x| x.is_finite()).collect();
+            let v: Vec<f64> = sums
+                .iter()
+                .filter_map(|s| f(s))
+                .filter(|x| x.is_finite())
+                .collect();
             (!v.is_empty()).then(|| spread(&v))
         };
         let audit = |f: fn(&models::privacy::AuditSummary) -> f64| {
@@ -154,7 +158,13 @@ impl CellStats {
             seeds: sums.len(),
             final_metric: spread(&sums.iter().map(|s| s.final_metric).collect::<Vec<_>>()),
             best_metric: spread(&sums.iter().map(|s| s.best_metric).collect::<Vec<_>>()),
-            round_seconds_mean: spread(&sums.iter().map(|s| s.mean_round_seconds).collect::<Vec<_>>()).0,
+            round_seconds_mean: spread(
+                &sums
+                    .iter()
+                    .map(|s| s.mean_round_seconds)
+                    .collect::<Vec<_>>(),
+            )
+            .0,
             chunk_bytes_per_rn_per_round: last.chunk_bytes_per_rn_per_round,
             messages_per_rn_per_round: last.messages_per_rn_per_round,
             neighbours_per_vn: last.neighbours_per_vn,
@@ -175,7 +185,12 @@ impl CellStats {
 
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
-    let default_k = a.base.vns.as_ref().and_then(|v| v.first().copied()).unwrap_or(4);
+    let default_k = a
+        .base
+        .vns
+        .as_ref()
+        .and_then(|v| v.first().copied())
+        .unwrap_or(4);
     let mut cells = Vec::new();
     for name in &a.algos {
         let (algo, k) = match name.split_once('@') {
@@ -227,7 +242,10 @@ fn main() -> anyhow::Result<()> {
             plain: true,
             ..a.base.clone()
         })?;
-        eprintln!("{} dropout {} jitter {:?} ms seed {seed}", cell.name, cell.dropout, cell.jitter_ms);
+        eprintln!(
+            "{} dropout {} jitter {:?} ms seed {seed}",
+            cell.name, cell.dropout, cell.jitter_ms
+        );
         let report = testnet::run(&s)?;
         let sum = report.summaries.into_iter().next().context("one setting")?;
         results.lock().expect("no panics")[i] = Some(sum);
@@ -296,8 +314,10 @@ fn main() -> anyhow::Result<()> {
         first.rounds,
         a.seeds,
         match (audited, inverted) {
-            (true, true) => " MIA AUC mean | MIA AUC median | LA arg-min | LA assignment (chance) | GIA PSNR dB | GIA SSIM | GIA coverage |",
-            (true, false) => " MIA AUC mean | MIA AUC median | LA arg-min | LA assignment (chance) |",
+            (true, true) =>
+                " MIA AUC mean | MIA AUC median | LA arg-min | LA assignment (chance) | GIA PSNR dB | GIA SSIM | GIA coverage |",
+            (true, false) =>
+                " MIA AUC mean | MIA AUC median | LA arg-min | LA assignment (chance) |",
             _ => "",
         },
         match (audited, inverted) {
@@ -308,7 +328,8 @@ fn main() -> anyhow::Result<()> {
         m = first.metric_name,
     );
     let csv_pair = |p: Option<(f64, f64)>| p.map_or(",".into(), |(m, s)| format!("{m:.4},{s:.4}"));
-    let md_pair = |p: Option<(f64, f64)>| p.map_or("–".into(), |(m, s)| format!("{m:.3} ± {s:.3}"));
+    let md_pair =
+        |p: Option<(f64, f64)>| p.map_or("–".into(), |(m, s)| format!("{m:.3} ± {s:.3}"));
     for st in &stats {
         let jitter = st.send_jitter_ms.map_or(String::new(), |j| j.to_string());
         writeln!(
@@ -342,7 +363,8 @@ fn main() -> anyhow::Result<()> {
             st.algo,
             st.vns,
             st.dropout,
-            st.send_jitter_ms.map_or("default".into(), |j| format!("{j} ms")),
+            st.send_jitter_ms
+                .map_or("default".into(), |j| format!("{j} ms")),
             md_pair(Some(st.final_metric)),
             md_pair(Some(st.best_metric)),
             st.round_seconds_mean,

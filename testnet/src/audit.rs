@@ -30,9 +30,9 @@ use std::thread::JoinHandle;
 
 use anyhow::Context;
 use models::chunking::ChunkPartition;
+use models::data::Inputs;
 use models::data::{Dataset, Split};
 use models::nn::{ModelSpec, TaskInfo};
-use models::data::Inputs;
 use models::privacy::{
     AuditConfig, AuditSummary, AuditTarget, Auditor, FcLayer, HeldGradient, invert_fc,
     la_truth_index, link_by_assignment, median, nonmembers_for, psnr, ssim, summarize,
@@ -308,9 +308,7 @@ impl Gia {
             sample_shape,
         } = victim_train.inputs()
         else {
-            return Err(models::ModelsError::Config(
-                "GIA needs dense inputs".into(),
-            ));
+            return Err(models::ModelsError::Config("GIA needs dense inputs".into()));
         };
         let n: usize = sample_shape.iter().product();
         let mut best: Option<(f64, &[f32])> = None;

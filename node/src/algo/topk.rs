@@ -59,7 +59,9 @@ pub fn decode_sparse(frame_values: &[f32], d: usize) -> Result<(Vec<u32>, &[f32]
         ));
     }
     if values.iter().any(|v| !v.is_finite()) {
-        return Err(AlgoError::Other("top-k frame carries a non-finite value".into()));
+        return Err(AlgoError::Other(
+            "top-k frame carries a non-finite value".into(),
+        ));
     }
     Ok((indices, values))
 }
@@ -206,7 +208,11 @@ mod tests {
     #[test]
     fn shares_the_largest_changes_since_the_round_began_and_averages_what_arrives() {
         let mut a = TopK::new(8, 0.25).unwrap();
-        assert_eq!(a.chunk_lens(), vec![4], "2 coordinates: 2 indices + 2 values");
+        assert_eq!(
+            a.chunk_lens(),
+            vec![4],
+            "2 coordinates: 2 indices + 2 values"
+        );
         // Round 0 measures from zero: the two largest magnitudes, ascending.
         a.begin_round(Round(0));
         let p0 = [0.1, -5.0, 0.2, 0.0, 3.0, 0.0, 0.0, 1.0];
