@@ -157,6 +157,25 @@ fn chunking_and_sparsification_send_one_chunk_of_k() {
     }
 }
 
+/// Top-k sends, per copy, its F·d coordinates and as many indices (one frame of 2m values, the cost model's
+/// 2F of the model), and learns.
+#[test]
+fn topk_sends_its_fraction_with_the_indices_and_learns() {
+    let r = run("sparsify-topk:0.25");
+    learns(&r);
+    let len = node::algo::sparse_len(r.d, 0.25);
+    assert_eq!(len, 2 * (r.d as f64 * 0.25).round() as usize);
+    assert_eq!(r.lens, BTreeSet::from([len]), "every copy carries 2m values");
+    let frame = (protocol::chunk::chunk_frame_bytes(len) + protocol::frame::LENGTH_PREFIX_BYTES) as u64;
+    for rounds in &r.metrics {
+        for t in rounds {
+            let frames = t.chunk_bytes_sent / frame;
+            assert_eq!(t.chunk_bytes_sent, frames * frame, "{t:?}");
+            assert!((1..=2 * DEGREE as u64).contains(&frames), "{t:?}");
+        }
+    }
+}
+
 /// Appendix E's dropout model in the simulator: nodes sit rounds out at about the rate (a little more: a
 /// missed round makes the next likelier to be missed), a round sat out sends nothing, and the rounds go on
 /// without waiting for the absent: every node finishes, and the run still learns.

@@ -20,6 +20,7 @@ use std::sync::Mutex;
 use anyhow::Context;
 use clap::Parser;
 use node::algo::AlgoSpec;
+use serde::Serialize;
 use testnet::cli::{Mode, Options};
 use testnet::scenario::Settings;
 
@@ -95,9 +96,101 @@ fn linkage_auc(s: &testnet::report::Summary, feature: &str) -> Option<f64> {
     s.extra.get("linkage")?[feature]["auc_pooled"].as_f64()
 }
 
+/// One row of the comparison: mean and sample std over the cell's seeds.
+#[derive(Serialize)]
+struct CellStats {
+    name: String,
+    algo: String,
+    vns: usize,
+    dropout: f64,
+    send_jitter_ms: Option<u64>,
+    seeds: usize,
+    final_metric: (f64, f64),
+    best_metric: (f64, f64),
+    round_seconds_mean: f64,
+    chunk_bytes_per_rn_per_round: f64,
+    messages_per_rn_per_round: f64,
+    neighbours_per_vn: f64,
+    chunk_linkage_auc: Option<(f64, f64)>,
+    walk_linkage_auc: Option<(f64, f64)>,
+    /// The audit's last audited round (the trained model, as the paper's figures): per-seed mean and median
+    /// chunk AUC, arg-min and assignment LA success, then mean ± std over seeds.
+    mia_auc_mean: Option<(f64, f64)>,
+    mia_auc_median: Option<(f64, f64)>,
+    la_argmin: Option<(f64, f64)>,
+    la_assignment: Option<(f64, f64)>,
+    la_chance: Option<f64>,
+    /// Chunks attacked in the last audited round, summed over the seeds.
+    chunks_attacked: Option<usize>,
+    /// Gradient inversion in the last audited round (MLP runs): PSNR (dB), SSIM, input coverage.
+    gia_psnr: Option<(f64, f64)>,
+    gia_ssim: Option<(f64, f64)>,
+    gia_coverage: Option<(f64, f64)>,
+}
+
+impl CellStats {
+    fn of(cell: &Cell, sums: &[&testnet::report::Summary]) -> Option<Self> {
+        let last = sums.last()?;
+        let over = |f: &dyn Fn(&testnet::report::Summary) -> Option<f64>| {
+            let v: Vec<f64> = sums
+                .iter()
+                .filter_map(|s| f(s))
+                .filter(|x| x.is_finite())
+                .collect();
+            (!v.is_empty()).then(|| spread(&v))
+        };
+        let audit = |f: fn(&models::privacy::AuditSummary) -> f64| {
+            over(&|s| s.audit.as_ref()?.last.as_ref().map(|l| f(&l.summary)))
+        };
+        let gia = |f: &dyn Fn(&testnet::audit::GiaSummary) -> Option<f64>| {
+            over(&|s| f(s.audit.as_ref()?.last.as_ref()?.gia.as_ref()?))
+        };
+        let audited: Vec<&models::privacy::AuditSummary> = sums
+            .iter()
+            .filter_map(|s| s.audit.as_ref()?.last.as_ref().map(|l| &l.summary))
+            .collect();
+        Some(Self {
+            name: cell.name.clone(),
+            algo: cell.spec.to_string(),
+            vns: cell.vns,
+            dropout: cell.dropout,
+            send_jitter_ms: cell.jitter_ms,
+            seeds: sums.len(),
+            final_metric: spread(&sums.iter().map(|s| s.final_metric).collect::<Vec<_>>()),
+            best_metric: spread(&sums.iter().map(|s| s.best_metric).collect::<Vec<_>>()),
+            round_seconds_mean: spread(
+                &sums
+                    .iter()
+                    .map(|s| s.mean_round_seconds)
+                    .collect::<Vec<_>>(),
+            )
+            .0,
+            chunk_bytes_per_rn_per_round: last.chunk_bytes_per_rn_per_round,
+            messages_per_rn_per_round: last.messages_per_rn_per_round,
+            neighbours_per_vn: last.neighbours_per_vn,
+            chunk_linkage_auc: over(&|s| linkage_auc(s, "chunks")),
+            walk_linkage_auc: over(&|s| linkage_auc(s, "walks")),
+            mia_auc_mean: audit(|a| a.mia_auc_mean),
+            mia_auc_median: audit(|a| a.mia_auc_median),
+            la_argmin: audit(|a| a.la_success),
+            la_assignment: audit(|a| a.la_assignment_success),
+            la_chance: audited.first().map(|a| a.la_chance),
+            chunks_attacked: (!audited.is_empty()).then(|| audited.iter().map(|a| a.chunks).sum()),
+            gia_psnr: gia(&|g| Some(g.psnr_mean)),
+            gia_ssim: gia(&|g| g.ssim_mean),
+            gia_coverage: gia(&|g| Some(g.coverage_mean)),
+        })
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
-    let default_k = a.base.vns.as_ref().and_then(|v| v.first().copied()).unwrap_or(4);
+    let default_k = a
+        .base
+        .vns
+        .as_ref()
+        .and_then(|v| v.first().copied())
+        .unwrap_or(4);
     let mut cells = Vec::new();
     for name in &a.algos {
         let (algo, k) = match name.split_once('@') {
@@ -124,9 +217,13 @@ fn main() -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&a.sweep_out)
         .with_context(|| format!("creating {}", a.sweep_out.display()))?;
-    // Every (cell, seed) run, handed out to `jobs` threads; results land by index.
-    let runs: Vec<(usize, u64)> = (0..cells.len())
-        .flat_map(|c| (1..=a.seeds).map(move |s| (c, s)))
+    // The sweep's own wall time, reported beside the table (an example, not a node: the clock is fine here).
+    #[allow(clippy::disallowed_methods)]
+    let started = std::time::Instant::now();
+    // Every (cell, seed) run, handed out to `jobs` threads; results land by index. Seed by seed, so a sweep
+    // cut short still has every cell at the first seeds.
+    let runs: Vec<(usize, u64)> = (1..=a.seeds)
+        .flat_map(|s| (0..cells.len()).map(move |c| (c, s)))
         .collect();
     let results: Mutex<Vec<Option<testnet::report::Summary>>> =
         Mutex::new((0..runs.len()).map(|_| None).collect());
@@ -145,7 +242,10 @@ fn main() -> anyhow::Result<()> {
             plain: true,
             ..a.base.clone()
         })?;
-        eprintln!("{} dropout {} jitter {:?} ms seed {seed}", cell.name, cell.dropout, cell.jitter_ms);
+        eprintln!(
+            "{} dropout {} jitter {:?} ms seed {seed}",
+            cell.name, cell.dropout, cell.jitter_ms
+        );
         let report = testnet::run(&s)?;
         let sum = report.summaries.into_iter().next().context("one setting")?;
         results.lock().expect("no panics")[i] = Some(sum);
@@ -177,73 +277,148 @@ fn main() -> anyhow::Result<()> {
     })?;
     let results = results.into_inner().expect("no panics");
 
-    let mut csv = String::from(
-        "algo,vns,dropout,send_jitter_ms,seeds,final_mean,final_std,best_mean,best_std,round_seconds_mean,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn,chunk_linkage_auc_mean,chunk_linkage_auc_std,walk_linkage_auc_mean,walk_linkage_auc_std\n",
-    );
     let first = results.iter().flatten().next().context("no run finished")?;
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let command = format!(
+        "cargo run --release -p testnet --example baselines{}{}",
+        if args.is_empty() { "" } else { " -- " },
+        args.join(" ")
+    );
+    let stats: Vec<CellStats> = cells
+        .iter()
+        .enumerate()
+        .filter_map(|(c, cell)| {
+            let sums: Vec<&testnet::report::Summary> = runs
+                .iter()
+                .zip(&results)
+                .filter(|((rc, _), _)| *rc == c)
+                .filter_map(|(_, r)| r.as_ref())
+                .collect();
+            CellStats::of(cell, &sums)
+        })
+        .collect();
+    let mut csv = String::from(
+        "algo,vns,dropout,send_jitter_ms,seeds,final_mean,final_std,best_mean,best_std,round_seconds_mean,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn,chunk_linkage_auc_mean,chunk_linkage_auc_std,walk_linkage_auc_mean,walk_linkage_auc_std,mia_auc_mean,mia_auc_mean_std,mia_auc_median,mia_auc_median_std,la_argmin,la_argmin_std,la_assignment,la_assignment_std,la_chance,chunks_attacked,gia_psnr,gia_psnr_std,gia_ssim,gia_ssim_std,gia_coverage,gia_coverage_std\n",
+    );
+    let audited = stats.iter().any(|s| s.mia_auc_mean.is_some());
+    let inverted = stats.iter().any(|s| s.gia_psnr.is_some());
     let mut md = format!(
         "{} ({}), {} nodes, r = {}, {} rounds, simulator; mean ± sample std over {} seeds.\n\
-         Regenerate: `cargo run --release -p testnet --example baselines{}{}`\n\n\
-         | algorithm | k | dropout | send jitter | final {m} | best {m} | round s | chunk bytes / RN / round | messages / RN / round | neighbours / VN | sibling linkage AUC: chunks | walks |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         Regenerate: `{command}`\n\n\
+         | algorithm | k | dropout | send jitter | final {m} | best {m} | round s | chunk bytes / RN / round | messages / RN / round | neighbours / VN | sibling linkage AUC: chunks | walks |{}\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|{}\n",
         first.dataset,
         first.model,
         first.nodes,
         first.degree,
         first.rounds,
         a.seeds,
-        if args.is_empty() { "" } else { " -- " },
-        args.join(" "),
+        match (audited, inverted) {
+            (true, true) =>
+                " MIA AUC mean | MIA AUC median | LA arg-min | LA assignment (chance) | GIA PSNR dB | GIA SSIM | GIA coverage |",
+            (true, false) =>
+                " MIA AUC mean | MIA AUC median | LA arg-min | LA assignment (chance) |",
+            _ => "",
+        },
+        match (audited, inverted) {
+            (true, true) => "---|---|---|---|---|---|---|",
+            (true, false) => "---|---|---|---|",
+            _ => "",
+        },
         m = first.metric_name,
     );
-    for (c, cell) in cells.iter().enumerate() {
-        let sums: Vec<&testnet::report::Summary> = runs
-            .iter()
-            .zip(&results)
-            .filter(|((rc, _), _)| *rc == c)
-            .filter_map(|(_, r)| r.as_ref())
-            .collect();
-        let Some(last) = sums.last() else { continue };
-        let (fm, fs) = spread(&sums.iter().map(|s| s.final_metric).collect::<Vec<_>>());
-        let (bm, bs) = spread(&sums.iter().map(|s| s.best_metric).collect::<Vec<_>>());
-        let (rm, _) = spread(&sums.iter().map(|s| s.mean_round_seconds).collect::<Vec<_>>());
-        // Linkage figures exist with --audit and k > 1.
-        let link = |feature: &str| {
-            let v: Vec<f64> = sums.iter().filter_map(|s| linkage_auc(s, feature)).collect();
-            (!v.is_empty()).then(|| spread(&v))
-        };
-        let (lc, lw) = (link("chunks"), link("walks"));
-        let csv_pair = |p: Option<(f64, f64)>| p.map_or(",".into(), |(m, s)| format!("{m:.4},{s:.4}"));
-        let md_pair = |p: Option<(f64, f64)>| p.map_or("–".into(), |(m, s)| format!("{m:.3} ± {s:.3}"));
-        let jitter = cell.jitter_ms.map_or(String::new(), |j| j.to_string());
+    let csv_pair = |p: Option<(f64, f64)>| p.map_or(",".into(), |(m, s)| format!("{m:.4},{s:.4}"));
+    let md_pair =
+        |p: Option<(f64, f64)>| p.map_or("–".into(), |(m, s)| format!("{m:.3} ± {s:.3}"));
+    for st in &stats {
+        let jitter = st.send_jitter_ms.map_or(String::new(), |j| j.to_string());
         writeln!(
             csv,
-            "{},{},{},{jitter},{},{fm:.4},{fs:.4},{bm:.4},{bs:.4},{rm:.3},{:.0},{:.1},{:.2},{},{}",
-            cell.spec,
-            cell.vns,
-            cell.dropout,
-            sums.len(),
-            last.chunk_bytes_per_rn_per_round,
-            last.messages_per_rn_per_round,
-            last.neighbours_per_vn,
-            csv_pair(lc),
-            csv_pair(lw),
+            "{},{},{},{jitter},{},{},{},{:.3},{:.0},{:.1},{:.2},{},{},{},{},{},{},{},{},{},{},{}",
+            st.algo,
+            st.vns,
+            st.dropout,
+            st.seeds,
+            csv_pair(Some(st.final_metric)),
+            csv_pair(Some(st.best_metric)),
+            st.round_seconds_mean,
+            st.chunk_bytes_per_rn_per_round,
+            st.messages_per_rn_per_round,
+            st.neighbours_per_vn,
+            csv_pair(st.chunk_linkage_auc),
+            csv_pair(st.walk_linkage_auc),
+            csv_pair(st.mia_auc_mean),
+            csv_pair(st.mia_auc_median),
+            csv_pair(st.la_argmin),
+            csv_pair(st.la_assignment),
+            st.la_chance.map_or(String::new(), |c| format!("{c:.4}")),
+            st.chunks_attacked.map_or(String::new(), |c| c.to_string()),
+            csv_pair(st.gia_psnr),
+            csv_pair(st.gia_ssim),
+            csv_pair(st.gia_coverage),
         )?;
-        writeln!(
+        write!(
             md,
-            "| {} | {} | {} | {} | {fm:.3} ± {fs:.3} | {bm:.3} ± {bs:.3} | {rm:.2} | {:.0} | {:.1} | {:.2} | {} | {} |",
-            cell.spec,
-            cell.vns,
-            cell.dropout,
-            cell.jitter_ms.map_or("default".into(), |j| format!("{j} ms")),
-            last.chunk_bytes_per_rn_per_round,
-            last.messages_per_rn_per_round,
-            last.neighbours_per_vn,
-            md_pair(lc),
-            md_pair(lw),
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.0} | {:.1} | {:.2} | {} | {} |",
+            st.algo,
+            st.vns,
+            st.dropout,
+            st.send_jitter_ms
+                .map_or("default".into(), |j| format!("{j} ms")),
+            md_pair(Some(st.final_metric)),
+            md_pair(Some(st.best_metric)),
+            st.round_seconds_mean,
+            st.chunk_bytes_per_rn_per_round,
+            st.messages_per_rn_per_round,
+            st.neighbours_per_vn,
+            md_pair(st.chunk_linkage_auc),
+            md_pair(st.walk_linkage_auc),
         )?;
+        if audited {
+            write!(
+                md,
+                " {} | {} | {} | {} ({}) |",
+                md_pair(st.mia_auc_mean),
+                md_pair(st.mia_auc_median),
+                md_pair(st.la_argmin),
+                md_pair(st.la_assignment),
+                st.la_chance.map_or("–".into(), |c| format!("{c:.3}")),
+            )?;
+        }
+        if inverted {
+            write!(
+                md,
+                " {} | {} | {} |",
+                md_pair(st.gia_psnr),
+                md_pair(st.gia_ssim),
+                md_pair(st.gia_coverage)
+            )?;
+        }
+        md.push('\n');
     }
+    let wall = started.elapsed().as_secs_f64();
+    writeln!(
+        md,
+        "\nWall time of the sweep: {wall:.0} s ({} runs, {} at once).",
+        runs.len(),
+        a.jobs.max(1)
+    )?;
+    let json = serde_json::json!({
+        "command": command,
+        "dataset": first.dataset,
+        "model": first.model,
+        "nodes": first.nodes,
+        "degree": first.degree,
+        "rounds": first.rounds,
+        "seeds": a.seeds,
+        "metric": first.metric_name,
+        "wall_seconds": wall,
+        "cells": stats,
+    });
+    std::fs::write(
+        a.sweep_out.join("summary.json"),
+        serde_json::to_string_pretty(&json)?,
+    )?;
     std::fs::write(a.sweep_out.join("summary.csv"), &csv)?;
     std::fs::write(a.sweep_out.join("summary.md"), &md)?;
     print!("{md}");

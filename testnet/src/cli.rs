@@ -236,10 +236,16 @@ pub struct Options {
     #[serde(alias = "audit-chunks")]
     pub audit_chunks: Option<usize>,
 
-    /// Audit every this many rounds (rounds 0, n, 2n, …; the last round is always audited). [default: 1]
+    /// Audit every this many rounds (rounds 0, n, 2n, …; the last round is always audited; n ≥ --rounds: the
+    /// last round only). [default: 1]
     #[arg(long)]
     #[serde(alias = "audit-every")]
     pub audit_every: Option<u64>,
+
+    /// Training samples of each other node the linkability attack scores per chunk. [default: 200]
+    #[arg(long)]
+    #[serde(alias = "audit-la-samples")]
+    pub audit_la_samples: Option<usize>,
 
     /// Print one line per round instead of a progress bar, even on a terminal.
     #[arg(long)]
@@ -310,6 +316,7 @@ impl Options {
             audit: self.audit || file.audit,
             audit_chunks: self.audit_chunks.or(file.audit_chunks),
             audit_every: self.audit_every.or(file.audit_every),
+            audit_la_samples: self.audit_la_samples.or(file.audit_la_samples),
             plain: self.plain || file.plain,
         }
     }
@@ -328,7 +335,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
                 path.display(),
                 e.message().trim_end()
             )

@@ -188,7 +188,7 @@ impl Summary {
 }
 
 /// Columns of `metrics.csv`: the JSONL's fields, flat (refusals by reason stay in the JSONL).
-const CSV_COLUMNS: [&str; 27] = [
+const CSV_COLUMNS: [&str; 28] = [
     "vns",
     "algo",
     "node",
@@ -216,6 +216,7 @@ const CSV_COLUMNS: [&str; 27] = [
     "audit_chunks",
     "mia_auc_mean",
     "la_success",
+    "la_assignment_success",
 ];
 
 /// Appends one line per RN per round to `metrics.jsonl`, and the same rows to `metrics.csv` beside it (with
@@ -240,6 +241,8 @@ pub fn append_metrics(
         mia_auc_mean: Option<f64>,
         #[serde(skip_serializing_if = "Option::is_none")]
         la_success: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        la_assignment_success: Option<f64>,
     }
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -270,6 +273,7 @@ pub fn append_metrics(
                 audit_chunks: a.map(|a| a.0),
                 mia_auc_mean: a.map(|a| a.1),
                 la_success: a.map(|a| a.2),
+                la_assignment_success: a.map(|a| a.3),
             })?;
             writeln!(w, "{line}").with_context(|| format!("writing {}", path.display()))?;
             let row: Vec<String> = CSV_COLUMNS
@@ -448,11 +452,18 @@ pub fn settings_table(summaries: &[Summary]) -> String {
                 }),
             ),
             (
-                "LA success (chance)".into(),
+                "LA success: arg-min / assignment (chance)".into(),
                 Box::new(move |s| {
                     last(s).map_or_else(
                         || "-".into(),
-                        |l| format!("{:.3} ({:.3})", l.summary.la_success, l.summary.la_chance),
+                        |l| {
+                            format!(
+                                "{:.3} / {:.3} ({:.3})",
+                                l.summary.la_success,
+                                l.summary.la_assignment_success,
+                                l.summary.la_chance
+                            )
+                        },
                     )
                 }),
             ),

@@ -237,24 +237,17 @@ impl Settings {
             (true, _, _) if nodes < 2 => {
                 bail!("--audit needs at least 2 nodes (an attacker and a victim)")
             }
-            (true, _, _)
-                if o.algo.is_some_and(|a| {
-                    matches!(a, AlgoSpec::SparsifyRandom { .. } | AlgoSpec::Muffliato { .. })
-                }) =>
-            {
-                // The attacks read chunks of the run's static partition, one exchange per round: a fresh
-                // partition per round (sparsification) or ten exchanges per round (Muffliato) would be
-                // misread.
-                bail!(
-                    "--audit reads chunks of the static partition once per round; auditing {} is not implemented yet",
-                    o.algo.expect("checked")
-                )
-            }
             (true, Some(0), _) => bail!("--audit-chunks must be at least 1"),
             (true, _, Some(0)) => bail!("--audit-every must be at least 1"),
+            (true, _, _) if o.audit_la_samples == Some(0) => {
+                bail!("--audit-la-samples must be at least 1")
+            }
             (true, c, e) => Some(crate::audit::AuditSettings {
                 chunks: c.unwrap_or(DEFAULT_AUDIT_CHUNKS),
                 every: e.unwrap_or(1),
+                la_samples: o
+                    .audit_la_samples
+                    .unwrap_or(models::privacy::linkability::DEFAULT_LA_MAX_PER_CANDIDATE),
             }),
         };
         let max_vns = nodes * vns.iter().max().copied().unwrap_or(1);
@@ -561,7 +554,8 @@ mod tests {
             s.audit,
             Some(crate::audit::AuditSettings {
                 chunks: 8,
-                every: 1
+                every: 1,
+                la_samples: 200,
             })
         );
         for (o, needle) in [

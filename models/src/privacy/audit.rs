@@ -20,7 +20,7 @@ use crate::data::Dataset;
 use crate::nn::{Model, ModelSpec, TaskInfo};
 use crate::{ModelsError, Result};
 
-use super::completion::{Fill, complete_into};
+use super::completion::{Fill, complete_at_into, complete_into};
 use super::linkability::{DEFAULT_LA_MAX_PER_CANDIDATE, LinkResult, link};
 use super::mia::{MiaConfig, MiaResult, loss_mia};
 
@@ -132,6 +132,44 @@ impl Auditor {
             self.cfg.fill,
             &mut self.completed,
         )?;
+        self.attack_completed(chunk, target, rng)
+    }
+
+    /// Attacks values received for an arbitrary set of coordinates (`values[i]` is coordinate
+    /// `indices[i]`): a subset not cut by the run's partition, such as sparsification's per-round subset or
+    /// a top-k choice. `chunk` is only carried into the result (the index the frame named).
+    pub fn audit_coordinates<R: Rng + ?Sized>(
+        &mut self,
+        attacker_prev: &[f32],
+        chunk: usize,
+        indices: &[u32],
+        values: &[f32],
+        target: &AuditTarget<'_>,
+        rng: &mut R,
+    ) -> Result<ChunkAudit> {
+        if attacker_prev.len() != self.partition.d() {
+            return Err(ModelsError::ParamLength {
+                expected: self.partition.d(),
+                got: attacker_prev.len(),
+            });
+        }
+        complete_at_into(
+            attacker_prev,
+            indices,
+            values,
+            self.cfg.fill,
+            &mut self.completed,
+        )?;
+        self.attack_completed(chunk, target, rng)
+    }
+
+    /// The MIA and the LA on the completed model in `self.completed`.
+    fn attack_completed<R: Rng + ?Sized>(
+        &mut self,
+        chunk: usize,
+        target: &AuditTarget<'_>,
+        rng: &mut R,
+    ) -> Result<ChunkAudit> {
         self.model.set_flat_params(&self.completed)?;
         let mia = loss_mia(
             &self.model,
@@ -168,15 +206,31 @@ pub struct AuditSummary {
     pub chunks: usize,
     pub mia_auc_mean: f64,
     pub mia_auc_median: f64,
-    /// Fraction of LA predictions naming the true sender.
+    /// Fraction of arg-min LA predictions naming the true sender.
     pub la_success: f64,
+    /// Fraction of assignment LA predictions ([`super::link_by_assignment`]: the round's chunks matched
+    /// jointly, at most one per index per node) naming the true sender.
+    pub la_assignment_success: f64,
     /// What a random guess would achieve: `1 / (n − 1)`.
     pub la_chance: f64,
 }
 
-/// Summarises per-chunk AUCs and `(predicted, true)` LA pairs of a network of `num_nodes` real nodes. With no
-/// chunk the statistics are NaN (serialised as `null` by serde_json): "not measured", not zero.
-pub fn summarize(aucs: &[f64], la: &[(usize, usize)], num_nodes: usize) -> AuditSummary {
+/// Summarises per-chunk AUCs and `(predicted, true)` LA pairs (arg-min and assignment) of a network of
+/// `num_nodes` real nodes. With no chunk the statistics are NaN (serialised as `null` by serde_json): "not
+/// measured", not zero.
+pub fn summarize(
+    aucs: &[f64],
+    la: &[(usize, usize)],
+    la_assignment: &[(usize, usize)],
+    num_nodes: usize,
+) -> AuditSummary {
+    let rate = |pairs: &[(usize, usize)]| {
+        if pairs.is_empty() {
+            f64::NAN
+        } else {
+            super::linkability::success_rate(pairs)
+        }
+    };
     let nan = f64::NAN;
     AuditSummary {
         chunks: aucs.len(),
@@ -186,11 +240,8 @@ pub fn summarize(aucs: &[f64], la: &[(usize, usize)], num_nodes: usize) -> Audit
             aucs.iter().sum::<f64>() / aucs.len() as f64
         },
         mia_auc_median: median(aucs).unwrap_or(nan),
-        la_success: if la.is_empty() {
-            nan
-        } else {
-            super::linkability::success_rate(la)
-        },
+        la_success: rate(la),
+        la_assignment_success: rate(la_assignment),
         la_chance: if num_nodes > 1 {
             1.0 / (num_nodes - 1) as f64
         } else {
@@ -229,13 +280,15 @@ mod tests {
         assert_eq!(la_truth_index(2, 5), Some(4));
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
-        let s = summarize(&[0.5, 0.7, 0.9], &[(1, 1), (0, 2)], 5);
+        let s = summarize(&[0.5, 0.7, 0.9], &[(1, 1), (0, 2)], &[(1, 1), (2, 2)], 5);
         assert_eq!(s.chunks, 3);
         assert!((s.mia_auc_mean - 0.7).abs() < 1e-12);
         assert_eq!(s.mia_auc_median, 0.7);
         assert_eq!(s.la_success, 0.5);
+        assert_eq!(s.la_assignment_success, 1.0);
         assert_eq!(s.la_chance, 0.25);
-        assert!(summarize(&[], &[], 1).mia_auc_mean.is_nan());
+        assert!(summarize(&[], &[], &[], 1).mia_auc_mean.is_nan());
+        assert!(summarize(&[], &[], &[], 1).la_assignment_success.is_nan());
     }
 
     /// `n` random feature vectors with random labels: pure memorisation, so an overfit model separates its

@@ -68,9 +68,46 @@ pub fn complete_into(
             got: values.len(),
         });
     }
+    complete_at_into(base, indices, values, fill, out).map_err(|e| match e {
+        ModelsError::NonFinite {
+            position, value, ..
+        } => ModelsError::NonFinite {
+            index: chunk,
+            position,
+            value,
+        },
+        e => e,
+    })
+}
+
+/// Like [`complete_into`] for any subset of coordinates: `values[i]` goes to coordinate `indices[i]` (a
+/// chunk of another partition than the run's, e.g. sparsification's per-round subset). Errors: lengths that
+/// differ, a coordinate not below `base.len()`, or a non-finite value (reported with `index` 0). On error
+/// `out` is left empty.
+pub fn complete_at_into(
+    base: &[f32],
+    indices: &[u32],
+    values: &[f32],
+    fill: Fill,
+    out: &mut Vec<f32>,
+) -> Result<()> {
+    out.clear();
+    if values.len() != indices.len() {
+        return Err(ModelsError::ChunkLength {
+            index: 0,
+            expected: indices.len(),
+            got: values.len(),
+        });
+    }
+    if let Some(&i) = indices.iter().find(|&&i| i as usize >= base.len()) {
+        return Err(ModelsError::Config(format!(
+            "completion: coordinate {i} outside a model of {} parameters",
+            base.len()
+        )));
+    }
     if let Some((position, &value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
         return Err(ModelsError::NonFinite {
-            index: chunk,
+            index: 0,
             position,
             value,
         });
@@ -117,6 +154,20 @@ mod tests {
                 assert_eq!(p.extract(s, &own).unwrap(), values);
             }
         }
+    }
+
+    #[test]
+    fn completes_any_subset_of_coordinates() {
+        let base = vec![1.0f32; 6];
+        let mut out = Vec::new();
+        complete_at_into(&base, &[4, 0], &[7.0, 8.0], Fill::OwnModel, &mut out).unwrap();
+        assert_eq!(out, vec![8.0, 1.0, 1.0, 1.0, 7.0, 1.0]);
+        complete_at_into(&base, &[2], &[3.0], Fill::Zero, &mut out).unwrap();
+        assert_eq!(out, vec![0.0, 0.0, 3.0, 0.0, 0.0, 0.0]);
+        assert!(complete_at_into(&base, &[6], &[1.0], Fill::Zero, &mut out).is_err());
+        assert!(out.is_empty());
+        assert!(complete_at_into(&base, &[1, 2], &[1.0], Fill::Zero, &mut out).is_err());
+        assert!(complete_at_into(&base, &[1], &[f32::INFINITY], Fill::Zero, &mut out).is_err());
     }
 
     #[test]

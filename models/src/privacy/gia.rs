@@ -160,6 +160,39 @@ impl HeldGradient {
         Self::from_chunk_gradient(partition, chunk, &g)
     }
 
+    /// The pseudo-gradient held on arbitrary coordinates (a subset not cut by the run's partition, e.g.
+    /// sparsification's): `(θ₀[indices[i]] − theta1_values[i]) / lr`. Errors: lengths that differ, a
+    /// coordinate not below `theta0.len()`, or a bad learning rate.
+    pub fn from_coordinates(
+        theta0: &[f32],
+        indices: &[u32],
+        theta1_values: &[f32],
+        lr: f32,
+    ) -> Result<Self> {
+        check_lr(lr)?;
+        if indices.len() != theta1_values.len() {
+            return Err(ModelsError::ChunkLength {
+                index: 0,
+                expected: indices.len(),
+                got: theta1_values.len(),
+            });
+        }
+        let mut values = vec![0.0; theta0.len()];
+        let mut held = vec![false; theta0.len()];
+        for (&i, &b) in indices.iter().zip(theta1_values) {
+            let i = i as usize;
+            let Some(&a) = theta0.get(i) else {
+                return Err(ModelsError::Config(format!(
+                    "held gradient: coordinate {i} outside a model of {}",
+                    theta0.len()
+                )));
+            };
+            values[i] = (a - b) / lr;
+            held[i] = true;
+        }
+        Ok(Self { values, held })
+    }
+
     fn from_chunk_gradient(partition: &ChunkPartition, chunk: usize, g: &[f32]) -> Result<Self> {
         partition.check_chunk(chunk)?;
         let idx = partition.indices(chunk);
@@ -331,6 +364,19 @@ fn usable_rows(layer: &FcLayer, grad: &HeldGradient) -> Vec<(usize, f32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gradient_held_on_named_coordinates_matches_the_chunk_one() {
+        let p = ChunkPartition::new(&[6, 4], 2, 3).unwrap();
+        let theta0: Vec<f32> = (0..10).map(|i| i as f32).collect();
+        let theta1: Vec<f32> = theta0.iter().map(|v| v - 0.5).collect();
+        let chunk = p.extract(1, &theta1).unwrap();
+        let by_chunk = HeldGradient::from_chunk(&theta0, &p, 1, &chunk, 0.25).unwrap();
+        let named = HeldGradient::from_coordinates(&theta0, p.indices(1), &chunk, 0.25).unwrap();
+        assert_eq!(by_chunk, named);
+        assert!(HeldGradient::from_coordinates(&theta0, &[10], &[1.0], 0.25).is_err());
+        assert!(HeldGradient::from_coordinates(&theta0, &[1], &[1.0], 0.0).is_err());
+    }
     use crate::data::{Dataset, Inputs, Targets};
     use crate::nn::TaskInfo;
     use crate::train::{LocalWork, TrainConfig, train_local};

@@ -62,6 +62,17 @@ impl OneChunk {
         }
     }
 
+    /// `sparsify-random`'s partition of `round` in a run seeded `seed`, over the run's `partition` (its tensor
+    /// sizes and K): what every node cuts that round, and what the `--audit` harness reads a chunk index by.
+    pub fn round_partition(partition: &ChunkPartition, seed: u64, round: Round) -> ChunkPartition {
+        ChunkPartition::new(
+            partition.tensor_sizes(),
+            partition.k(),
+            seed ^ PER_ROUND_TAG ^ round.get().wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        )
+        .expect("the same sizes and K as the run's partition")
+    }
+
     fn partition(&self) -> &Arc<ChunkPartition> {
         self.aggregator.partition()
     }
@@ -82,13 +93,7 @@ impl Algorithm for OneChunk {
 
     fn begin_round(&mut self, round: Round) {
         if let Cut::PerRound { seed } = self.cut {
-            let p = self.partition();
-            let next = ChunkPartition::new(
-                p.tensor_sizes(),
-                p.k(),
-                seed ^ PER_ROUND_TAG ^ round.get().wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            )
-            .expect("the same sizes and K as the run's partition");
+            let next = Self::round_partition(self.partition(), seed, round);
             self.aggregator = Aggregator::new(Arc::new(next));
         } else {
             self.aggregator.reset();
@@ -174,6 +179,11 @@ mod tests {
             assert_eq!(a.partition(), b.partition(), "both nodes cut round {t} alike");
             assert_eq!(a.chunk_lens(), lens, "lengths do not change between rounds");
             cuts.push(a.partition().indices(0).to_vec());
+            assert_eq!(
+                a.partition().as_ref(),
+                &OneChunk::round_partition(&p, 9, Round(t)),
+                "an observer can recompute round {t}'s cut"
+            );
         }
         assert!(cuts[0] != cuts[1] && cuts[1] != cuts[2], "a new subset each round");
         assert_ne!(a.partition().as_ref(), p.as_ref());

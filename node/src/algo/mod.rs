@@ -35,6 +35,7 @@
 //! - `ghp.rs`: [`Perturbed`], Laplace noise on every chunk sent, cancelled in the network average by the own
 //!   term's correction (GHP) or not (the random baseline).
 //! - `muffliato.rs`: [`Muffliato`], local Gaussian noise then gossip steps over fresh overlays.
+//! - `topk.rs`: [`TopK`], top-k sparsification: the coordinates that changed most, named in the frame.
 //! - `chunking.rs`: [`OneChunk`], one random chunk of K per round through one VN: the chunking-only
 //!   ablation (static partition) and random sparsification (a fresh partition per round).
 
@@ -45,6 +46,7 @@ mod ghp;
 mod muffliato;
 mod shatter;
 mod spec;
+mod topk;
 
 pub use chunking::OneChunk;
 pub use dpsgd::Dpsgd;
@@ -53,6 +55,7 @@ pub use ghp::Perturbed;
 pub use muffliato::{GOSSIP_STEPS, Muffliato};
 pub use shatter::Shatter;
 pub use spec::AlgoSpec;
+pub use topk::{TopK, decode_sparse, encode_sparse, sparse_len};
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 //! [`AlgoSpec`]: an algorithm as a config file or a command line names it (`shatter`, `el`, `dpsgd`,
-//! `chunking:8`, `sparsify-random:0.125`, `muffliato:0.025`, `ghp:0.3`, `random:0.3`), and the one place that turns the name into an
+//! `chunking:8`, `sparsify-random:0.125`, `sparsify-topk:0.125`, `muffliato:0.025`, `ghp:0.3`, `random:0.3`), and the one place that turns the name into an
 //! [`Algorithm`].
 
 use std::fmt;
@@ -10,7 +10,7 @@ use models::chunking::ChunkPartition;
 use sampling::{Stream, vn_rng};
 use serde::{Deserialize, Serialize};
 
-use super::{AlgoError, Algorithm, Dpsgd, Muffliato, OneChunk, Perturbed, el};
+use super::{AlgoError, Algorithm, Dpsgd, Muffliato, OneChunk, Perturbed, TopK, el};
 
 /// An algorithm and its parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -24,6 +24,9 @@ pub enum AlgoSpec {
     Chunking { chunks: usize },
     /// Random sparsification: a fresh random `fraction` of the parameters per round, one VN.
     SparsifyRandom { fraction: f64 },
+    /// Top-k sparsification: the `fraction` of the parameters that changed most this round, with their
+    /// indices, one VN.
+    SparsifyTopk { fraction: f64 },
     /// D-PSGD: the whole model over one static graph, one VN.
     Dpsgd,
     /// Muffliato: Gaussian noise of standard deviation `sigma`, then gossip steps over fresh overlays, one VN.
@@ -37,7 +40,7 @@ pub enum AlgoSpec {
 
 /// Names `FromStr` knows, for error messages.
 const KNOWN: &str =
-    "shatter, el, dpsgd, chunking:K, sparsify-random:F, muffliato:SIGMA, ghp:SIGMA, random:SIGMA";
+    "shatter, el, dpsgd, chunking:K, sparsify-random:F, sparsify-topk:F, muffliato:SIGMA, ghp:SIGMA, random:SIGMA";
 
 impl AlgoSpec {
     /// What a node with `vns` VNs ran before algorithms were named: EL with one VN, Shatter with more.
@@ -67,7 +70,7 @@ impl AlgoSpec {
     pub fn chunks(&self, vns: usize) -> usize {
         match self {
             Self::Shatter | Self::Ghp { .. } | Self::RandomNoise { .. } => vns,
-            Self::El | Self::Dpsgd | Self::Muffliato { .. } => 1,
+            Self::El | Self::Dpsgd | Self::Muffliato { .. } | Self::SparsifyTopk { .. } => 1,
             Self::Chunking { chunks } => *chunks,
             Self::SparsifyRandom { fraction } => (1.0 / fraction).round() as usize,
         }
@@ -86,6 +89,8 @@ impl AlgoSpec {
     pub fn payload_fraction(&self, vns: usize) -> f64 {
         match self {
             Self::Chunking { .. } | Self::SparsifyRandom { .. } => 1.0 / self.chunks(vns) as f64,
+            // The values and as many indices.
+            Self::SparsifyTopk { fraction } => 2.0 * fraction,
             _ => 1.0,
         }
     }
@@ -107,6 +112,7 @@ impl AlgoSpec {
             Self::SparsifyRandom { .. } => {
                 Box::new(OneChunk::sparsify_random(partition, seed, rng()))
             }
+            Self::SparsifyTopk { fraction } => Box::new(TopK::new(partition.d(), *fraction)?),
             Self::Dpsgd => Box::new(Dpsgd::new(partition)?),
             Self::Muffliato { sigma } => Box::new(Muffliato::new(partition, *sigma, rng())?),
             Self::Ghp { sigma } => Box::new(Perturbed::new(partition, *sigma, true, rng())?),
@@ -124,6 +130,7 @@ impl fmt::Display for AlgoSpec {
             Self::El => write!(f, "el"),
             Self::Chunking { chunks } => write!(f, "chunking:{chunks}"),
             Self::SparsifyRandom { fraction } => write!(f, "sparsify-random:{fraction}"),
+            Self::SparsifyTopk { fraction } => write!(f, "sparsify-topk:{fraction}"),
             Self::Dpsgd => write!(f, "dpsgd"),
             Self::Muffliato { sigma } => write!(f, "muffliato:{sigma}"),
             Self::Ghp { sigma } => write!(f, "ghp:{sigma}"),
@@ -181,14 +188,18 @@ impl FromStr for AlgoSpec {
                 }
                 Ok(Self::Chunking { chunks })
             }
-            "sparsify-random" => {
+            "sparsify-random" | "sparsify-topk" => {
                 let fraction: f64 = need("a fraction")?
                     .parse()
-                    .map_err(|e| format!("sparsify-random:F needs a number F: {e}"))?;
+                    .map_err(|e| format!("{name}:F needs a number F: {e}"))?;
                 if !(fraction > 0.0 && fraction < 1.0) {
-                    return Err(format!("sparsify-random:F needs 0 < F < 1, not {fraction}"));
+                    return Err(format!("{name}:F needs 0 < F < 1, not {fraction}"));
                 }
-                Ok(Self::SparsifyRandom { fraction })
+                Ok(if name == "sparsify-random" {
+                    Self::SparsifyRandom { fraction }
+                } else {
+                    Self::SparsifyTopk { fraction }
+                })
             }
             _ => Err(format!("unknown algorithm {s:?} (known: {KNOWN})")),
         }
@@ -229,6 +240,7 @@ mod tests {
             "dpsgd",
             "chunking:8",
             "sparsify-random:0.125",
+            "sparsify-topk:0.125",
             "muffliato:0.025",
             "ghp:0.3",
             "random:0.3",
@@ -239,6 +251,8 @@ mod tests {
         assert!(err("chunking").contains("chunking:8"), "{}", err("chunking"));
         assert!(err("chunking:1").contains("K ≥ 2"));
         assert!(err("sparsify-random:2").contains("0 < F < 1"));
+        assert!(err("sparsify-topk:0").contains("sparsify-topk:F needs 0 < F < 1"));
+        assert_eq!(AlgoSpec::SparsifyTopk { fraction: 0.125 }.payload_fraction(1), 0.25);
         assert!(err("gossip").contains("known:"));
         assert!(err("muffliato:-1").contains("σ ≥ 0"));
         assert!(err("el:3").contains("no parameter"));

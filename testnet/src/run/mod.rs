@@ -41,6 +41,7 @@ pub fn setting(
             data,
             split,
             partition.clone(),
+            setting.algo(),
         )?,
         None => None,
     };
