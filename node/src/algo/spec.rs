@@ -33,11 +33,14 @@ pub enum AlgoSpec {
     Ghp { sigma: f64 },
     /// The same noise without the correction (GFL's random baseline).
     RandomNoise { sigma: f64 },
+    /// A/PDMM over one static graph with initial duals of standard deviation σ_Z and per-neighbour Δz frames
+    /// (`pdmm:SIGMA_Z[:THETA[:RHO[:MU]]]`; `admm:SIGMA_Z` is θ = ½), one VN. See [`super::Pdmm`].
+    Pdmm(super::PdmmParams),
 }
 
 /// Names `FromStr` knows, for error messages.
-const KNOWN: &str =
-    "shatter, el, dpsgd, chunking:K, sparsify-random:F, muffliato:SIGMA, ghp:SIGMA, random:SIGMA";
+const KNOWN: &str = "shatter, el, dpsgd, chunking:K, sparsify-random:F, muffliato:SIGMA, ghp:SIGMA, \
+                     random:SIGMA, pdmm:SIGMA_Z[:THETA[:RHO[:MU]]], admm:SIGMA_Z";
 
 impl AlgoSpec {
     /// What a node with `vns` VNs ran before algorithms were named: EL with one VN, Shatter with more.
@@ -47,7 +50,10 @@ impl AlgoSpec {
 
     /// Whether the algorithm runs with any number of VNs (Shatter's chunks); the others use one.
     pub fn uses_vns(&self) -> bool {
-        matches!(self, Self::Shatter | Self::Ghp { .. } | Self::RandomNoise { .. })
+        matches!(
+            self,
+            Self::Shatter | Self::Ghp { .. } | Self::RandomNoise { .. }
+        )
     }
 
     /// Checks the algorithm against the node's number of VNs.
@@ -67,7 +73,7 @@ impl AlgoSpec {
     pub fn chunks(&self, vns: usize) -> usize {
         match self {
             Self::Shatter | Self::Ghp { .. } | Self::RandomNoise { .. } => vns,
-            Self::El | Self::Dpsgd | Self::Muffliato { .. } => 1,
+            Self::El | Self::Dpsgd | Self::Muffliato { .. } | Self::Pdmm(_) => 1,
             Self::Chunking { chunks } => *chunks,
             Self::SparsifyRandom { fraction } => (1.0 / fraction).round() as usize,
         }
@@ -113,6 +119,10 @@ impl AlgoSpec {
             Self::RandomNoise { sigma } => {
                 Box::new(Perturbed::new(partition, *sigma, false, rng())?)
             }
+            Self::Pdmm(p) => {
+                let name = if p.theta == 0.5 { "admm" } else { "pdmm" };
+                Box::new(super::Pdmm::new(name, partition.d(), *p, rng())?)
+            }
         })
     }
 }
@@ -128,6 +138,24 @@ impl fmt::Display for AlgoSpec {
             Self::Muffliato { sigma } => write!(f, "muffliato:{sigma}"),
             Self::Ghp { sigma } => write!(f, "ghp:{sigma}"),
             Self::RandomNoise { sigma } => write!(f, "random:{sigma}"),
+            // The shortest form that parses back to the same parameters.
+            Self::Pdmm(p) => {
+                let d = super::PdmmParams::pdmm(p.sigma_z);
+                if p.theta == 0.5 && (p.rho, p.mu) == (d.rho, d.mu) {
+                    return write!(f, "admm:{}", p.sigma_z);
+                }
+                write!(f, "pdmm:{}", p.sigma_z)?;
+                if (p.theta, p.rho, p.mu) != (d.theta, d.rho, d.mu) {
+                    write!(f, ":{}", p.theta)?;
+                }
+                if (p.rho, p.mu) != (d.rho, d.mu) {
+                    write!(f, ":{}", p.rho)?;
+                }
+                if p.mu != d.mu {
+                    write!(f, ":{}", p.mu)?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -162,6 +190,32 @@ impl FromStr for AlgoSpec {
                 } else {
                     Self::RandomNoise { sigma }
                 })
+            }
+            "pdmm" | "admm" => {
+                let args: Vec<&str> = need("σ_Z")?.split(':').collect();
+                let max = if name == "admm" { 1 } else { 4 };
+                if args.len() > max {
+                    return Err(format!("{name} takes at most {max} parameters: {KNOWN}"));
+                }
+                let num = |i: usize, what: &str| -> Result<Option<f64>, String> {
+                    args.get(i)
+                        .map(|a| {
+                            a.parse::<f64>()
+                                .map_err(|e| format!("{name}: {what} needs a number: {e}"))
+                        })
+                        .transpose()
+                };
+                let sigma_z = num(0, "SIGMA_Z")?.unwrap_or_default();
+                let mut p = if name == "admm" {
+                    super::PdmmParams::admm(sigma_z)
+                } else {
+                    super::PdmmParams::pdmm(sigma_z)
+                };
+                p.theta = num(1, "THETA")?.unwrap_or(p.theta);
+                p.rho = num(2, "RHO")?.unwrap_or(p.rho);
+                p.mu = num(3, "MU")?.unwrap_or(p.mu);
+                p.validate().map_err(|e| format!("{name}: {e}"))?;
+                Ok(Self::Pdmm(p))
             }
             "muffliato" => {
                 let sigma: f32 = need("a noise level")?
@@ -200,6 +254,7 @@ fn example(name: &str) -> &'static str {
         "chunking" => "8",
         "muffliato" => "0.025",
         "ghp" | "random" => "0.3",
+        "pdmm" | "admm" => "0.003",
         _ => "0.125",
     }
 }
@@ -232,11 +287,19 @@ mod tests {
             "muffliato:0.025",
             "ghp:0.3",
             "random:0.3",
+            "pdmm:0.003",
+            "pdmm:0:0.75",
+            "pdmm:1:1:0.5:0.25",
+            "admm:0.1",
         ] {
             assert_eq!(s.parse::<AlgoSpec>().unwrap().to_string(), s);
         }
         let err = |s: &str| s.parse::<AlgoSpec>().unwrap_err();
-        assert!(err("chunking").contains("chunking:8"), "{}", err("chunking"));
+        assert!(
+            err("chunking").contains("chunking:8"),
+            "{}",
+            err("chunking")
+        );
         assert!(err("chunking:1").contains("K ≥ 2"));
         assert!(err("sparsify-random:2").contains("0 < F < 1"));
         assert!(err("gossip").contains("known:"));
@@ -248,5 +311,19 @@ mod tests {
         assert_eq!(AlgoSpec::Muffliato { sigma: 0.1 }.steps(), 10);
         assert!(AlgoSpec::Chunking { chunks: 8 }.check_vns(2).is_err());
         assert_eq!(AlgoSpec::from_vns(1), AlgoSpec::El);
+        assert!(err("pdmm").contains("pdmm:0.003"));
+        assert!(err("pdmm:0.1:2").contains("θ"), "{}", err("pdmm:0.1:2"));
+        assert!(err("pdmm:-1").contains("σ_Z ≥ 0"));
+        assert!(err("admm:0.1:1").contains("at most 1"));
+        assert_eq!(
+            "pdmm:0.2:0.5".parse::<AlgoSpec>().unwrap().to_string(),
+            "admm:0.2",
+            "θ = ½ is ADMM"
+        );
+        assert!(
+            AlgoSpec::Pdmm(super::super::PdmmParams::pdmm(0.0))
+                .check_vns(2)
+                .is_err()
+        );
     }
 }

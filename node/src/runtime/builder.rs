@@ -241,7 +241,8 @@ impl NodeBuilder {
         );
         // Before any round was timed, a round sat out lasts twice the overlay's 4r proposal sub-steps (about
         // two overlay windows).
-        let first_idle = 2 * Duration::from_millis(self.timing.substep_ms)
+        let first_idle = 2
+            * Duration::from_millis(self.timing.substep_ms)
             * sampling::OverlayConfig::new(self.degree, Duration::from_millis(1)).substeps;
         // Built before any Swarm binds: an algorithm the engine cannot run stops the node here.
         let engine =
@@ -315,7 +316,8 @@ impl NodeBuilder {
                 vn_rng(self.learning.seed, stream, Stream::Overlay),
                 Box::new(move |a: &VnAddr| allowed.is_allowed(&a.peer)),
             )?
-            .with_value_bounds(self.value_bounds)?;
+            .with_value_bounds(self.value_bounds)?
+            .with_edge_slots(engine.per_edge());
             let (tx, rx) = mpsc::channel(VN_COMMAND_CAPACITY);
             vn_cmds.push(tx);
             let bootstrap = peers
