@@ -68,10 +68,7 @@ fn run(algorithm: &str) -> Run {
     let lc = learning();
     let (split, parts) = lc.load().unwrap();
     let learners = lc.learners(&split, &parts, 0..NODES).unwrap();
-    let partition = Arc::new(
-        lc.chunk_partition(&learners[0].model, spec.chunks(1))
-            .unwrap(),
-    );
+    let partition = Arc::new(lc.chunk_partition(&learners[0].model, spec.chunks(1)).unwrap());
     let d = partition.d();
     let mut cfg = SimConfig::new(1, DEGREE, ROUNDS, SEED);
     cfg.algorithm = Some(spec);
@@ -88,8 +85,9 @@ fn run(algorithm: &str) -> Run {
 /// Every node finished every round and the mean test metric rose from round 0 to the last.
 fn learns(r: &Run) {
     assert!(r.metrics.iter().all(|m| m.len() == ROUNDS as usize));
-    let mean =
-        |round: usize| r.metrics.iter().map(|m| m[round].test_metric).sum::<f64>() / NODES as f64;
+    let mean = |round: usize| {
+        r.metrics.iter().map(|m| m[round].test_metric).sum::<f64>() / NODES as f64
+    };
     assert!(
         mean(ROUNDS as usize - 1) > mean(0),
         "{} → {}",
@@ -109,15 +107,8 @@ fn dpsgd_exchanges_over_one_static_graph_and_el_over_a_fresh_one() {
         assert!(!sets.is_empty());
         // Every round's senders come from round 0's graph (an edge can only be lost, never gained).
         let first = dpsgd.senders.get(&(node, 0)).expect("round 0 exchanged");
-        assert!(
-            sets.iter().all(|s| s.is_subset(first)),
-            "node {node}: {sets:?}"
-        );
-        assert_eq!(
-            sets.len(),
-            ROUNDS as usize,
-            "node {node} heard from its graph every round"
-        );
+        assert!(sets.iter().all(|s| s.is_subset(first)), "node {node}: {sets:?}");
+        assert_eq!(sets.len(), ROUNDS as usize, "node {node} heard from its graph every round");
     }
     let same = (0..NODES)
         .filter(|&n| dpsgd.senders.get(&(n, 0)) == dpsgd.senders.get(&(n, ROUNDS - 1)))
@@ -176,40 +167,24 @@ fn nodes_that_drop_out_sit_rounds_out_and_the_rest_go_on() {
         let lc = learning();
         let (split, parts) = lc.load().unwrap();
         let learners = lc.learners(&split, &parts, 0..NODES).unwrap();
-        let partition = Arc::new(
-            lc.chunk_partition(&learners[0].model, spec.chunks(vns))
-                .unwrap(),
-        );
+        let partition =
+            Arc::new(lc.chunk_partition(&learners[0].model, spec.chunks(vns)).unwrap());
         let rounds = 12;
         let mut cfg = SimConfig::new(vns, DEGREE, rounds, SEED);
         cfg.algorithm = Some(spec);
         cfg.dropout = 0.3;
         let report = node::sim::run(&cfg, learners, partition, |_, _| {}).unwrap();
         let all: Vec<&RoundMetrics> = report.metrics.iter().flatten().collect();
-        assert_eq!(
-            all.len(),
-            NODES * rounds as usize,
-            "{algo}: every node, every round"
-        );
+        assert_eq!(all.len(), NODES * rounds as usize, "{algo}: every node, every round");
         let absent = all.iter().filter(|m| m.absent).count() as f64 / all.len() as f64;
-        assert!(
-            (0.15..0.5).contains(&absent),
-            "{algo}: {absent} of rounds sat out"
-        );
+        assert!((0.15..0.5).contains(&absent), "{algo}: {absent} of rounds sat out");
         for m in all.iter().filter(|m| m.absent) {
-            assert_eq!(
-                (m.chunk_bytes_sent, m.copies_received),
-                (0, 0),
-                "{algo}: {m:?}"
-            );
+            assert_eq!((m.chunk_bytes_sent, m.copies_received), (0, 0), "{algo}: {m:?}");
         }
         // Present nodes still exchange (with the other present ones).
         let present: Vec<&&RoundMetrics> = all.iter().filter(|m| !m.absent).collect();
         let copies: u32 = present.iter().map(|m| m.copies_received).sum();
-        assert!(
-            copies as usize > present.len() * vns,
-            "{algo}: {copies} copies"
-        );
+        assert!(copies as usize > present.len() * vns, "{algo}: {copies} copies");
         // An absent node does not hold the others up: no round waits for the exchange timeout.
         let timeout = cfg.exchange_timeout.as_secs_f64();
         assert!(
@@ -217,11 +192,7 @@ fn nodes_that_drop_out_sit_rounds_out_and_the_rest_go_on() {
             "{algo}: a round waited for an absent neighbour"
         );
         let first = report.metrics.iter().map(|m| m[0].test_metric).sum::<f64>();
-        let last = report
-            .metrics
-            .iter()
-            .map(|m| m[rounds as usize - 1].test_metric)
-            .sum::<f64>();
+        let last = report.metrics.iter().map(|m| m[rounds as usize - 1].test_metric).sum::<f64>();
         assert!(last > first, "{algo}: learns despite dropouts");
     }
 }

@@ -76,9 +76,6 @@ fn two_node_processes_complete_rounds_from_config_files() {
             .iter()
             .map(|r| r["copies_received"].as_u64().unwrap())
             .sum();
-        assert!(
-            copies > 0,
-            "chunks crossed between the processes: {rounds:?}"
-        );
+        assert!(copies > 0, "chunks crossed between the processes: {rounds:?}");
     }
 }

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use libp2p::allow_block_list::{self, AllowedPeers};
+use libp2p::{connection_limits, memory_connection_limits};
 use libp2p::identity::Keypair;
 use libp2p::request_response::{self, ProtocolSupport};
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::{StreamProtocol, identify, ping};
-use libp2p::{connection_limits, memory_connection_limits};
 
 use super::codec::FrameCodec;
 use super::limits;
