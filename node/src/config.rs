@@ -155,10 +155,7 @@ impl NodeConfig {
         }
         raw.values.validate().map_err(|e| err("values", e))?;
         if !(0.0..=1.0).contains(&raw.dropout) {
-            return Err(err(
-                "dropout",
-                format!("{} is not a rate in [0, 1]", raw.dropout),
-            ));
+            return Err(err("dropout", format!("{} is not a rate in [0, 1]", raw.dropout)));
         }
         if raw.degree == 0 {
             return Err(err("degree", "must be at least 1".into()));
@@ -360,14 +357,9 @@ seed = 9
         let with = |a: &str| GOOD.replacen("degree", &format!("algorithm = \"{a}\"\ndegree"), 1);
         let c = NodeConfig::parse(p, &with("chunking:8")).unwrap();
         assert_eq!(c.algorithm, Some(AlgoSpec::Chunking { chunks: 8 }));
-        let e = NodeConfig::parse(p, &with("chunking:1"))
-            .unwrap_err()
-            .to_string();
+        let e = NodeConfig::parse(p, &with("chunking:1")).unwrap_err().to_string();
         // serde reports the value's place: the line of `algorithm = ...`.
-        assert!(
-            e.contains("node.toml: line 6") && e.contains("K ≥ 2"),
-            "{e}"
-        );
+        assert!(e.contains("node.toml: line 6") && e.contains("K ≥ 2"), "{e}");
     }
 
     #[test]
