@@ -288,10 +288,7 @@ impl<'a> Sim<'a> {
         let net: Network<Wire> = Network::new(cfg.net.clone(), derive_rng(cfg.seed, u64::MAX));
         let rng = derive_rng(cfg.seed, u64::MAX - 1);
         // A VN stays out of the overlays of the rounds its RN sits out (one set per RN, shared by its VNs).
-        let skips: Vec<Arc<_>> = rns
-            .iter()
-            .map(|r| Arc::new(r.skipped_exchanges()))
-            .collect();
+        let skips: Vec<Arc<_>> = rns.iter().map(|r| Arc::new(r.skipped_exchanges())).collect();
         // Per-edge algorithms (PDMM) get every copy with its edge slot.
         let per_edge = rns[0].per_edge();
         let vns = (0..total as u32)

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use protocol::{ChunkFrame, Round};
+use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 
 use super::metrics::RoundMetrics;
 use crate::algo::{Algorithm, Graph, Payload};
@@ -71,10 +71,7 @@ pub enum RnOutput {
     /// This node sits out `round` (dropout): no training, sharing or aggregation. After `wait` (about a
     /// round's length, so that the node rejoins with the network's next round) evaluate the current,
     /// unchanged model and report `Evaluated`.
-    Idle {
-        round: Round,
-        wait: Duration,
-    },
+    Idle { round: Round, wait: Duration },
     /// All rounds are done (emitted after a `ToVn { Stop }` for every VN).
     Finished,
     /// The algorithm could not go on (a bug or a mismatch between its configuration and the engine's): the
@@ -596,19 +593,10 @@ mod tests {
         let RnOutput::RoundDone(m) = &out[0] else {
             panic!("{out:?}")
         };
-        assert!(
-            m.absent && m.test_metric == 0.5 && m.chunk_bytes_sent == 0,
-            "{m:?}"
-        );
+        assert!(m.absent && m.test_metric == 0.5 && m.chunk_bytes_sent == 0, "{m:?}");
         assert_eq!(m.round_secs, 5.0, "idled as long as round 0 took");
         assert!(
-            matches!(
-                &out[1..],
-                [
-                    RnOutput::StartRound { exchange: Round(2) },
-                    RnOutput::Train { round: Round(2) }
-                ]
-            ),
+            matches!(&out[1..], [RnOutput::StartRound { exchange: Round(2) }, RnOutput::Train { round: Round(2) }]),
             "{out:?}"
         );
     }

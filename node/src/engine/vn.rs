@@ -709,6 +709,7 @@ impl<I: VnIdentity> VnEngine<I> {
         }
     }
 
+
     fn filter_cyclon(&self, m: CyclonMsg<I>) -> CyclonMsg<I> {
         let keep = |entries: Vec<protocol::control::ViewEntry<I>>| {
             entries
@@ -1418,10 +1419,7 @@ mod tests {
             })
             .count();
         assert_eq!(passed, CONTROL_BURST_PER_ROUND as usize);
-        assert_eq!(
-            e.counters.refused, 200,
-            "every message refused: malformed or limited"
-        );
+        assert_eq!(e.counters.refused, 200, "every message refused: malformed or limited");
         let by = e.counters.refused_by_reason;
         assert_eq!((by.malformed, by.rate_limited), (64, 136));
     }

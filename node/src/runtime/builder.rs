@@ -241,8 +241,7 @@ impl NodeBuilder {
         );
         // Before any round was timed, a round sat out lasts twice the overlay's 4r proposal sub-steps (about
         // two overlay windows).
-        let first_idle = 2
-            * Duration::from_millis(self.timing.substep_ms)
+        let first_idle = 2 * Duration::from_millis(self.timing.substep_ms)
             * sampling::OverlayConfig::new(self.degree, Duration::from_millis(1)).substeps;
         // Built before any Swarm binds: an algorithm the engine cannot run stops the node here.
         let engine =
