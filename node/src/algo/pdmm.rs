@@ -144,6 +144,9 @@ pub struct Pdmm {
     rng: ChaCha12Rng,
     /// Edge slots, from round 0's slot count on.
     edges: Option<Vec<Edge>>,
+    /// Setup frames that arrived before this node knew its slot count (a neighbour that trained faster):
+    /// at most one per slot, and slots are at most `MAX_EDGE_SLOTS`.
+    early: Vec<(u32, Vec<f32>)>,
     /// This round's model after the w-step (round 0: the trained one).
     w: Vec<f64>,
     round: Round,
@@ -165,6 +168,7 @@ impl Pdmm {
             d,
             rng,
             edges: None,
+            early: Vec::new(),
             w: Vec::new(),
             round: Round::ZERO,
         })
@@ -300,6 +304,9 @@ impl Algorithm for Pdmm {
                 frames.push(self.frame(round, y0));
             }
             self.edges = Some(new_edges);
+            for (slot, values) in std::mem::take(&mut self.early) {
+                self.edge(slot)?.received = Some(values);
+            }
             return Ok(frames);
         }
         let PdmmParams { rho, theta, .. } = self.params;
@@ -350,6 +357,16 @@ impl Algorithm for Pdmm {
         frame: &ChunkFrame,
     ) -> Result<(), AlgoError> {
         let d = self.d;
+        if self.edges.is_none() && self.is_setup() {
+            let seen = self.early.iter().any(|(s, _)| *s == slot);
+            if seen || slot as usize >= protocol::rnvn::MAX_EDGE_SLOTS || frame.values.len() != d {
+                return Err(AlgoError::Other(format!(
+                    "PDMM: a repeated or wrong setup frame on slot {slot}"
+                )));
+            }
+            self.early.push((slot, frame.values.clone()));
+            return Ok(());
+        }
         let e = self.edge(slot)?;
         if frame.values.len() != d || e.received.is_some() {
             return Err(AlgoError::Other(format!(
