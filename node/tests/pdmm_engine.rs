@@ -217,7 +217,9 @@ fn pdmm_on_the_engine_reaches_the_centralised_solution_whatever_the_initial_dual
             .map(|k| (0..NODES).map(|i| centre(i, d)[k]).sum::<f64>() / NODES as f64)
             .collect();
         let err = max_error(&models, &target);
-        println!("σ_Z = {sigma_z}: max error to the centralised solution after {rounds} rounds: {err:.2e}");
+        println!(
+            "σ_Z = {sigma_z}: max error to the centralised solution after {rounds} rounds: {err:.2e}"
+        );
         assert!(err < 1e-3, "σ_Z = {sigma_z}: {err}");
         limits.push(models);
 
@@ -235,13 +237,23 @@ fn pdmm_on_the_engine_reaches_the_centralised_solution_whatever_the_initial_dual
                 // every edge; from the next exchange on each edge's duals differ.
                 continue;
             }
-            assert_eq!(vs.len(), DEGREE, "sender {from} exchange {ex}: one frame per neighbour");
+            assert_eq!(
+                vs.len(),
+                DEGREE,
+                "sender {from} exchange {ex}: one frame per neighbour"
+            );
             for (a, b) in vs.iter().zip(vs.iter().skip(1)) {
-                assert_ne!(a, b, "sender {from} exchange {ex}: the same frame to two neighbours");
+                assert_ne!(
+                    a, b,
+                    "sender {from} exchange {ex}: the same frame to two neighbours"
+                );
                 compared += 1;
             }
         }
-        assert!(compared >= NODES * (DEGREE - 1) * (rounds as usize - 1), "{compared}");
+        assert!(
+            compared >= NODES * (DEGREE - 1) * (rounds as usize - 1),
+            "{compared}"
+        );
     }
     let gap = limits[0]
         .iter()
@@ -270,7 +282,10 @@ fn pdmm_from_its_spec_runs_a_neural_model_deterministically() {
     let (a, b) = (run(), run());
     for m in a.metrics.iter().flatten() {
         assert_eq!(m.refused, 0, "{m:?}");
-        assert_eq!(m.neighbours as usize, DEGREE, "static graph, full degree: {m:?}");
+        assert_eq!(
+            m.neighbours as usize, DEGREE,
+            "static graph, full degree: {m:?}"
+        );
         assert_eq!(m.copies_received, m.neighbours, "{m:?}");
     }
     let metric = |r: &node::sim::SimReport| -> Vec<f64> {

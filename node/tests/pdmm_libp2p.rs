@@ -47,7 +47,12 @@ async fn pdmm_runs_over_libp2p_with_one_frame_per_neighbour() {
     for (i, (key, learner)) in keys.into_iter().zip(learners).enumerate() {
         let entries: Vec<(PeerId, Option<Multiaddr>)> = ids
             .iter()
-            .map(|p| (*p, boot.iter().find(|(q, _)| q == p).map(|(_, a)| a.clone())))
+            .map(|p| {
+                (
+                    *p,
+                    boot.iter().find(|(q, _)| q == p).map(|(_, a)| a.clone()),
+                )
+            })
             .collect();
         let (h, ev) = NodeBuilder::new(vec![key], lc.clone(), i)
             .algorithm("pdmm:0.01".parse().unwrap())
@@ -60,13 +65,19 @@ async fn pdmm_runs_over_libp2p_with_one_frame_per_neighbour() {
             .await
             .unwrap();
         if i == 0 {
-            boot = h.addresses().iter().map(|a| (a.peer, a.addr.clone())).collect();
+            boot = h
+                .addresses()
+                .iter()
+                .map(|a| (a.peer, a.addr.clone()))
+                .collect();
         }
         handles.push(h);
         events.push(ev);
     }
     for h in &handles {
-        let s = tokio::time::timeout(LIMIT, h.wait()).await.expect("finished in time");
+        let s = tokio::time::timeout(LIMIT, h.wait())
+            .await
+            .expect("finished in time");
         assert_eq!((s.rounds_completed, s.error), (ROUNDS, None));
     }
     let frame = (protocol::chunk::chunk_frame_bytes(d) + 4) as u64;

@@ -442,35 +442,18 @@ mod tests {
                 chunk: protocol::ChunkIndex(0),
                 values: vec![3.0; 6],
             };
-            e.handle(
-                t,
-                RnInput::FromVn {
-                    vn: 0,
-                    msg: FromVirtualNode::Received(copy),
-                },
-            );
+            e.handle(t, RnInput::FromVn { vn: 0, msg: FromVirtualNode::Received(copy) });
             let done = RoundSummary {
                 round: Round(step),
                 ..RoundSummary::default()
             };
-            out = e.handle(
-                t,
-                RnInput::FromVn {
-                    vn: 0,
-                    msg: FromVirtualNode::Done(done),
-                },
-            );
+            out = e.handle(t, RnInput::FromVn { vn: 0, msg: FromVirtualNode::Done(done) });
         }
         // Ten halvings of the distance to 3: 1 → 3 − 2/2¹⁰.
         let Some(RnOutput::Evaluate { params, .. }) = out.last() else {
             panic!("{out:?}")
         };
-        assert!(
-            params
-                .iter()
-                .all(|v| (v - (3.0 - 2.0 / 1024.0)).abs() < 1e-5),
-            "{params:?}"
-        );
+        assert!(params.iter().all(|v| (v - (3.0 - 2.0 / 1024.0)).abs() < 1e-5), "{params:?}");
     }
 
     /// A NaN training loss is the learner's word that training diverged and the params are the model

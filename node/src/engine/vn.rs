@@ -1274,9 +1274,15 @@ mod tests {
             chunk_lens: Arc::new(vec![1]),
             ..engine(|_| true).cfg.clone()
         };
-        let mut e = VnEngine::new(0u32, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(|_| true))
-            .unwrap()
-            .with_edge_slots(true);
+        let mut e = VnEngine::new(
+            0u32,
+            cfg,
+            derive_rng(1, 0),
+            derive_rng(1, 1),
+            Box::new(|_| true),
+        )
+        .unwrap()
+        .with_edge_slots(true);
         let t = Duration::ZERO;
         e.handle(t, VnInput::StartRound(Round(0)));
         // Exchange 0's overlay freezes with three neighbours (injected: the negotiation is the sampler's).
@@ -1305,44 +1311,101 @@ mod tests {
         };
         let reply = |e: &mut VnEngine<u32>, from: u32, round: u64, r: ChunkReply| {
             let bytes = protocol::codec::encode_control(&r).unwrap();
-            e.handle(t, VnInput::ChunkReply { from, round: Round(round), bytes })
+            e.handle(
+                t,
+                VnInput::ChunkReply {
+                    from,
+                    round: Round(round),
+                    bytes,
+                },
+            )
         };
 
         // Exchange 1: three slots, sorted: 5, 7, 9.
         let out = e.handle(t, VnInput::FromRn(ToVirtualNode::PerEdge(Round(1))));
         assert_eq!(edges(&out), Some((Round(1), 3)));
         let frames = vec![frame(1, 10.0), frame(1, 11.0), frame(1, 12.0)];
-        let out = e.handle(t, VnInput::FromRn(ToVirtualNode::PerEdgeFrames { round: Round(1), frames }));
-        assert_eq!(sends(&out), vec![(5, 10.0), (7, 11.0), (9, 12.0)], "frame i to slot i");
-        let out = e.handle(t, VnInput::Chunk { from: 7, bytes: frame(1, 3.0).encode(), token: 1 });
+        let out = e.handle(
+            t,
+            VnInput::FromRn(ToVirtualNode::PerEdgeFrames {
+                round: Round(1),
+                frames,
+            }),
+        );
+        assert_eq!(
+            sends(&out),
+            vec![(5, 10.0), (7, 11.0), (9, 12.0)],
+            "frame i to slot i"
+        );
+        let out = e.handle(
+            t,
+            VnInput::Chunk {
+                from: 7,
+                bytes: frame(1, 3.0).encode(),
+                token: 1,
+            },
+        );
         assert!(
-            out.iter().any(|o| matches!(o, VnOutput::Received { from: 7, slot: Some(1), .. })),
+            out.iter().any(|o| matches!(
+                o,
+                VnOutput::Received {
+                    from: 7,
+                    slot: Some(1),
+                    ..
+                }
+            )),
             "{out:?}"
         );
         reply(&mut e, 5, 1, ChunkReply::Accepted);
         reply(&mut e, 7, 1, ChunkReply::Accepted);
         // 9 no longer counts the edge: it is dropped for the rest of the run.
-        reply(&mut e, 9, 1, ChunkReply::Refused(RefuseReason::NotNeighbour));
-        let out = e.handle(t, VnInput::Chunk { from: 5, bytes: frame(1, 4.0).encode(), token: 2 });
+        reply(
+            &mut e,
+            9,
+            1,
+            ChunkReply::Refused(RefuseReason::NotNeighbour),
+        );
+        let out = e.handle(
+            t,
+            VnInput::Chunk {
+                from: 5,
+                bytes: frame(1, 4.0).encode(),
+                token: 2,
+            },
+        );
         let report = out.iter().position(|o| {
             matches!(o, VnOutput::ToRn(FromVirtualNode::DeliveredOnEdges { round: Round(1), accepted })
                 if accepted == &vec![true, true, false])
         });
-        let done = out.iter().position(|o| matches!(o, VnOutput::ToRn(FromVirtualNode::Done(_))));
-        assert!(matches!((report, done), (Some(r), Some(d)) if r < d), "{out:?}");
+        let done = out
+            .iter()
+            .position(|o| matches!(o, VnOutput::ToRn(FromVirtualNode::Done(_))));
+        assert!(
+            matches!((report, done), (Some(r), Some(d)) if r < d),
+            "{out:?}"
+        );
 
         // Exchange 2: still three slots; slot 2's frame is not sent.
         let out = e.handle(t, VnInput::FromRn(ToVirtualNode::PerEdge(Round(2))));
         assert_eq!(edges(&out), Some((Round(2), 3)));
         let frames = vec![frame(2, 20.0), frame(2, 21.0), frame(2, 22.0)];
-        let out = e.handle(t, VnInput::FromRn(ToVirtualNode::PerEdgeFrames { round: Round(2), frames }));
+        let out = e.handle(
+            t,
+            VnInput::FromRn(ToVirtualNode::PerEdgeFrames {
+                round: Round(2),
+                frames,
+            }),
+        );
         assert_eq!(sends(&out), vec![(5, 20.0), (7, 21.0)]);
         // Frames that do not match the slots send nothing.
         let out = e.handle(t, VnInput::FromRn(ToVirtualNode::PerEdge(Round(3))));
         assert_eq!(edges(&out), Some((Round(3), 3)));
         let out = e.handle(
             t,
-            VnInput::FromRn(ToVirtualNode::PerEdgeFrames { round: Round(3), frames: vec![frame(3, 1.0)] }),
+            VnInput::FromRn(ToVirtualNode::PerEdgeFrames {
+                round: Round(3),
+                frames: vec![frame(3, 1.0)],
+            }),
         );
         assert!(sends(&out).is_empty());
     }
