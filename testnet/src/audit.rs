@@ -73,9 +73,20 @@ pub struct AuditPlan {
     spec: ModelSpec,
     info: TaskInfo,
     partition: Arc<ChunkPartition>,
+    /// With `--algo pdmm`: (θ, ρ), to turn its Δz frames into the models a neighbour recovers from them.
+    pdmm: Option<(f64, f64)>,
 }
 
 impl AuditPlan {
+    /// The run's algorithm: PDMM's frames are dual increments, which the audit first turns into the sender's
+    /// model as the receiving neighbour can ([`crate::pdmm_view`]).
+    pub fn with_algorithm(mut self, algo: node::algo::AlgoSpec) -> Self {
+        if let node::algo::AlgoSpec::Pdmm(p) = algo {
+            self.pdmm = Some((p.theta, p.rho));
+        }
+        self
+    }
+
     /// `None` without `--audit` (`settings` is `None`). `learning` is the run's (seed, model); `rounds` its
     /// length.
     pub fn new(
@@ -98,6 +109,7 @@ impl AuditPlan {
             spec: learning.model_spec(&info),
             info,
             partition,
+            pdmm: None,
         }))
     }
 
@@ -131,6 +143,9 @@ impl AuditPlan {
             owner: Box::new(owner),
             state: Mutex::new(State::default()),
             sink,
+            pdmm: self
+                .pdmm
+                .map(|(theta, rho)| Mutex::new(crate::pdmm_view::PdmmView::new(theta, rho))),
         }
     }
 
@@ -279,6 +294,8 @@ pub struct AuditObserver<I> {
     owner: Owner<I>,
     state: Mutex<State>,
     sink: Sink,
+    /// PDMM runs: every edge's duals, replayed to recover the models behind the frames.
+    pdmm: Option<Mutex<crate::pdmm_view::PdmmView>>,
 }
 
 impl<I> AuditObserver<I> {
@@ -332,6 +349,21 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
 
     fn chunk_received(&self, node: usize, _vn: usize, from: &I, frame: &ChunkFrame) {
         let round = frame.round.get();
+        // PDMM: every frame updates the replayed duals (audited round or not); the attack reads the model
+        // the receiver recovers, not the frame.
+        let recovered = match &self.pdmm {
+            Some(view) => {
+                let Some(sender) = (self.owner)(from) else {
+                    return;
+                };
+                let mut view = view.lock().unwrap_or_else(PoisonError::into_inner);
+                match view.observe(node, sender, round, &frame.values) {
+                    Some(w) => Some(w),
+                    None => return,
+                }
+            }
+            None => None,
+        };
         if !self.settings.audits(round, self.rounds) {
             return;
         }
@@ -365,7 +397,7 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
                 attacker: node,
                 victim,
                 chunk: frame.chunk.get(),
-                values: frame.values.clone(),
+                values: recovered.unwrap_or_else(|| frame.values.clone()),
                 base,
             }
         };

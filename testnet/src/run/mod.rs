@@ -41,7 +41,8 @@ pub fn setting(
             data,
             split,
             partition.clone(),
-        )?,
+        )?
+        .map(|p| p.with_algorithm(setting.algo)),
         None => None,
     };
     if s.mode == Mode::Sim {
