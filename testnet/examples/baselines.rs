@@ -178,15 +178,15 @@ fn main() -> anyhow::Result<()> {
     let results = results.into_inner().expect("no panics");
 
     let mut csv = String::from(
-        "algo,vns,dropout,send_jitter_ms,seeds,final_mean,final_std,best_mean,best_std,round_seconds_mean,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn,chunk_linkage_auc_mean,chunk_linkage_auc_std,walk_linkage_auc_mean,walk_linkage_auc_std\n",
+        "algo,vns,dropout,send_jitter_ms,seeds,final_mean,final_std,best_mean,best_std,round_seconds_mean,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn,chunk_linkage_auc_mean,chunk_linkage_auc_std,walk_linkage_auc_mean,walk_linkage_auc_std,mia_auc_mean,mia_auc_std,la_success_mean,la_success_std\n",
     );
     let first = results.iter().flatten().next().context("no run finished")?;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut md = format!(
         "{} ({}), {} nodes, r = {}, {} rounds, simulator; mean ± sample std over {} seeds.\n\
          Regenerate: `cargo run --release -p testnet --example baselines{}{}`\n\n\
-         | algorithm | k | dropout | send jitter | final {m} | best {m} | round s | chunk bytes / RN / round | messages / RN / round | neighbours / VN | sibling linkage AUC: chunks | walks |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | algorithm | k | dropout | send jitter | final {m} | best {m} | round s | chunk bytes / RN / round | messages / RN / round | neighbours / VN | sibling linkage AUC: chunks | walks | MIA AUC (last audit) | LA success (last audit) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         first.dataset,
         first.model,
         first.nodes,
@@ -214,12 +214,22 @@ fn main() -> anyhow::Result<()> {
             (!v.is_empty()).then(|| spread(&v))
         };
         let (lc, lw) = (link("chunks"), link("walks"));
+        // MIA and LA of the last audited round (the trained model), with --audit.
+        let last_audit = |f: fn(&models::privacy::AuditSummary) -> f64| {
+            let v: Vec<f64> = sums
+                .iter()
+                .filter_map(|s| s.audit.as_ref()?.last.as_ref().map(|r| f(&r.summary)))
+                .filter(|v| v.is_finite())
+                .collect();
+            (!v.is_empty()).then(|| spread(&v))
+        };
+        let (mia, la) = (last_audit(|a| a.mia_auc_mean), last_audit(|a| a.la_success));
         let csv_pair = |p: Option<(f64, f64)>| p.map_or(",".into(), |(m, s)| format!("{m:.4},{s:.4}"));
         let md_pair = |p: Option<(f64, f64)>| p.map_or("–".into(), |(m, s)| format!("{m:.3} ± {s:.3}"));
         let jitter = cell.jitter_ms.map_or(String::new(), |j| j.to_string());
         writeln!(
             csv,
-            "{},{},{},{jitter},{},{fm:.4},{fs:.4},{bm:.4},{bs:.4},{rm:.3},{:.0},{:.1},{:.2},{},{}",
+            "{},{},{},{jitter},{},{fm:.4},{fs:.4},{bm:.4},{bs:.4},{rm:.3},{:.0},{:.1},{:.2},{},{},{},{}",
             cell.spec,
             cell.vns,
             cell.dropout,
@@ -229,10 +239,12 @@ fn main() -> anyhow::Result<()> {
             last.neighbours_per_vn,
             csv_pair(lc),
             csv_pair(lw),
+            csv_pair(mia),
+            csv_pair(la),
         )?;
         writeln!(
             md,
-            "| {} | {} | {} | {} | {fm:.3} ± {fs:.3} | {bm:.3} ± {bs:.3} | {rm:.2} | {:.0} | {:.1} | {:.2} | {} | {} |",
+            "| {} | {} | {} | {} | {fm:.3} ± {fs:.3} | {bm:.3} ± {bs:.3} | {rm:.2} | {:.0} | {:.1} | {:.2} | {} | {} | {} | {} |",
             cell.spec,
             cell.vns,
             cell.dropout,
@@ -242,6 +254,8 @@ fn main() -> anyhow::Result<()> {
             last.neighbours_per_vn,
             md_pair(lc),
             md_pair(lw),
+            md_pair(mia),
+            md_pair(la),
         )?;
     }
     std::fs::write(a.sweep_out.join("summary.csv"), &csv)?;
