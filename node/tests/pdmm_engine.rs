@@ -293,3 +293,28 @@ fn pdmm_from_its_spec_runs_a_neural_model_deterministically() {
     };
     assert_eq!(metric(&a), metric(&b));
 }
+
+/// ADMM (θ = ½, `admm:SIGMA_Z`) on the engine converges too, more slowly than PDMM (the paper's and
+/// `models::schemes`' finding, here through the network path).
+#[test]
+fn admm_on_the_engine_converges_more_slowly_than_pdmm() {
+    let rounds = 30;
+    let error = |params: PdmmParams| {
+        let (models, _, d) = run_quadratic(params, rounds);
+        let target: Vec<f64> = (0..d)
+            .map(|k| (0..NODES).map(|i| centre(i, d)[k]).sum::<f64>() / NODES as f64)
+            .collect();
+        max_error(&models, &target)
+    };
+    let pdmm = error(PdmmParams {
+        mu: 1.0,
+        ..PdmmParams::pdmm(0.1)
+    });
+    let admm = error(PdmmParams {
+        mu: 1.0,
+        ..PdmmParams::admm(0.1)
+    });
+    println!("after {rounds} rounds: PDMM {pdmm:.2e}, ADMM {admm:.2e}");
+    assert!(admm < 0.5, "ADMM converges: {admm}");
+    assert!(pdmm < admm, "PDMM {pdmm} faster than ADMM {admm}");
+}

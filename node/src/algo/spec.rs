@@ -34,13 +34,14 @@ pub enum AlgoSpec {
     /// The same noise without the correction (GFL's random baseline).
     RandomNoise { sigma: f64 },
     /// A/PDMM over one static graph with initial duals of standard deviation σ_Z and per-neighbour Δz frames
-    /// (`pdmm:SIGMA_Z[:THETA[:RHO[:MU]]]`; `admm:SIGMA_Z` is θ = ½), one VN. See [`super::Pdmm`].
+    /// (`pdmm:SIGMA_Z[:THETA[:RHO[:MU]]]`; `admm:SIGMA_Z` is θ = ½; `pdmm-zero:…`/`admm-zero:…` start the
+    /// duals at the paper's zero mean instead of our warm start), one VN. See [`super::Pdmm`].
     Pdmm(super::PdmmParams),
 }
 
 /// Names `FromStr` knows, for error messages.
 const KNOWN: &str = "shatter, el, dpsgd, chunking:K, sparsify-random:F, muffliato:SIGMA, ghp:SIGMA, \
-                     random:SIGMA, pdmm:SIGMA_Z[:THETA[:RHO[:MU]]], admm:SIGMA_Z";
+                     random:SIGMA, pdmm:SIGMA_Z[:THETA[:RHO[:MU]]], admm:SIGMA_Z, pdmm-zero:…, admm-zero:…";
 
 impl AlgoSpec {
     /// What a node with `vns` VNs ran before algorithms were named: EL with one VN, Shatter with more.
@@ -138,10 +139,11 @@ impl fmt::Display for AlgoSpec {
             // The shortest form that parses back to the same parameters.
             Self::Pdmm(p) => {
                 let d = super::PdmmParams::pdmm(p.sigma_z);
+                let zero = if p.warm_start { "" } else { "-zero" };
                 if p.theta == 0.5 && (p.rho, p.mu) == (d.rho, d.mu) {
-                    return write!(f, "admm:{}", p.sigma_z);
+                    return write!(f, "admm{zero}:{}", p.sigma_z);
                 }
-                write!(f, "pdmm:{}", p.sigma_z)?;
+                write!(f, "pdmm{zero}:{}", p.sigma_z)?;
                 if (p.theta, p.rho, p.mu) != (d.theta, d.rho, d.mu) {
                     write!(f, ":{}", p.theta)?;
                 }
@@ -188,9 +190,10 @@ impl FromStr for AlgoSpec {
                     Self::RandomNoise { sigma }
                 })
             }
-            "pdmm" | "admm" => {
+            "pdmm" | "admm" | "pdmm-zero" | "admm-zero" => {
                 let args: Vec<&str> = need("σ_Z")?.split(':').collect();
-                let max = if name == "admm" { 1 } else { 4 };
+                let admm = name.starts_with("admm");
+                let max = if admm { 1 } else { 4 };
                 if args.len() > max {
                     return Err(format!("{name} takes at most {max} parameters: {KNOWN}"));
                 }
@@ -203,7 +206,7 @@ impl FromStr for AlgoSpec {
                         .transpose()
                 };
                 let sigma_z = num(0, "SIGMA_Z")?.unwrap_or_default();
-                let mut p = if name == "admm" {
+                let mut p = if admm {
                     super::PdmmParams::admm(sigma_z)
                 } else {
                     super::PdmmParams::pdmm(sigma_z)
@@ -211,6 +214,7 @@ impl FromStr for AlgoSpec {
                 p.theta = num(1, "THETA")?.unwrap_or(p.theta);
                 p.rho = num(2, "RHO")?.unwrap_or(p.rho);
                 p.mu = num(3, "MU")?.unwrap_or(p.mu);
+                p.warm_start = !name.ends_with("-zero");
                 p.validate().map_err(|e| format!("{name}: {e}"))?;
                 Ok(Self::Pdmm(p))
             }
@@ -251,7 +255,7 @@ fn example(name: &str) -> &'static str {
         "chunking" => "8",
         "muffliato" => "0.025",
         "ghp" | "random" => "0.3",
-        "pdmm" | "admm" => "0.003",
+        "pdmm" | "admm" | "pdmm-zero" | "admm-zero" => "0.003",
         _ => "0.125",
     }
 }
@@ -288,6 +292,9 @@ mod tests {
             "pdmm:0:0.75",
             "pdmm:1:1:0.5:0.25",
             "admm:0.1",
+            "pdmm-zero:0.003",
+            "admm-zero:0.5",
+            "pdmm-zero:0:1:0.1",
         ] {
             assert_eq!(s.parse::<AlgoSpec>().unwrap().to_string(), s);
         }
