@@ -106,6 +106,102 @@ mod tests {
     use protocol::Round;
     use rand::SeedableRng;
 
+    /// In the simulator, with a real MLP and σ_Z > 0: every model the view recovers from a frame is the
+    /// sender's model of that round (what it starts the next round from), to float precision.
+    #[test]
+    fn in_the_simulator_every_recovered_model_is_the_senders_true_model() {
+        use models::data::{DatasetSpec, SyntheticConfig};
+        use std::sync::{Arc, Mutex};
+        let nodes = 6;
+        let lc = node::learner::LearningConfig {
+            dataset: DatasetSpec::Synthetic(SyntheticConfig {
+                train_samples: 120,
+                test_samples: 20,
+                sample_shape: vec![4],
+                num_classes: 2,
+                ..SyntheticConfig::default()
+            }),
+            model: Some(models::nn::ModelSpec::Mlp { hidden: vec![3] }),
+            partition: models::data::Partition::Iid,
+            nodes,
+            train: models::train::TrainConfig {
+                lr: 0.1,
+                batch_size: 8,
+                work: models::train::LocalWork::Steps(2),
+            },
+            seed: 3,
+            max_test_samples: Some(20),
+        };
+        let (split, parts) = lc.load().unwrap();
+        let learners = lc.learners(&split, &parts, 0..nodes).unwrap();
+        let partition = Arc::new(lc.chunk_partition(&learners[0].model, 1).unwrap());
+        let params = PdmmParams::pdmm(0.5);
+        struct Check {
+            view: Mutex<PdmmView>,
+            /// (sender, round) → recovered model; node → (round, model it starts that round from).
+            recovered: Mutex<Vec<(usize, u64, Vec<f32>)>>,
+            starts: Mutex<Vec<(usize, u64, Vec<f32>)>>,
+        }
+        impl node::observe::Observer<u32> for Check {
+            fn wants_params(&self, _: usize, _: Round) -> bool {
+                true
+            }
+            fn round_start(&self, node: usize, round: Round, params: &[f32]) {
+                self.starts
+                    .lock()
+                    .unwrap()
+                    .push((node, round.get(), params.to_vec()));
+            }
+            fn chunk_received(&self, node: usize, _: usize, from: &u32, f: &protocol::ChunkFrame) {
+                let sender = *from as usize;
+                let seen =
+                    self.view
+                        .lock()
+                        .unwrap()
+                        .observe(node, sender, f.round.get(), &f.values);
+                if let Some(w) = seen {
+                    self.recovered
+                        .lock()
+                        .unwrap()
+                        .push((sender, f.round.get(), w));
+                }
+            }
+        }
+        let check = Check {
+            view: Mutex::new(PdmmView::new(params.theta, params.rho)),
+            recovered: Mutex::default(),
+            starts: Mutex::default(),
+        };
+        let cfg = node::sim::SimConfig {
+            algorithm: Some(node::algo::AlgoSpec::Pdmm(params)),
+            ..node::sim::SimConfig::new(1, 2, 5, 3)
+        };
+        node::sim::run_observed(&cfg, learners, partition, |_, _| {}, Some(&check)).unwrap();
+        let starts = check.starts.into_inner().unwrap();
+        let recovered = check.recovered.into_inner().unwrap();
+        let mut compared = 0;
+        for (sender, round, w) in &recovered {
+            // The sender's model of round t is what it starts round t + 1 from.
+            let Some((_, _, truth)) = starts
+                .iter()
+                .find(|(n, r, _)| n == sender && *r == round + 1)
+            else {
+                continue;
+            };
+            let gap = w
+                .iter()
+                .zip(truth)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(gap < 1e-3, "sender {sender} round {round}: gap {gap}");
+            compared += 1;
+        }
+        assert!(
+            compared >= nodes * 2 * 3,
+            "{compared} recovered models compared"
+        );
+    }
+
     /// Two nodes on one edge, running the real algorithm with random initial duals: from the frames alone
     /// the view recovers each sender's model of every round to float precision.
     #[test]
