@@ -518,8 +518,8 @@ impl<I: VnIdentity> VnEngine<I> {
         let Some(r) = self.rounds.get_mut(&round) else {
             return;
         };
-        if r.own.is_some() || r.own_per_edge.is_some() {
-            tracing::error!(%round, "a second own payload for the round is ignored");
+        if r.own_per_edge.is_some() {
+            tracing::error!(%round, "a broadcast chunk for a per-edge round is ignored");
             return;
         }
         r.own = Some(Arc::new(frame.encode()));
