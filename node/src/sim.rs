@@ -293,6 +293,8 @@ impl<'a> Sim<'a> {
         let rng = derive_rng(cfg.seed, u64::MAX - 1);
         // A VN stays out of the overlays of the rounds its RN sits out (one set per RN, shared by its VNs).
         let skips: Vec<Arc<_>> = rns.iter().map(|r| Arc::new(r.skipped_exchanges())).collect();
+        // Per-edge algorithms (PDMM) get every copy with its edge slot.
+        let per_edge = rns[0].per_edge();
         let vns = (0..total as u32)
             .map(|g| {
                 // Distinct streams per VN: siblings share no randomness (DESIGN §5).
@@ -308,6 +310,7 @@ impl<'a> Sim<'a> {
                     Box::new(|_| true),
                 )
                 .and_then(|e| e.with_value_bounds(cfg.values))
+                .map(|e| e.with_edge_slots(per_edge))
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let mut sim = Self {

@@ -357,7 +357,7 @@ impl Harness {
                     prop_assert!(to != ME && to != UNLISTED, "chunk to {to}");
                     self.chunks_sent.push((to, round));
                 }
-                VnOutput::Received { from, frame } => {
+                VnOutput::Received { from, frame, .. } => {
                     prop_assert!(from != UNLISTED);
                     prop_assert!(frame.values.iter().all(|v| v.is_finite()));
                     prop_assert_eq!(Some(&frame.values.len()), LENS.get(frame.chunk.get()));

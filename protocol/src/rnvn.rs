@@ -9,11 +9,26 @@ use serde::{Deserialize, Serialize};
 
 use crate::{ChunkFrame, RefuseReason, Round};
 
+/// Most edge slots one VN reports for one exchange, and so most frames in one [`ToVirtualNode::PerEdgeFrames`]
+/// or flags in one [`FromVirtualNode::DeliveredOnEdges`]. A slot is a confirmed neighbour, and overlays have
+/// a handful (r ≤ 16 in every configuration of this project): 256 bounds what a per-edge exchange may ask an
+/// RN to compute, and is far above any honest degree.
+pub const MAX_EDGE_SLOTS: usize = 256;
+
 /// RN → VN.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToVirtualNode {
     /// Start exchanging `chunk` for its round: send it to every confirmed neighbour of that round.
     Exchange(ChunkFrame),
+    /// Exchange `round` sends one frame per neighbour (per-edge payloads, e.g. PDMM's Δz): report the edge
+    /// slots with [`FromVirtualNode::Edges`] once the round's neighbours are known; the frames follow as
+    /// [`ToVirtualNode::PerEdgeFrames`].
+    PerEdge(Round),
+    /// The frames of per-edge exchange `round`, `frames[i]` for edge slot i (as many as the VN reported).
+    PerEdgeFrames {
+        round: Round,
+        frames: Vec<ChunkFrame>,
+    },
     /// Leave the network.
     Stop,
 }
@@ -23,6 +38,17 @@ pub enum ToVirtualNode {
 pub enum FromVirtualNode {
     /// One copy received from a neighbour in `round` (the frame carries round and chunk index).
     Received(ChunkFrame),
+    /// One copy received from the neighbour in edge slot `slot` (VNs that report slots: those of an
+    /// algorithm with per-edge state). A slot is a position in the VN's sorted neighbour list — of the round,
+    /// or with a static graph of the graph negotiated once, so stable for the run — never an identity.
+    ReceivedOnEdge { slot: u32, frame: ChunkFrame },
+    /// Per-edge exchange `round` has `slots` edge slots (≤ [`MAX_EDGE_SLOTS`]); the answer to
+    /// [`ToVirtualNode::PerEdge`].
+    Edges { round: Round, slots: u32 },
+    /// Per-edge exchange `round` is over: `accepted[i]` says whether the neighbour in slot i accepted our
+    /// frame (false for a slot whose edge was dropped, whose frame was refused or whose answer did not come
+    /// back before the round ended). Sent just before that round's `Done`.
+    DeliveredOnEdges { round: Round, accepted: Vec<bool> },
     /// The exchange of `round` is over at this VN: all copies it will hand over for the round have been sent.
     Done(RoundSummary),
     /// Several distinct peers showed this VN messages of exchange `exchange` or later, beyond what it

@@ -122,6 +122,8 @@ pub struct AuditPlan {
     reading: Reading,
     /// The run's learning rate (GIA: the pseudo-gradient is (θ₀ − θ₁) / η).
     lr: f32,
+    /// With `--algo pdmm`: (θ, ρ), to turn its Δz frames into the models a neighbour recovers from them.
+    pdmm: Option<(f64, f64)>,
 }
 
 impl AuditPlan {
@@ -150,6 +152,12 @@ impl AuditPlan {
             reading: Reading::of(algo, partition.k(), learning.seed),
             partition,
             lr: learning.train.lr as f32,
+            // PDMM's frames are dual increments, which the audit first turns into the sender's model as the
+            // receiving neighbour can ([`crate::pdmm_view`]).
+            pdmm: match algo {
+                AlgoSpec::Pdmm(p) => Some((p.theta, p.rho)),
+                _ => None,
+            },
         }))
     }
 
@@ -202,6 +210,9 @@ impl AuditPlan {
             owner: Box::new(owner),
             state: Mutex::new(State::default()),
             sink,
+            pdmm: self
+                .pdmm
+                .map(|(theta, rho)| Mutex::new(crate::pdmm_view::PdmmView::new(theta, rho))),
         }
     }
 
@@ -512,6 +523,8 @@ pub struct AuditObserver<I> {
     owner: Owner<I>,
     state: Mutex<State>,
     sink: Sink,
+    /// PDMM runs: every edge's duals, replayed to recover the models behind the frames.
+    pdmm: Option<Mutex<crate::pdmm_view::PdmmView>>,
 }
 
 impl<I> AuditObserver<I> {
@@ -572,6 +585,21 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
     fn chunk_received(&self, node: usize, _vn: usize, from: &I, frame: &ChunkFrame) {
         let exchange = frame.round.get();
         let round = exchange / self.reading.steps;
+        // PDMM (one exchange per round): every frame updates the replayed duals (audited round or not); the
+        // attack reads the model the receiver recovers, not the frame.
+        let recovered = match &self.pdmm {
+            Some(view) => {
+                let Some(sender) = (self.owner)(from) else {
+                    return;
+                };
+                let mut view = view.lock().unwrap_or_else(PoisonError::into_inner);
+                match view.observe(node, sender, round, &frame.values) {
+                    Some(w) => Some(w),
+                    None => return,
+                }
+            }
+            None => None,
+        };
         if !self.settings.audits(round, self.rounds) {
             return;
         }
@@ -643,7 +671,9 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
                 chunk,
                 label: if self.reading.index_slots { chunk } else { 0 },
                 coordinates,
-                values: values.unwrap_or_else(|| frame.values.clone()),
+                values: recovered
+                    .or(values)
+                    .unwrap_or_else(|| frame.values.clone()),
                 base,
                 victim_start: st
                     .base

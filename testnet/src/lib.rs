@@ -16,6 +16,7 @@
 //! - `churn.rs`: [`churn::ChurnPlan`], `--kill`, `--restart-after` and `--pause` for procs mode (issue 15).
 //! - `progress.rs`: `indicatif` bar on a terminal, one line per round otherwise.
 //! - `audit.rs`: `--audit`, the privacy audit run inside training (ground truth from the harness only).
+//! - `pdmm_view.rs`: what a PDMM neighbour recovers of the sender's model from its Δz frames (for `--audit`).
 //! - `linkage.rs`: [`linkage::LinkageRecorder`], the network observer's sibling-linkage attack by timing
 //!   (with `--audit` in sim mode; `summary.json` → `linkage`).
 //! - `report.rs`: [`report::Summary`], `metrics.jsonl`, `summary.json`, the printed tables.
@@ -31,6 +32,7 @@ pub mod audit;
 pub mod churn;
 pub mod cli;
 pub mod linkage;
+pub mod pdmm_view;
 pub mod plots;
 pub mod progress;
 pub mod report;

@@ -21,10 +21,11 @@
 //! | another combine rule | [`Algorithm::combine`] is the algorithm's own: per-parameter mean (Shatter, EL), mean with self-correction of the noise (GHP: own term − r·g), Metropolis-style weights (D-PSGD), dual update then primal step (PDMM) | all |
 //! | local noise before sending | inside `outgoing` (the model is the algorithm's to perturb) | Muffliato, GHP, random:σ |
 //!
-//! The engine carries broadcast payloads over per-round or static graphs, in one or several steps per round
-//! (each step its own exchange, numbered `round · steps + step` on the wire). Per-neighbour payloads are not
-//! carried yet: an algorithm asking for them fails the node with an error naming what is missing at its first
-//! exchange, never half-way through a round.
+//! The engine carries broadcast and per-neighbour payloads over per-round or static graphs, in one or several
+//! steps per round (each step its own exchange, numbered `round · steps + step` on the wire). A per-neighbour
+//! payload goes RN → VN as `PerEdge` (the VN answers with its number of edge slots once its neighbours are
+//! known) then `PerEdgeFrames` (frame i for slot i); see `engine/vn.rs` for what happens to a dropped edge's
+//! slot. An algorithm with per-edge state ([`Algorithm::per_edge`]) gets every copy with its slot.
 //!
 //! # Layout
 //! - `mod.rs`: the [`Algorithm`] trait, [`Payload`], [`Graph`], [`AlgoError`].
@@ -38,12 +39,14 @@
 //! - `topk.rs`: [`TopK`], top-k sparsification: the coordinates that changed most, named in the frame.
 //! - `chunking.rs`: [`OneChunk`], one random chunk of K per round through one VN: the chunking-only
 //!   ablation (static partition) and random sparsification (a fresh partition per round).
+//! - `pdmm.rs`: [`Pdmm`], A/PDMM over a static graph with random initial duals and per-neighbour Δz frames.
 
 mod chunking;
 mod dpsgd;
 mod el;
 mod ghp;
 mod muffliato;
+mod pdmm;
 mod shatter;
 mod spec;
 mod topk;
@@ -53,6 +56,7 @@ pub use dpsgd::Dpsgd;
 pub use el::el;
 pub use ghp::Perturbed;
 pub use muffliato::{GOSSIP_STEPS, Muffliato};
+pub use pdmm::{Pdmm, PdmmParams};
 pub use shatter::Shatter;
 pub use spec::AlgoSpec;
 pub use topk::{TopK, decode_sparse, encode_sparse, sparse_len};
@@ -152,8 +156,35 @@ pub trait Algorithm: Send {
         let _ = (step, vn, copies);
     }
 
+    /// Whether the algorithm keeps state per edge (PDMM's duals): its VNs then hand every copy over with the
+    /// sender's edge slot ([`Algorithm::receive_on_edge`]) and report per-slot delivery of per-neighbour
+    /// payloads ([`Algorithm::delivered_on_edges`]). Off for the others, whose RN learns nothing of slots.
+    fn per_edge(&self) -> bool {
+        false
+    }
+
     /// A copy VN `vn` accepted in `step` (index, length and finiteness already checked by the VN).
     fn receive(&mut self, step: u32, vn: usize, frame: &ChunkFrame) -> Result<(), AlgoError>;
+
+    /// A copy VN `vn` accepted in `step` from the neighbour in edge slot `slot` (for [`Algorithm::per_edge`]
+    /// algorithms; a slot is a position in the VN's sorted neighbour list — with a static graph the same
+    /// neighbour all run — never an identity). By default the slot is ignored.
+    fn receive_on_edge(
+        &mut self,
+        step: u32,
+        vn: usize,
+        slot: u32,
+        frame: &ChunkFrame,
+    ) -> Result<(), AlgoError> {
+        let _ = slot;
+        self.receive(step, vn, frame)
+    }
+
+    /// End of a per-neighbour `step` at VN `vn`: `accepted[i]` says whether the neighbour in slot i accepted
+    /// our frame (false for a dropped edge, a refused frame or an answer that did not come back in time).
+    fn delivered_on_edges(&mut self, step: u32, vn: usize, accepted: &[bool]) {
+        let _ = (step, vn, accepted);
+    }
 
     /// End of `step`: the next model from the local one and what was received.
     fn combine(&mut self, round: Round, step: u32, local: &[f32]) -> Result<Vec<f32>, AlgoError>;
@@ -192,61 +223,190 @@ mod tests {
         assert_eq!(shatter_or_el(partition(1)).name(), "el");
     }
 
-    /// Several steps per round with per-neighbour payloads, which the engine does not carry yet.
-    struct MultiStep(Shatter);
-    impl Algorithm for MultiStep {
+    /// A per-neighbour algorithm for the engine's plumbing: frame i carries the value i (or `frames` frames
+    /// when set, to test the count check), and it records what came back, by slot.
+    #[derive(Default)]
+    struct PerSlot {
+        frames: Option<usize>,
+        received: Vec<(u32, f32)>,
+        accepted: Vec<bool>,
+    }
+    impl Algorithm for PerSlot {
         fn name(&self) -> &str {
-            "multistep"
+            "perslot"
         }
         fn virtual_nodes(&self) -> usize {
-            self.0.virtual_nodes()
+            1
         }
         fn chunk_lens(&self) -> Vec<usize> {
-            self.0.chunk_lens()
+            vec![1]
         }
-        fn steps(&self) -> u32 {
-            10
+        fn per_edge(&self) -> bool {
+            true
         }
-        fn begin_round(&mut self, r: Round) {
-            self.0.begin_round(r)
-        }
+        fn begin_round(&mut self, _: Round) {}
         fn outgoing(
             &mut self,
-            r: Round,
-            s: u32,
-            p: &[f32],
+            _: Round,
+            _: u32,
+            _: &[f32],
         ) -> Result<Vec<(usize, Payload)>, AlgoError> {
-            Ok(self
-                .0
-                .outgoing(r, s, p)?
-                .into_iter()
-                .map(|(vn, _)| (vn, Payload::PerNeighbour))
+            Ok(vec![(0, Payload::PerNeighbour)])
+        }
+        fn per_neighbour(
+            &mut self,
+            round: Round,
+            _: u32,
+            _: usize,
+            edges: usize,
+        ) -> Result<Vec<ChunkFrame>, AlgoError> {
+            Ok((0..self.frames.unwrap_or(edges))
+                .map(|i| ChunkFrame {
+                    round,
+                    chunk: protocol::ChunkIndex(0),
+                    values: vec![i as f32],
+                })
                 .collect())
         }
-        fn receive(&mut self, s: u32, vn: usize, f: &ChunkFrame) -> Result<(), AlgoError> {
-            self.0.receive(s, vn, f)
+        fn receive(&mut self, _: u32, _: usize, _: &ChunkFrame) -> Result<(), AlgoError> {
+            Err(AlgoError::Other("needs the slot".into()))
         }
-        fn combine(&mut self, r: Round, s: u32, l: &[f32]) -> Result<Vec<f32>, AlgoError> {
-            self.0.combine(r, s, l)
+        fn receive_on_edge(
+            &mut self,
+            _: u32,
+            _: usize,
+            slot: u32,
+            f: &ChunkFrame,
+        ) -> Result<(), AlgoError> {
+            self.received.push((slot, f.values[0]));
+            Ok(())
+        }
+        fn delivered_on_edges(&mut self, _: u32, _: usize, accepted: &[bool]) {
+            self.accepted = accepted.to_vec();
+        }
+        fn combine(&mut self, _: Round, _: u32, l: &[f32]) -> Result<Vec<f32>, AlgoError> {
+            // The model after the round says what the algorithm saw: Σ slot·value + 10·(accepted count).
+            let seen: f32 = self.received.iter().map(|(s, v)| *s as f32 * v).sum();
+            let ok = self.accepted.iter().filter(|a| **a).count() as f32;
+            Ok(vec![l[0] + seen + 10.0 * ok])
         }
     }
 
+    fn trained() -> RnInput {
+        RnInput::Trained {
+            round: Round::ZERO,
+            params: vec![1.0],
+            train_loss: 0.0,
+            secs: 0.0,
+        }
+    }
+
+    /// A per-neighbour payload goes out as a request for the VN's edge slots, then one frame per slot; copies
+    /// come back with their slot and the per-slot delivery report reaches the algorithm before the combine.
     #[test]
-    fn the_engine_refuses_what_it_cannot_run_instead_of_running_it_half_way() {
-        let mut e = RnEngine::new(Box::new(MultiStep(Shatter::new(partition(2)))), 3).unwrap();
-        assert_eq!(e.exchanges(), 30, "ten exchanges per round");
-        e.handle(Duration::ZERO, RnInput::Start);
+    fn per_neighbour_payloads_go_out_one_frame_per_edge_slot_and_come_back_by_slot() {
+        let mut e = RnEngine::new(Box::<PerSlot>::default(), 1).unwrap();
+        assert!(e.per_edge());
+        let t = Duration::ZERO;
+        e.handle(t, RnInput::Start);
+        // A slot report before the RN asked (still training) is ignored.
+        let early = FromVirtualNode::Edges {
+            round: Round(0),
+            slots: 9,
+        };
+        assert!(
+            e.handle(t, RnInput::FromVn { vn: 0, msg: early })
+                .is_empty()
+        );
+        let out = e.handle(t, trained());
+        assert!(
+            matches!(
+                &out[..],
+                [RnOutput::ToVn {
+                    vn: 0,
+                    msg: ToVirtualNode::PerEdge(Round(0))
+                }]
+            ),
+            "{out:?}"
+        );
+        let edges = FromVirtualNode::Edges {
+            round: Round(0),
+            slots: 3,
+        };
         let out = e.handle(
-            Duration::ZERO,
-            RnInput::Trained {
-                round: Round::ZERO,
-                params: vec![1.0; 6],
-                train_loss: 0.0,
-                secs: 0.0,
+            t,
+            RnInput::FromVn {
+                vn: 0,
+                msg: edges.clone(),
             },
         );
+        let [
+            RnOutput::ToVn {
+                vn: 0,
+                msg:
+                    ToVirtualNode::PerEdgeFrames {
+                        round: Round(0),
+                        frames,
+                    },
+            },
+        ] = &out[..]
+        else {
+            panic!("{out:?}")
+        };
+        let values: Vec<f32> = frames.iter().map(|f| f.values[0]).collect();
+        assert_eq!(values, vec![0.0, 1.0, 2.0], "frame i for slot i");
+        assert!(frames.iter().all(|f| f.round == Round(0)));
         assert!(
-            matches!(&out[..], [RnOutput::Failed(why)] if why.contains("per-neighbour")),
+            e.handle(t, RnInput::FromVn { vn: 0, msg: edges })
+                .is_empty(),
+            "frames go out once per step"
+        );
+        let copy = |slot, v: f32| RnInput::FromVn {
+            vn: 0,
+            msg: FromVirtualNode::ReceivedOnEdge {
+                slot,
+                frame: ChunkFrame {
+                    round: Round(0),
+                    chunk: protocol::ChunkIndex(0),
+                    values: vec![v],
+                },
+            },
+        };
+        e.handle(t, copy(2, 5.0));
+        e.handle(t, copy(1, 3.0));
+        let report = FromVirtualNode::DeliveredOnEdges {
+            round: Round(0),
+            accepted: vec![true, false, true],
+        };
+        e.handle(t, RnInput::FromVn { vn: 0, msg: report });
+        let done = FromVirtualNode::Done(RoundSummary::default());
+        let out = e.handle(t, RnInput::FromVn { vn: 0, msg: done });
+        // 1 + (2·5 + 1·3) + 10·2.
+        assert!(
+            matches!(out.last(), Some(RnOutput::Evaluate { params, .. }) if params == &vec![34.0]),
+            "{out:?}"
+        );
+    }
+
+    /// An algorithm that answers with another number of frames than the VN has slots stops the node at that
+    /// step, before anything is sent.
+    #[test]
+    fn frames_that_do_not_match_the_edge_slots_fail_the_node_instead_of_going_out() {
+        let algo = PerSlot {
+            frames: Some(2),
+            ..PerSlot::default()
+        };
+        let mut e = RnEngine::new(Box::new(algo), 1).unwrap();
+        let t = Duration::ZERO;
+        e.handle(t, RnInput::Start);
+        e.handle(t, trained());
+        let edges = FromVirtualNode::Edges {
+            round: Round(0),
+            slots: 3,
+        };
+        let out = e.handle(t, RnInput::FromVn { vn: 0, msg: edges });
+        assert!(
+            matches!(&out[..], [RnOutput::Failed(why)] if why.contains("2 frames for 3 edge slots")),
             "{out:?}"
         );
     }

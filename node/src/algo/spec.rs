@@ -36,11 +36,16 @@ pub enum AlgoSpec {
     Ghp { sigma: f64 },
     /// The same noise without the correction (GFL's random baseline).
     RandomNoise { sigma: f64 },
+    /// A/PDMM over one static graph with initial duals of standard deviation σ_Z and per-neighbour Δz frames
+    /// (`pdmm:SIGMA_Z[:THETA[:RHO[:MU]]]`; `admm:SIGMA_Z` is θ = ½; `pdmm-zero:…`/`admm-zero:…` start the
+    /// duals at the paper's zero mean instead of our warm start), one VN. See [`super::Pdmm`].
+    Pdmm(super::PdmmParams),
 }
 
 /// Names `FromStr` knows, for error messages.
-const KNOWN: &str =
-    "shatter, el, dpsgd, chunking:K, sparsify-random:F, sparsify-topk:F, muffliato:SIGMA, ghp:SIGMA, random:SIGMA";
+const KNOWN: &str = "shatter, el, dpsgd, chunking:K, sparsify-random:F, sparsify-topk:F, muffliato:SIGMA, \
+                     ghp:SIGMA, random:SIGMA, pdmm:SIGMA_Z[:THETA[:RHO[:MU]]], admm:SIGMA_Z, pdmm-zero:…, \
+                     admm-zero:…";
 
 impl AlgoSpec {
     /// What a node with `vns` VNs ran before algorithms were named: EL with one VN, Shatter with more.
@@ -70,7 +75,11 @@ impl AlgoSpec {
     pub fn chunks(&self, vns: usize) -> usize {
         match self {
             Self::Shatter | Self::Ghp { .. } | Self::RandomNoise { .. } => vns,
-            Self::El | Self::Dpsgd | Self::Muffliato { .. } | Self::SparsifyTopk { .. } => 1,
+            Self::El
+            | Self::Dpsgd
+            | Self::Muffliato { .. }
+            | Self::SparsifyTopk { .. }
+            | Self::Pdmm(_) => 1,
             Self::Chunking { chunks } => *chunks,
             Self::SparsifyRandom { fraction } => (1.0 / fraction).round() as usize,
         }
@@ -119,6 +128,10 @@ impl AlgoSpec {
             Self::RandomNoise { sigma } => {
                 Box::new(Perturbed::new(partition, *sigma, false, rng())?)
             }
+            Self::Pdmm(p) => {
+                let name = if p.theta == 0.5 { "admm" } else { "pdmm" };
+                Box::new(super::Pdmm::new(name, partition.d(), *p, rng())?)
+            }
         })
     }
 }
@@ -135,6 +148,25 @@ impl fmt::Display for AlgoSpec {
             Self::Muffliato { sigma } => write!(f, "muffliato:{sigma}"),
             Self::Ghp { sigma } => write!(f, "ghp:{sigma}"),
             Self::RandomNoise { sigma } => write!(f, "random:{sigma}"),
+            // The shortest form that parses back to the same parameters.
+            Self::Pdmm(p) => {
+                let d = super::PdmmParams::pdmm(p.sigma_z);
+                let zero = if p.warm_start { "" } else { "-zero" };
+                if p.theta == 0.5 && (p.rho, p.mu) == (d.rho, d.mu) {
+                    return write!(f, "admm{zero}:{}", p.sigma_z);
+                }
+                write!(f, "pdmm{zero}:{}", p.sigma_z)?;
+                if (p.theta, p.rho, p.mu) != (d.theta, d.rho, d.mu) {
+                    write!(f, ":{}", p.theta)?;
+                }
+                if (p.rho, p.mu) != (d.rho, d.mu) {
+                    write!(f, ":{}", p.rho)?;
+                }
+                if p.mu != d.mu {
+                    write!(f, ":{}", p.mu)?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -169,6 +201,34 @@ impl FromStr for AlgoSpec {
                 } else {
                     Self::RandomNoise { sigma }
                 })
+            }
+            "pdmm" | "admm" | "pdmm-zero" | "admm-zero" => {
+                let args: Vec<&str> = need("σ_Z")?.split(':').collect();
+                let admm = name.starts_with("admm");
+                let max = if admm { 1 } else { 4 };
+                if args.len() > max {
+                    return Err(format!("{name} takes at most {max} parameters: {KNOWN}"));
+                }
+                let num = |i: usize, what: &str| -> Result<Option<f64>, String> {
+                    args.get(i)
+                        .map(|a| {
+                            a.parse::<f64>()
+                                .map_err(|e| format!("{name}: {what} needs a number: {e}"))
+                        })
+                        .transpose()
+                };
+                let sigma_z = num(0, "SIGMA_Z")?.unwrap_or_default();
+                let mut p = if admm {
+                    super::PdmmParams::admm(sigma_z)
+                } else {
+                    super::PdmmParams::pdmm(sigma_z)
+                };
+                p.theta = num(1, "THETA")?.unwrap_or(p.theta);
+                p.rho = num(2, "RHO")?.unwrap_or(p.rho);
+                p.mu = num(3, "MU")?.unwrap_or(p.mu);
+                p.warm_start = !name.ends_with("-zero");
+                p.validate().map_err(|e| format!("{name}: {e}"))?;
+                Ok(Self::Pdmm(p))
             }
             "muffliato" => {
                 let sigma: f32 = need("a noise level")?
@@ -211,6 +271,7 @@ fn example(name: &str) -> &'static str {
         "chunking" => "8",
         "muffliato" => "0.025",
         "ghp" | "random" => "0.3",
+        "pdmm" | "admm" | "pdmm-zero" | "admm-zero" => "0.003",
         _ => "0.125",
     }
 }
@@ -244,6 +305,13 @@ mod tests {
             "muffliato:0.025",
             "ghp:0.3",
             "random:0.3",
+            "pdmm:0.003",
+            "pdmm:0:0.75",
+            "pdmm:1:1:0.5:0.25",
+            "admm:0.1",
+            "pdmm-zero:0.003",
+            "admm-zero:0.5",
+            "pdmm-zero:0:1:0.1",
         ] {
             assert_eq!(s.parse::<AlgoSpec>().unwrap().to_string(), s);
         }
@@ -262,5 +330,19 @@ mod tests {
         assert_eq!(AlgoSpec::Muffliato { sigma: 0.1 }.steps(), 10);
         assert!(AlgoSpec::Chunking { chunks: 8 }.check_vns(2).is_err());
         assert_eq!(AlgoSpec::from_vns(1), AlgoSpec::El);
+        assert!(err("pdmm").contains("pdmm:0.003"));
+        assert!(err("pdmm:0.1:2").contains("θ"), "{}", err("pdmm:0.1:2"));
+        assert!(err("pdmm:-1").contains("σ_Z ≥ 0"));
+        assert!(err("admm:0.1:1").contains("at most 1"));
+        assert_eq!(
+            "pdmm:0.2:0.5".parse::<AlgoSpec>().unwrap().to_string(),
+            "admm:0.2",
+            "θ = ½ is ADMM"
+        );
+        assert!(
+            AlgoSpec::Pdmm(super::super::PdmmParams::pdmm(0.0))
+                .check_vns(2)
+                .is_err()
+        );
     }
 }

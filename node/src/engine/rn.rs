@@ -106,6 +106,8 @@ pub struct RnEngine {
     vn_done: Vec<bool>,
     /// VNs that are gone; they count as done in every round.
     vn_lost: Vec<bool>,
+    /// VNs asked for their edge slots this step (a per-neighbour payload) whose frames are not sent yet.
+    awaiting_edges: Vec<bool>,
     metrics: RoundMetrics,
     /// Rounds this node takes part in (empty: all); see [`RnEngine::with_participation`].
     participates: Vec<bool>,
@@ -146,6 +148,7 @@ impl RnEngine {
             params: Vec::new(),
             vn_done: vec![false; k],
             vn_lost: vec![false; k],
+            awaiting_edges: vec![false; k],
             metrics: RoundMetrics::default(),
             participates: Vec::new(),
             idle: Duration::ZERO,
@@ -216,6 +219,12 @@ impl RnEngine {
     /// The graph the algorithm exchanges over (the VNs negotiate a static one once).
     pub fn graph(&self) -> Graph {
         self.algo.graph()
+    }
+
+    /// Whether the algorithm keeps per-edge state: its VNs must hand copies over with their edge slot
+    /// (`VnEngine::with_edge_slots`).
+    pub fn per_edge(&self) -> bool {
+        self.algo.per_edge()
     }
 
     /// The exchange number of `step` of `round`, as the VNs and the frames on the wire carry it.
@@ -366,29 +375,76 @@ impl RnEngine {
         out.push(RnOutput::Train { round });
     }
 
-    /// Hands each VN its frame for the current step (the wire's round field is the step's exchange number).
+    /// Hands each VN its frame for the current step (the wire's round field is the step's exchange number),
+    /// or, for a per-neighbour payload, asks it for its edge slots (the frames follow in
+    /// [`RnEngine::send_per_edge`]).
     fn start_step(&mut self, out: &mut Vec<RnOutput>) {
         let (round, step) = (self.round, self.step);
         let exchange = self.exchange(round, step);
-        let name = self.algo.name().to_string();
-        let frames = match self.algo.outgoing(round, step, &self.params) {
-            Ok(payloads) => payloads
-                .into_iter()
-                .map(|(vn, payload)| match payload {
-                    Payload::Broadcast(frame) => Ok((vn, ChunkFrame { round: exchange, ..frame })),
-                    Payload::PerNeighbour => Err(format!(
-                        "{name} asks for per-neighbour payloads, which the engine does not carry yet"
-                    )),
-                })
-                .collect::<Result<Vec<_>, _>>(),
-            Err(e) => Err(format!("{name}: no payload for round {round} step {step}: {e}")),
+        self.awaiting_edges.fill(false);
+        let payloads = match self.algo.outgoing(round, step, &self.params) {
+            Ok(payloads) => payloads,
+            Err(e) => {
+                let name = self.algo.name();
+                out.push(RnOutput::Failed(format!(
+                    "{name}: no payload for round {round} step {step}: {e}"
+                )));
+                return;
+            }
         };
-        match frames {
-            Ok(frames) => out.extend(frames.into_iter().map(|(vn, frame)| RnOutput::ToVn {
-                vn,
-                msg: ToVirtualNode::Exchange(frame),
-            })),
-            Err(why) => out.push(RnOutput::Failed(why)),
+        for (vn, payload) in payloads {
+            let msg = match payload {
+                Payload::Broadcast(frame) => ToVirtualNode::Exchange(ChunkFrame {
+                    round: exchange,
+                    ..frame
+                }),
+                Payload::PerNeighbour => {
+                    if let Some(a) = self.awaiting_edges.get_mut(vn) {
+                        *a = true;
+                    }
+                    ToVirtualNode::PerEdge(exchange)
+                }
+            };
+            out.push(RnOutput::ToVn { vn, msg });
+        }
+    }
+
+    /// VN `vn` reported `slots` edge slots for the current per-neighbour step: the algorithm's frame per slot.
+    fn send_per_edge(&mut self, vn: usize, slots: u32, out: &mut Vec<RnOutput>) {
+        let (round, step) = (self.round, self.step);
+        let exchange = self.exchange(round, step);
+        let name = self.algo.name().to_string();
+        if slots as usize > protocol::rnvn::MAX_EDGE_SLOTS {
+            out.push(RnOutput::Failed(format!(
+                "VN {vn} reported {slots} edge slots, above {}",
+                protocol::rnvn::MAX_EDGE_SLOTS
+            )));
+            return;
+        }
+        match self.algo.per_neighbour(round, step, vn, slots as usize) {
+            Ok(frames) if frames.len() == slots as usize => {
+                let frames = frames
+                    .into_iter()
+                    .map(|f| ChunkFrame {
+                        round: exchange,
+                        ..f
+                    })
+                    .collect();
+                out.push(RnOutput::ToVn {
+                    vn,
+                    msg: ToVirtualNode::PerEdgeFrames {
+                        round: exchange,
+                        frames,
+                    },
+                });
+            }
+            Ok(frames) => out.push(RnOutput::Failed(format!(
+                "{name}: {} frames for {slots} edge slots in round {round} step {step}",
+                frames.len()
+            ))),
+            Err(e) => out.push(RnOutput::Failed(format!(
+                "{name}: no per-neighbour frames for round {round} step {step}: {e}"
+            ))),
         }
     }
 
@@ -414,7 +470,28 @@ impl RnEngine {
                 }
                 self.metrics.copies_received += 1;
             }
-            FromVirtualNode::Received(_) => {}
+            FromVirtualNode::ReceivedOnEdge { slot, frame } if frame.round == exchange => {
+                if let Err(e) = self.algo.receive_on_edge(self.step, vn, slot, &frame) {
+                    self.rejected_copies += 1;
+                    tracing::warn!(vn, slot, error = %e, "copy refused by the aggregator");
+                    return;
+                }
+                self.metrics.copies_received += 1;
+            }
+            FromVirtualNode::Received(_) | FromVirtualNode::ReceivedOnEdge { .. } => {}
+            FromVirtualNode::Edges { round, slots }
+                if round == exchange
+                    && self.phase == Phase::Exchanging
+                    && self.awaiting_edges[vn] =>
+            {
+                self.awaiting_edges[vn] = false;
+                self.send_per_edge(vn, slots, out);
+            }
+            FromVirtualNode::Edges { .. } => {}
+            FromVirtualNode::DeliveredOnEdges { round, accepted } if round == exchange => {
+                self.algo.delivered_on_edges(self.step, vn, &accepted);
+            }
+            FromVirtualNode::DeliveredOnEdges { .. } => {}
             FromVirtualNode::Done(s) if s.round == exchange && !self.vn_done[vn] => {
                 self.vn_done[vn] = true;
                 let m = &mut self.metrics;

@@ -50,10 +50,14 @@ pub fn route_vn<I: VnIdentity, D: VnDriver<I>>(
             VnOutput::SendChunk { to, round, bytes } => driver.send_chunk(to, round, bytes),
             VnOutput::Reply { token, bytes } => driver.reply(token, bytes),
             VnOutput::ToRn(msg) => driver.to_rn(msg),
-            VnOutput::Received { from, frame } => {
-                // The sender stops here: the observer may see it, the RN gets the frame alone.
+            VnOutput::Received { from, slot, frame } => {
+                // The sender stops here: the observer may see it, the RN gets the frame alone (with its edge
+                // slot, a position in the VN's neighbour list, for algorithms with per-edge state).
                 driver.observe_copy(&from, &frame);
-                driver.to_rn(FromVirtualNode::Received(frame));
+                driver.to_rn(match slot {
+                    Some(slot) => FromVirtualNode::ReceivedOnEdge { slot, frame },
+                    None => FromVirtualNode::Received(frame),
+                });
             }
             VnOutput::Refused { from, what } => driver.refused(from, what),
         }
@@ -164,6 +168,7 @@ mod tests {
         };
         let out = vec![VnOutput::Received {
             from: 42u32,
+            slot: None,
             frame: frame.clone(),
         }];
         route_vn(&e, out, &mut d);

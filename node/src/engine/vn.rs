@@ -20,6 +20,22 @@
 //!    each accepted copy goes to the RN at once.
 //!    Chunks that arrive before the round is frozen wait (bounded) until the freeze decides.
 //!    A refusal for `NotNeighbour` tells the sender the edge is half-open; it stops counting it.
+//!
+//! # Per-edge exchanges (PDMM's Δz, one frame per neighbour)
+//! Instead of `Exchange(frame)` the RN sends `PerEdge(t)`. Once the overlay of t is frozen the VN answers
+//! `Edges { t, slots }`: its **edge slots**, the sorted neighbour list fixed at the freeze — with a static graph
+//! the graph of exchange 0, so slot i is the same neighbour in every exchange of the run. The RN computes one
+//! frame per slot and sends `PerEdgeFrames`; the VN sends frame i to the neighbour in slot i. A VN built
+//! [`VnEngine::with_edge_slots`] hands every accepted copy over as `ReceivedOnEdge { slot, frame }`, so the
+//! RN can keep per-edge state without learning any identity (a slot is a position, not a peer). At the end of
+//! a per-edge exchange the VN reports, per slot, whether the neighbour accepted our frame
+//! (`DeliveredOnEdges`, just before `Done`), so that both ends of an edge can agree on whether the exchange
+//! happened on it.
+//!
+//! An edge refused or dropped after the freeze **keeps its slot**: the slot count never changes within an
+//! exchange (and with a static graph never in the run), the frame for a dropped slot is not sent, nothing is
+//! received on it, and its delivery flag is false. The algorithm decides what a silent slot means (PDMM
+//! leaves that edge's duals unchanged for the round at both ends).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,7 +43,7 @@ use std::time::Duration;
 
 use protocol::Round;
 use protocol::control::{ControlEnvelope, ControlMsg, CyclonMsg, OverlayMsg};
-use protocol::rnvn::{FromVirtualNode, RoundSummary, ToVirtualNode};
+use protocol::rnvn::{FromVirtualNode, MAX_EDGE_SLOTS, RoundSummary, ToVirtualNode};
 use protocol::{ChunkFrame, ChunkReply, RefuseReason};
 use sampling::{Protocol, Sampler, SamplerConfig, SamplerInput, SamplerOutput};
 use serde::{Serialize, de::DeserializeOwned};
@@ -144,10 +160,12 @@ pub enum VnOutput<I> {
         bytes: Vec<u8>,
     },
     ToRn(FromVirtualNode),
-    /// Hand an accepted chunk copy to the RN as `FromVirtualNode::Received(frame)`. `from` (the neighbour VN
+    /// Hand an accepted chunk copy to the RN as `FromVirtualNode::Received(frame)`, or with a `slot` (VNs
+    /// built [`VnEngine::with_edge_slots`]) as `FromVirtualNode::ReceivedOnEdge`. `from` (the neighbour VN
     /// that sent it) is for the driver's [`crate::observe::Observer`] only and never reaches the RN.
     Received {
         from: I,
+        slot: Option<u32>,
         frame: ChunkFrame,
     },
     /// Something was refused; counted in the round summary, surfaced for logs and the event stream.
@@ -177,6 +195,15 @@ struct ExchangeRound<I> {
     /// When this VN starts the overlay of this round (scheduled, not started yet).
     start_at: Option<Duration>,
     own: Option<Arc<Vec<u8>>>,
+    /// Per-edge exchange: our frame per edge slot (instead of `own`).
+    own_per_edge: Option<Vec<Arc<Vec<u8>>>>,
+    /// The RN asked for edge slots (`PerEdge`), and whether they were reported.
+    per_edge: bool,
+    edges_reported: bool,
+    /// Edge slots, fixed at the freeze (see the module doc).
+    slots: Option<Vec<I>>,
+    /// Neighbours that accepted our frame this round.
+    delivered_to: BTreeSet<I>,
     neighbours: Option<BTreeSet<I>>,
     /// When our chunk goes out (chunk and neighbour set known, jitter drawn); `deadline` is set once sent.
     send_at: Option<Duration>,
@@ -196,6 +223,11 @@ impl<I> Default for ExchangeRound<I> {
             started: false,
             start_at: None,
             own: None,
+            own_per_edge: None,
+            per_edge: false,
+            edges_reported: false,
+            slots: None,
+            delivered_to: BTreeSet::new(),
             neighbours: None,
             send_at: None,
             awaiting_reply: BTreeSet::new(),
@@ -225,6 +257,11 @@ pub struct VnEngine<I> {
     counters: Counters,
     /// With `static_graph`: exchange 0's frozen neighbours, used by every later exchange.
     static_neighbours: Option<BTreeSet<I>>,
+    /// With `static_graph`: exchange 0's frozen neighbours as edge slots, kept for the run even when an edge
+    /// is dropped from `static_neighbours`.
+    static_slots: Option<Vec<I>>,
+    /// Hand copies to the RN with their edge slot ([`VnEngine::with_edge_slots`]).
+    edge_slots: bool,
     /// Control messages per sender, and Cyclon shuffle requests per sender.
     control_rate: PerPeer<I>,
     shuffle_rate: PerPeer<I>,
@@ -281,6 +318,8 @@ impl<I: VnIdentity> VnEngine<I> {
             allowed,
             counters: Counters::default(),
             static_neighbours: None,
+            static_slots: None,
+            edge_slots: false,
             control_rate,
             shuffle_rate,
             bounds: ValueBounds::default(),
@@ -295,6 +334,14 @@ impl<I: VnIdentity> VnEngine<I> {
         bounds.validate().map_err(sampling::Error::Config)?;
         self.bounds = bounds;
         Ok(self)
+    }
+
+    /// Hands every accepted copy to the RN with its edge slot (`FromVirtualNode::ReceivedOnEdge`): for
+    /// algorithms with per-edge state ([`crate::algo::Algorithm::per_edge`]). A setter, as
+    /// [`VnEngine::with_value_bounds`], so that drivers without per-edge algorithms need not change.
+    pub fn with_edge_slots(mut self, on: bool) -> Self {
+        self.edge_slots = on;
+        self
     }
 
     /// The largest |v| a received chunk may carry now.
@@ -377,6 +424,12 @@ impl<I: VnIdentity> VnEngine<I> {
             VnInput::StartRound(round) => self.on_rn_round(now, round, &mut out),
             VnInput::FromRn(ToVirtualNode::Exchange(frame)) => {
                 self.on_own_chunk(now, frame, &mut out)
+            }
+            VnInput::FromRn(ToVirtualNode::PerEdge(round)) => {
+                self.on_per_edge(now, round, &mut out)
+            }
+            VnInput::FromRn(ToVirtualNode::PerEdgeFrames { round, frames }) => {
+                self.on_per_edge_frames(now, round, frames, &mut out)
             }
             VnInput::FromRn(ToVirtualNode::Stop) => {}
             VnInput::Control { from, bytes } => self.on_control(now, from, bytes, &mut out),
@@ -491,16 +544,85 @@ impl<I: VnIdentity> VnEngine<I> {
     fn on_own_chunk(&mut self, now: Duration, frame: ChunkFrame, out: &mut Vec<VnOutput<I>>) {
         let round = frame.round;
         self.on_rn_round(now, round, out);
-        // One pass over our own chunk per round: the scale received chunks are held to. A non-finite own
-        // value (an RN bug; training that diverges is restored before it gets here) leaves the old scale.
-        let scale = frame.values.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        if scale.is_finite() && frame.values.iter().all(|v| v.is_finite()) {
+        self.note_own_scale(std::slice::from_ref(&frame));
+        let Some(r) = self.rounds.get_mut(&round) else {
+            return;
+        };
+        if r.own_per_edge.is_some() {
+            tracing::error!(%round, "a broadcast chunk for a per-edge round is ignored");
+            return;
+        }
+        r.own = Some(Arc::new(frame.encode()));
+        self.send_own_chunk(now, round, out);
+    }
+
+    /// One pass over our own frames per round: the scale received chunks are held to. A non-finite own
+    /// value (an RN bug; training that diverges is restored before it gets here) leaves the old scale.
+    fn note_own_scale(&mut self, frames: &[ChunkFrame]) {
+        let values = || frames.iter().flat_map(|f| f.values.iter());
+        let scale = values().fold(0.0f32, |m, v| m.max(v.abs()));
+        if !frames.is_empty() && scale.is_finite() && values().all(|v| v.is_finite()) {
             self.own_scale = Some(scale);
+        }
+    }
+
+    /// The RN's exchange `round` is per-edge: report the slots once the round's neighbours are known.
+    fn on_per_edge(&mut self, now: Duration, round: Round, out: &mut Vec<VnOutput<I>>) {
+        self.on_rn_round(now, round, out);
+        let Some(r) = self.rounds.get_mut(&round) else {
+            return;
+        };
+        r.per_edge = true;
+        self.report_edges(round, out);
+    }
+
+    /// Tells the RN the edge slots of a per-edge round, once asked and frozen.
+    fn report_edges(&mut self, round: Round, out: &mut Vec<VnOutput<I>>) {
+        let Some(r) = self.rounds.get_mut(&round) else {
+            return;
+        };
+        if let (true, false, Some(slots)) = (r.per_edge, r.edges_reported, &r.slots) {
+            r.edges_reported = true;
+            out.push(VnOutput::ToRn(FromVirtualNode::Edges {
+                round,
+                slots: slots.len() as u32,
+            }));
+        }
+    }
+
+    /// The RN's frames of per-edge exchange `round`, one per reported slot. Frames that do not match the
+    /// slots (an RN bug) send nothing: the round still ends, by its deadline or when every copy came in.
+    fn on_per_edge_frames(
+        &mut self,
+        now: Duration,
+        round: Round,
+        frames: Vec<ChunkFrame>,
+        out: &mut Vec<VnOutput<I>>,
+    ) {
+        let Some(r) = self.rounds.get(&round) else {
+            return;
+        };
+        let slots = r.slots.as_ref().map_or(0, Vec::len);
+        let fits = r.edges_reported
+            && r.own.is_none()
+            && r.own_per_edge.is_none()
+            && frames.len() == slots
+            && frames.iter().all(|f| f.round == round);
+        if !fits {
+            tracing::error!(%round, frames = frames.len(), slots, "per-edge frames do not match the slots");
+        }
+        if fits {
+            self.note_own_scale(&frames);
         }
         let Some(r) = self.rounds.get_mut(&round) else {
             return;
         };
-        r.own = Some(Arc::new(frame.encode()));
+        if r.own.is_some() || r.own_per_edge.is_some() {
+            return;
+        }
+        // Unfitting frames send nothing (no slot gets a frame) but still open the round's deadline.
+        let frames = if fits { frames } else { Vec::new() };
+        r.own_per_edge = Some(frames.iter().map(|f| Arc::new(f.encode())).collect());
         self.send_own_chunk(now, round, out);
     }
 
@@ -509,7 +631,10 @@ impl<I: VnIdentity> VnEngine<I> {
         let Some(r) = self.rounds.get_mut(&round) else {
             return;
         };
-        if r.own.is_none() || r.neighbours.is_none() || r.send_at.is_some() {
+        if (r.own.is_none() && r.own_per_edge.is_none())
+            || r.neighbours.is_none()
+            || r.send_at.is_some()
+        {
             return;
         }
         let jitter = self
@@ -526,8 +651,22 @@ impl<I: VnIdentity> VnEngine<I> {
             if r.deadline.is_some() || r.send_at.is_none_or(|t| t > now) {
                 continue;
             }
-            let (Some(own), Some(neighbours)) = (&r.own, &r.neighbours) else {
+            let Some(neighbours) = &r.neighbours else {
                 continue;
+            };
+            // Broadcast: our chunk to every neighbour. Per edge: frame i to slot i, if that edge still stands.
+            let sends: Vec<(I, Arc<Vec<u8>>)> = match (&r.own, &r.own_per_edge, &r.slots) {
+                (Some(own), _, _) => neighbours
+                    .iter()
+                    .map(|n| (n.clone(), own.clone()))
+                    .collect(),
+                (None, Some(frames), Some(slots)) => slots
+                    .iter()
+                    .zip(frames)
+                    .filter(|(n, _)| neighbours.contains(*n))
+                    .map(|(n, f)| (n.clone(), f.clone()))
+                    .collect(),
+                _ => continue,
             };
             // A round the network has left behind (catch-up): nobody will send us its chunk any more, so the
             // round ends with what it has instead of waiting out the deadline.
@@ -540,16 +679,16 @@ impl<I: VnIdentity> VnEngine<I> {
             } else {
                 now + self.cfg.exchange_timeout
             });
-            for n in neighbours {
-                if !(self.allowed)(n) {
+            for (n, bytes) in sends {
+                if !(self.allowed)(&n) {
                     continue;
                 }
                 r.awaiting_reply.insert(n.clone());
-                self.counters.sent_chunk(own.len());
+                self.counters.sent_chunk(bytes.len());
                 out.push(VnOutput::SendChunk {
-                    to: n.clone(),
+                    to: n,
                     round,
-                    bytes: own.clone(),
+                    bytes,
                 });
             }
         }
@@ -781,6 +920,7 @@ impl<I: VnIdentity> VnEngine<I> {
         let round = frame.round;
         // Ask the overlay, not our frozen copy: an edge dropped after the freeze is no longer counted.
         let counted = self.counts_edge(round, &from);
+        let edge_slots = self.edge_slots;
         let Some(r) = self.rounds.get_mut(&round) else {
             self.refuse(from, token, RefuseReason::WrongRound, out);
             return;
@@ -789,14 +929,22 @@ impl<I: VnIdentity> VnEngine<I> {
             self.refuse(from, token, RefuseReason::WrongRound, out);
             return;
         }
-        if !counted {
+        // The sender's edge slot, for an RN with per-edge state; every counted neighbour has one (the slots
+        // are the neighbours at the freeze, and edges are only dropped after it).
+        let slot = r
+            .slots
+            .as_ref()
+            .and_then(|s| s.iter().position(|p| *p == from))
+            .map(|i| i as u32);
+        if !counted || (edge_slots && slot.is_none()) {
             self.refuse(from, token, RefuseReason::NotNeighbour, out);
             return;
         }
         r.received_from.insert(from.clone());
         r.summary.received += 1;
         self.reply(token, ChunkReply::Accepted, out);
-        out.push(VnOutput::Received { from, frame });
+        let slot = if edge_slots { slot } else { None };
+        out.push(VnOutput::Received { from, slot, frame });
     }
 
     fn refuse(
@@ -844,7 +992,10 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         match protocol::codec::decode_control::<ChunkReply>(&bytes) {
-            Ok(ChunkReply::Accepted) => r.summary.delivered += 1,
+            Ok(ChunkReply::Accepted) => {
+                r.summary.delivered += 1;
+                r.delivered_to.insert(from);
+            }
             Ok(ChunkReply::Refused(RefuseReason::NotNeighbour)) => {
                 // Half-open edge: the other end does not count it, so neither do we from now on.
                 if self.cfg.static_graph && round > Round::ZERO {
@@ -900,19 +1051,29 @@ impl<I: VnIdentity> VnEngine<I> {
         out: &mut Vec<VnOutput<I>>,
     ) {
         if self.cfg.static_graph && round == Round::ZERO {
-            self.static_neighbours = Some(neighbours.iter().cloned().collect());
+            let graph: BTreeSet<I> = neighbours.iter().cloned().collect();
+            self.static_slots = Some(graph.iter().take(MAX_EDGE_SLOTS).cloned().collect());
+            self.static_neighbours = Some(graph);
         }
+        let slots = if self.cfg.static_graph {
+            self.static_slots.clone().unwrap_or_default()
+        } else {
+            let sorted: BTreeSet<&I> = neighbours.iter().collect();
+            sorted.into_iter().take(MAX_EDGE_SLOTS).cloned().collect()
+        };
         // A round forgotten while its overlay was still open (the RN jumped ahead) stays forgotten.
         let Some(r) = self.rounds.get_mut(&round) else {
             return;
         };
         r.summary.neighbours = neighbours.len() as u32;
         r.neighbours = Some(neighbours.into_iter().collect());
+        r.slots = Some(slots);
         let pending = std::mem::take(&mut r.pending);
         self.pending_total -= pending.len();
         for (from, frame, token) in pending {
             self.decide_chunk(now, from, frame, token, out);
         }
+        self.report_edges(round, out);
         self.send_own_chunk(now, round, out);
         if self.cfg.static_graph && round == Round::ZERO {
             // Later exchanges the RN already started wait for this graph.
@@ -986,7 +1147,7 @@ impl<I: VnIdentity> VnEngine<I> {
     /// Sends due chunks and reports finished rounds.
     fn finish(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
         self.send_due(now, out);
-        for r in self.rounds.values_mut() {
+        for (&round, r) in self.rounds.iter_mut() {
             let Some(deadline) = r.deadline else { continue };
             if r.done {
                 continue;
@@ -999,6 +1160,19 @@ impl<I: VnIdentity> VnEngine<I> {
                 r.done = true;
                 // Sends in flight hold their own reference; a finished round keeps no copy of the chunk.
                 r.own = None;
+                r.own_per_edge = None;
+                if r.per_edge {
+                    let accepted = r
+                        .slots
+                        .iter()
+                        .flatten()
+                        .map(|p| r.delivered_to.contains(p))
+                        .collect();
+                    out.push(VnOutput::ToRn(FromVirtualNode::DeliveredOnEdges {
+                        round,
+                        accepted,
+                    }));
+                }
                 let mut summary = r.summary;
                 self.counters.fill(&mut summary);
                 out.push(VnOutput::ToRn(FromVirtualNode::Done(summary)));
@@ -1169,6 +1343,153 @@ mod tests {
                 token: 1,
             },
         )
+    }
+
+    /// Per-edge exchanges over a static graph: the slots are the graph's sorted neighbours, frame i goes to
+    /// slot i, copies come back with their slot, delivery is reported per slot; an edge refused later keeps
+    /// its slot (the count stays 3) but its frame is no longer sent and its flag is false.
+    #[test]
+    fn per_edge_frames_go_to_their_slots_and_a_dropped_edge_keeps_its_slot_without_a_frame() {
+        let cfg = VnConfig {
+            static_graph: true,
+            send_jitter: Duration::ZERO,
+            chunk_lens: Arc::new(vec![1]),
+            ..engine(|_| true).cfg.clone()
+        };
+        let mut e = VnEngine::new(
+            0u32,
+            cfg,
+            derive_rng(1, 0),
+            derive_rng(1, 1),
+            Box::new(|_| true),
+        )
+        .unwrap()
+        .with_edge_slots(true);
+        let t = Duration::ZERO;
+        e.handle(t, VnInput::StartRound(Round(0)));
+        // Exchange 0's overlay freezes with three neighbours (injected: the negotiation is the sampler's).
+        let mut out = Vec::new();
+        e.on_frozen(t, Round(0), vec![9, 5, 7], &mut out);
+        let frame = |round: u64, v: f32| ChunkFrame {
+            round: Round(round),
+            chunk: protocol::ChunkIndex(0),
+            values: vec![v],
+        };
+        let sends = |out: &[VnOutput<u32>]| -> Vec<(u32, f32)> {
+            out.iter()
+                .filter_map(|o| match o {
+                    VnOutput::SendChunk { to, bytes, .. } => {
+                        Some((*to, ChunkFrame::decode(bytes).unwrap().values[0]))
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        let edges = |out: &[VnOutput<u32>]| {
+            out.iter().find_map(|o| match o {
+                VnOutput::ToRn(FromVirtualNode::Edges { round, slots }) => Some((*round, *slots)),
+                _ => None,
+            })
+        };
+        let reply = |e: &mut VnEngine<u32>, from: u32, round: u64, r: ChunkReply| {
+            let bytes = protocol::codec::encode_control(&r).unwrap();
+            e.handle(
+                t,
+                VnInput::ChunkReply {
+                    from,
+                    round: Round(round),
+                    bytes,
+                },
+            )
+        };
+
+        // Exchange 1: three slots, sorted: 5, 7, 9.
+        let out = e.handle(t, VnInput::FromRn(ToVirtualNode::PerEdge(Round(1))));
+        assert_eq!(edges(&out), Some((Round(1), 3)));
+        let frames = vec![frame(1, 10.0), frame(1, 11.0), frame(1, 12.0)];
+        let out = e.handle(
+            t,
+            VnInput::FromRn(ToVirtualNode::PerEdgeFrames {
+                round: Round(1),
+                frames,
+            }),
+        );
+        assert_eq!(
+            sends(&out),
+            vec![(5, 10.0), (7, 11.0), (9, 12.0)],
+            "frame i to slot i"
+        );
+        let out = e.handle(
+            t,
+            VnInput::Chunk {
+                from: 7,
+                bytes: frame(1, 3.0).encode(),
+                token: 1,
+            },
+        );
+        assert!(
+            out.iter().any(|o| matches!(
+                o,
+                VnOutput::Received {
+                    from: 7,
+                    slot: Some(1),
+                    ..
+                }
+            )),
+            "{out:?}"
+        );
+        reply(&mut e, 5, 1, ChunkReply::Accepted);
+        reply(&mut e, 7, 1, ChunkReply::Accepted);
+        // 9 no longer counts the edge: it is dropped for the rest of the run.
+        reply(
+            &mut e,
+            9,
+            1,
+            ChunkReply::Refused(RefuseReason::NotNeighbour),
+        );
+        let out = e.handle(
+            t,
+            VnInput::Chunk {
+                from: 5,
+                bytes: frame(1, 4.0).encode(),
+                token: 2,
+            },
+        );
+        let report = out.iter().position(|o| {
+            matches!(o, VnOutput::ToRn(FromVirtualNode::DeliveredOnEdges { round: Round(1), accepted })
+                if accepted == &vec![true, true, false])
+        });
+        let done = out
+            .iter()
+            .position(|o| matches!(o, VnOutput::ToRn(FromVirtualNode::Done(_))));
+        assert!(
+            matches!((report, done), (Some(r), Some(d)) if r < d),
+            "{out:?}"
+        );
+
+        // Exchange 2: still three slots; slot 2's frame is not sent.
+        let out = e.handle(t, VnInput::FromRn(ToVirtualNode::PerEdge(Round(2))));
+        assert_eq!(edges(&out), Some((Round(2), 3)));
+        let frames = vec![frame(2, 20.0), frame(2, 21.0), frame(2, 22.0)];
+        let out = e.handle(
+            t,
+            VnInput::FromRn(ToVirtualNode::PerEdgeFrames {
+                round: Round(2),
+                frames,
+            }),
+        );
+        assert_eq!(sends(&out), vec![(5, 20.0), (7, 21.0)]);
+        // Frames that do not match the slots send nothing.
+        let out = e.handle(t, VnInput::FromRn(ToVirtualNode::PerEdge(Round(3))));
+        assert_eq!(edges(&out), Some((Round(3), 3)));
+        let out = e.handle(
+            t,
+            VnInput::FromRn(ToVirtualNode::PerEdgeFrames {
+                round: Round(3),
+                frames: vec![frame(3, 1.0)],
+            }),
+        );
+        assert!(sends(&out).is_empty());
     }
 
     #[test]

@@ -386,7 +386,8 @@ impl NodeBuilder {
                 vn_rng(self.learning.seed, stream, Stream::Overlay),
                 Box::new(move |a: &VnAddr| allowed.is_allowed(&a.peer)),
             )?
-            .with_value_bounds(self.value_bounds)?;
+            .with_value_bounds(self.value_bounds)?
+            .with_edge_slots(engine.per_edge());
             let (tx, rx) = mpsc::channel(VN_COMMAND_CAPACITY);
             vn_cmds.push(tx);
             let bootstrap = peers
