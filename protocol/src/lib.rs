@@ -15,6 +15,7 @@
 //!   (what travels on the control protocol); the round limits every VN applies (`MAX_KEPT_ROUNDS`,
 //!   `MAX_FUTURE_ROUNDS`).
 //! - `rnvn.rs`: messages between a real node and a virtual node running outside its process.
+//! - `link.rs`: how those messages travel on the RN↔VN link to a VN host (`node vn`).
 //! - `examples/fuzz_seeds.rs`: writes the fuzz targets' seed corpus (valid encodings of every message).
 
 pub mod chunk;
@@ -23,6 +24,7 @@ pub mod control;
 mod error;
 pub mod frame;
 mod ids;
+pub mod link;
 pub mod names;
 pub mod rnvn;
 

@@ -1,5 +1,5 @@
 //! Messages between a real node (RN) and one of its virtual nodes (VN) when the VN runs outside the RN's
-//! process (planned: today VNs run in-process and these travel over in-memory channels as the same values).
+//! process (`node vn` hosts them; `link.rs` is their encoding there) or, in-process, over channels as the same values.
 //!
 //! The RN hands VN s its chunk for round t and later collects everything the VN received. Bulk values travel
 //! as [`ChunkFrame`]s on the RN↔VN connection, which is private to the operator: nothing here ever reaches
