@@ -47,4 +47,4 @@ pub mod sim;
 pub use error::{NodeError, Result};
 pub use events::NodeEvent;
 pub use id::VnAddr;
-pub use runtime::{NodeBuilder, NodeHandle, NodeStatus, Timing};
+pub use runtime::{NodeBuilder, NodeHandle, NodeStatus, RemoteVn, Timing};

@@ -1,7 +1,9 @@
-//! The libp2p shell: one Swarm per virtual-node identity, driving the sans-IO VN engine.
+//! The libp2p shell: one Swarm per virtual-node identity, driving the sans-IO VN engine, and the RN↔VN link
+//! (`link.rs`) to VNs hosted in another process.
 
 pub mod behaviour;
 pub mod codec;
 pub mod limits;
+pub mod link;
 pub mod transport;
 pub mod vn_task;

@@ -19,7 +19,7 @@ use crate::{NodeError, Result};
 /// The transport stack; every socket that has not become an authenticated, multiplexed connection within
 /// `handshake` is closed (covering the pre-shared-key exchange too: a silent or stalling socket holds a
 /// descriptor for at most that long).
-fn transport(
+pub(crate) fn transport(
     key: &Keypair,
     psk: Option<PreSharedKey>,
     handshake: Duration,

@@ -461,7 +461,7 @@ fn dial_addrs(to: &VnAddr, addrs: &HashMap<PeerId, Multiaddr>) -> Vec<Multiaddr>
 pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Starts listening on `addr` and returns the first concrete address the swarm reports.
-pub async fn listen(swarm: &mut Swarm<VnBehaviour>, addr: Multiaddr) -> crate::Result<Multiaddr> {
+pub async fn listen<B: libp2p::swarm::NetworkBehaviour>(swarm: &mut Swarm<B>, addr: Multiaddr) -> crate::Result<Multiaddr> {
     swarm
         .listen_on(addr.clone())
         .map_err(|e| crate::NodeError::Network(format!("cannot listen on {addr}: {e}")))?;

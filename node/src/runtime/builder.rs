@@ -14,22 +14,17 @@ use tokio::time::Instant;
 
 use super::handle::{NodeHandle, NodeStatus};
 use super::metrics_file::MetricsFile;
+use super::remote_vn::RemoteVn;
 use super::rn_task::RnTask;
 use super::timing::Timing;
 use crate::algo::AlgoSpec;
-use crate::engine::{RnEngine, ValueBounds, VnEngine};
+use crate::engine::{RnEngine, ValueBounds};
 use crate::events::{EVENT_CAPACITY, EventSink, NodeEvent};
 use crate::learner::{Learner, LearningConfig};
 use crate::net::behaviour::Timeouts;
-use crate::net::transport::build_swarm;
-use crate::net::vn_task::{RefusalLog, VnTask, listen};
 use crate::observe::Observer;
 use crate::peers::PeerList;
 use crate::{NodeError, Result, VnAddr};
-
-/// Commands queued per VN: a start and an exchange per round, and a stop. A handful is plenty; the bound
-/// makes a stuck VN slow its RN down instead of growing a queue.
-const VN_COMMAND_CAPACITY: usize = 8;
 
 /// Messages from all VNs to their RN: about r copies per VN per round plus one report each. 1,024 lets a
 /// round of k = 16, r = 8 (128 copies) arrive while the RN is busy without stalling any VN.
@@ -58,6 +53,8 @@ pub struct NodeBuilder {
     dropout: f64,
     checkpoints: Option<PathBuf>,
     resume: bool,
+    /// VNs run by VN hosts (`node vn`), reached over a link with this identity; `keys` is then empty.
+    remote: Option<(Keypair, Vec<RemoteVn>)>,
 }
 
 impl NodeBuilder {
@@ -84,6 +81,7 @@ impl NodeBuilder {
             dropout: 0.0,
             checkpoints: None,
             resume: false,
+            remote: None,
         }
     }
 
@@ -99,6 +97,14 @@ impl NodeBuilder {
     /// checkpoint's, and the VNs catch up with the network's round from there. Needs a checkpoint directory.
     pub fn resume(mut self, resume: bool) -> Self {
         self.resume = resume;
+        self
+    }
+
+    /// Runs this node's VNs in VN hosts (`node vn`) instead of in this process: VN s is `vns[s]`, reached
+    /// over the RN↔VN link with the identity `link_key` (its own, never a VN's). The node then has no VN
+    /// keys of its own (`new` with none) and listens only for the link's replies.
+    pub fn remote_vns(mut self, link_key: Keypair, vns: Vec<RemoteVn>) -> Self {
+        self.remote = Some((link_key, vns));
         self
     }
 
@@ -193,7 +199,15 @@ impl NodeBuilder {
     /// Starts listening, joins the network and runs the rounds in the background. Must be called within a
     /// tokio runtime.
     pub async fn spawn(self) -> Result<(NodeHandle, mpsc::Receiver<NodeEvent>)> {
-        let k = self.keys.len();
+        let k = match &self.remote {
+            Some(_) if !self.keys.is_empty() => {
+                return Err(NodeError::Config(
+                    "a node's VNs are either its own keys or hosted (remote), not both".into(),
+                ));
+            }
+            Some((_, r)) => r.len(),
+            None => self.keys.len(),
+        };
         if k == 0 {
             return Err(NodeError::Config(
                 "a node needs at least one virtual node key".into(),
@@ -205,7 +219,7 @@ impl NodeBuilder {
         if self.rounds == 0 {
             return Err(NodeError::Config("rounds must be at least 1".into()));
         }
-        if !(self.listen.len() == 1 || self.listen.len() == k) {
+        if self.remote.is_none() && !(self.listen.len() == 1 || self.listen.len() == k) {
             return Err(NodeError::Config(format!(
                 "{} listen addresses for {k} virtual nodes (give 1 or {k})",
                 self.listen.len()
@@ -310,21 +324,27 @@ impl NodeBuilder {
                 protocol::chunk::MAX_CHUNK_VALUES
             )));
         }
-        // Frames longer than this run's largest chunk are refused from their length prefix.
-        let max_chunk_frame = protocol::chunk::chunk_frame_bytes(largest);
         let timeouts = Timeouts {
             handshake: Duration::from_millis(self.timing.handshake_timeout_ms),
             ..self.timeouts
         };
-        let vn_cfg = crate::engine::VnConfig {
+        // What every VN of this node needs from its run: in-process VNs are built from it here, hosted ones
+        // (`node vn`) from the same setup sent over the link.
+        let setup_for = |vn: PeerId| super::vn_setup::VnSetup {
+            vn: vn.to_string(),
+            degree: self.degree,
+            timing: self.timing.clone(),
+            exchanges: engine.exchanges(),
+            chunk_lens: chunk_lens.clone(),
+            static_graph: engine.graph() == crate::algo::Graph::Static,
             // The VNs stay out of the overlays of the rounds the node sits out.
-            skip: Arc::new(engine.skipped_exchanges()),
-            ..self.timing.vn_config(
-                self.degree,
-                engine.exchanges(),
-                Arc::new(chunk_lens),
-                engine.graph() == crate::algo::Graph::Static,
-            )
+            skip: engine.skipped_exchanges().iter().map(|r| r.get()).collect(),
+            per_edge: engine.per_edge(),
+            values: self.value_bounds,
+            seed: self.learning.seed,
+            chunk_request_ms: timeouts.chunk_request.as_millis() as u64,
+            control_request_ms: timeouts.control_request.as_millis() as u64,
+            idle_connection_ms: timeouts.idle_connection.as_millis() as u64,
         };
         let metrics_file = match &self.metrics_path {
             Some(p) => {
@@ -363,60 +383,45 @@ impl NodeBuilder {
         let mut addrs = Vec::with_capacity(k);
         let mut tasks = Vec::with_capacity(k);
         for (s, key) in self.keys.into_iter().enumerate() {
-            let stream = vn_stream(&key);
-            let peer = key.public().to_peer_id();
-            let mut swarm = build_swarm(key, self.psk, timeouts, max_chunk_frame)?;
-            for p in peers.allowed() {
-                swarm.behaviour_mut().allow.allow_peer(*p);
-            }
-            let bound = listen(
-                &mut swarm,
-                self.listen[s.min(self.listen.len() - 1)].clone(),
-            )
-            .await?;
-            let me = VnAddr::new(peer, self.announce.get(s).cloned().unwrap_or(bound));
-            // The one address identify tells peers (it hides listen addresses): a VN listening on 0.0.0.0
-            // would otherwise announce every interface of its host, and with `announce` set its private ones.
-            swarm.add_external_address(me.addr.clone());
-            let allowed = peers.clone();
-            let engine = VnEngine::new(
-                me.clone(),
-                vn_cfg.clone(),
-                vn_rng(self.learning.seed, stream, Stream::Cyclon),
-                vn_rng(self.learning.seed, stream, Stream::Overlay),
-                Box::new(move |a: &VnAddr| allowed.is_allowed(&a.peer)),
-            )?
-            .with_value_bounds(self.value_bounds)?
-            .with_edge_slots(engine.per_edge());
-            let (tx, rx) = mpsc::channel(VN_COMMAND_CAPACITY);
+            let setup = setup_for(key.public().to_peer_id());
+            let (task, tx, me) = setup
+                .build(super::vn_setup::VnPlace {
+                    key,
+                    listen: self.listen[s.min(self.listen.len() - 1)].clone(),
+                    announce: self.announce.get(s).cloned(),
+                    peers: peers.clone(),
+                    psk: self.psk,
+                    index: s,
+                    node: self.index,
+                    to_rn: to_rn.clone(),
+                    events: events.clone(),
+                    epoch,
+                    observer: self.observer.clone(),
+                    restored_view: std::mem::take(&mut saved_views[s]),
+                    view_board: view_board.clone(),
+                })
+                .await?;
             vn_cmds.push(tx);
-            let bootstrap = peers
-                .bootstrap()
-                .into_iter()
-                .filter(|b| b.peer != peer)
-                .collect();
-            tasks.push(VnTask {
-                index: s,
-                swarm,
-                engine,
-                bootstrap,
-                peers: peers.clone(),
-                commands: rx,
-                to_rn: to_rn.clone(),
-                log: RefusalLog::new(events.clone()),
-                epoch,
-                node: self.index,
-                observer: self.observer.clone(),
-                restored_view: std::mem::take(&mut saved_views[s]),
-                view_board: view_board.clone(),
-            });
+            tasks.push(task);
             addrs.push(me);
+        }
+        let mut proxies = Vec::new();
+        if let Some((link_key, remotes)) = self.remote {
+            let setups = remotes.iter().map(|r| setup_for(r.peer)).collect();
+            for p in super::remote_vn::start(link_key, &remotes, setups, timeouts.handshake, to_rn.clone())
+                .await?
+            {
+                vn_cmds.push(p.commands);
+                addrs.push(p.addr);
+                proxies.push(p.task);
+            }
         }
         drop(to_rn);
         // The RN task supervises its VN tasks: one that ends before the node does is reported and the rounds
         // go on without it (`RnInput::VnLost`), instead of the RN waiting for it for ever.
         let mut vn_tasks = tokio::task::JoinSet::new();
-        let vn_aborts: Vec<_> = tasks.into_iter().map(|t| vn_tasks.spawn(t.run())).collect();
+        let mut vn_aborts: Vec<_> = tasks.into_iter().map(|t| vn_tasks.spawn(t.run())).collect();
+        vn_aborts.extend(proxies.into_iter().map(|p| vn_tasks.spawn(p)));
         let vn_ids = vn_aborts.iter().map(|a| a.id()).collect();
 
         let (status_tx, status_rx) = watch::channel(NodeStatus::default());
@@ -454,13 +459,4 @@ impl NodeBuilder {
             events_rx,
         ))
     }
-}
-
-/// A per-VN RNG stream from the VN's secret key: unpredictable to others (unlike one derived from the public
-/// PeerId) and distinct between siblings. FNV-1a is enough here: the secret, not the hash, gives the secrecy.
-fn vn_stream(key: &Keypair) -> u64 {
-    let bytes = key.to_protobuf_encoding().unwrap_or_default();
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
 }
