@@ -32,6 +32,12 @@
 //! [timing]                              # optional, see `Timing`
 //! substep_ms = 200
 //!
+//! [hosted]                              # optional: the VNs run in VN hosts (`node vn`), not here; key_dir
+//! link_key = "keys/link.key"            #   and listen are then unused. The link identity (`node keygen --vns 1`)
+//! vns = [                               #   and, in VN order, each VN's host (its link address) and PeerId
+//!   { host = "/ip4/192.0.2.9/tcp/7000/p2p/12D3KooW...", peer = "12D3KooW..." },
+//! ]
+//!
 //! [values]                              # optional: the bound on received values (`ValueBounds`)
 //! ratio = 1000                          # |v| up to ratio × the largest |v| of the VN's own chunk,
 //! floor = 1000                          #   never less than floor,
@@ -51,13 +57,15 @@ use crate::algo::AlgoSpec;
 use crate::engine::ValueBounds;
 use crate::learner::LearningConfig;
 use crate::peers::PeerList;
-use crate::{NodeBuilder, NodeError, Result, Timing, keys};
+use crate::{NodeBuilder, NodeError, RemoteVn, Result, Timing, keys};
+use libp2p::PeerId;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
-    key_dir: PathBuf,
+    key_dir: Option<PathBuf>,
     vns: usize,
+    #[serde(default)]
     listen: Vec<String>,
     #[serde(default)]
     announce: Vec<String>,
@@ -76,6 +84,30 @@ struct RawConfig {
     timing: Timing,
     #[serde(default)]
     values: ValueBounds,
+    hosted: Option<RawHosted>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHosted {
+    link_key: PathBuf,
+    vns: Vec<RawRemoteVn>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRemoteVn {
+    host: String,
+    peer: String,
+}
+
+/// VNs run by VN hosts (`[hosted]`).
+#[derive(Debug, Clone)]
+pub struct HostedVns {
+    /// The node's link identity (a key file).
+    pub link_key: PathBuf,
+    /// VN s's host and PeerId.
+    pub vns: Vec<RemoteVn>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,7 +141,10 @@ fn default_batch() -> usize {
 /// A checked node configuration.
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
+    /// The VN keys' directory (unused, and empty, when the VNs are hosted).
     pub key_dir: PathBuf,
+    /// VNs run by VN hosts instead of in this process.
+    pub hosted: Option<HostedVns>,
     pub vns: usize,
     pub listen: Vec<Multiaddr>,
     pub announce: Vec<Multiaddr>,
@@ -180,8 +215,46 @@ impl NodeConfig {
                 })
                 .collect()
         };
+        let hosted = match &raw.hosted {
+            None => None,
+            Some(h) => {
+                if h.vns.len() != raw.vns {
+                    return Err(err(
+                        "hosted.vns",
+                        format!("{} hosted VNs for vns = {}", h.vns.len(), raw.vns),
+                    ));
+                }
+                let vns = h
+                    .vns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        let host: Multiaddr = v.host.parse().map_err(|e| {
+                            err(&format!("hosted.vns[{i}].host"), format!("'{}' is not a multiaddr: {e}", v.host))
+                        })?;
+                        let peer = v.peer.parse().map_err(|e| {
+                            err(&format!("hosted.vns[{i}].peer"), format!("'{}' is not a PeerId: {e}", v.peer))
+                        })?;
+                        let r = RemoteVn { host, peer };
+                        r.host_peer().map_err(|e| err(&format!("hosted.vns[{i}].host"), e.to_string()))?;
+                        Ok(r)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Some(HostedVns {
+                    link_key: rel(&h.link_key),
+                    vns,
+                })
+            }
+        };
+        let key_dir = match (&raw.key_dir, &hosted) {
+            (Some(d), _) => rel(d),
+            (None, Some(_)) => PathBuf::new(),
+            (None, None) => {
+                return Err(err("key_dir", "missing (or give [hosted] VNs)".into()));
+            }
+        };
         let listen = addrs("listen", &raw.listen)?;
-        if !(listen.len() == 1 || listen.len() == raw.vns) {
+        if hosted.is_none() && !(listen.len() == 1 || listen.len() == raw.vns) {
             return Err(err(
                 "listen",
                 format!(
@@ -246,7 +319,8 @@ impl NodeConfig {
             (None, None) => LocalWork::Epochs(1),
         };
         Ok(NodeConfig {
-            key_dir: rel(&raw.key_dir),
+            key_dir,
+            hosted,
             vns: raw.vns,
             listen,
             announce,
@@ -279,10 +353,16 @@ impl NodeConfig {
 
     /// Loads keys, peer list and pre-shared key, and returns a builder ready to spawn.
     pub fn builder(&self) -> Result<NodeBuilder> {
-        let keys = keys::load(&self.key_dir, self.vns)?;
+        let keys = match &self.hosted {
+            Some(_) => Vec::new(),
+            None => keys::load(&self.key_dir, self.vns)?,
+        };
         let peers = PeerList::load(&self.peer_list)?;
-        for (s, k) in keys.iter().enumerate() {
-            let id = k.public().to_peer_id();
+        let ids: Vec<PeerId> = match &self.hosted {
+            Some(h) => h.vns.iter().map(|v| v.peer).collect(),
+            None => keys.iter().map(|k| k.public().to_peer_id()).collect(),
+        };
+        for (s, id) in ids.into_iter().enumerate() {
             if !peers.is_allowed(&id) {
                 return Err(NodeError::file(
                     &self.peer_list,
@@ -299,6 +379,9 @@ impl NodeConfig {
             .map(crate::net::transport::load_psk)
             .transpose()?;
         let mut builder = NodeBuilder::new(keys, self.learning.clone(), self.index);
+        if let Some(h) = &self.hosted {
+            builder = builder.remote_vns(keys::load_file(&h.link_key)?, h.vns.clone());
+        }
         if let Some(a) = self.algorithm {
             builder = builder.algorithm(a);
         }

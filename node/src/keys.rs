@@ -55,19 +55,19 @@ fn write_key(path: &Path, key: &Keypair) -> Result<()> {
 
 /// Loads the keys of VNs `0..vns` from `dir`.
 pub fn load(dir: &Path, vns: usize) -> Result<Vec<Keypair>> {
-    (0..vns)
-        .map(|s| {
-            let path = key_path(dir, s);
-            let bytes = std::fs::read(&path).map_err(|e| NodeError::io(&path, e))?;
-            Keypair::from_protobuf_encoding(&bytes).map_err(|e| {
-                NodeError::file(
-                    &path,
-                    "key",
-                    format!("not a libp2p protobuf-encoded keypair: {e}"),
-                )
-            })
-        })
-        .collect()
+    (0..vns).map(|s| load_file(&key_path(dir, s))).collect()
+}
+
+/// Loads one key file (a VN's, or a link identity's: `node keygen --vns 1` makes one as `vn-0.key`).
+pub fn load_file(path: &Path) -> Result<Keypair> {
+    let bytes = std::fs::read(path).map_err(|e| NodeError::io(path, e))?;
+    Keypair::from_protobuf_encoding(&bytes).map_err(|e| {
+        NodeError::file(
+            path,
+            "key",
+            format!("not a libp2p protobuf-encoded keypair: {e}"),
+        )
+    })
 }
 
 #[cfg(test)]

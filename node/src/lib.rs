@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - `config.rs`: the `node run --config FILE.toml` configuration.
+//! - `host_config.rs`: the `node vn --config FILE.toml` configuration (a VN host).
 //! - `checkpoint.rs`: per-round checkpoints (model as safetensors, metadata as JSON) for `node run --resume`.
 //! - `error.rs`: [`NodeError`].
 //! - `id.rs`: [`VnAddr`], how VNs name each other on the wire.
@@ -26,7 +27,7 @@
 //! - `runtime/`: the embedding API: `builder.rs` ([`NodeBuilder`]), `handle.rs` ([`NodeHandle`],
 //!   [`NodeStatus`]), `timing.rs` ([`Timing`]), `rn_task.rs` (the RN task; its `RnDriver`).
 //! - `events.rs`: [`NodeEvent`], the event stream.
-//! - `main.rs`: the `node` binary (`keygen`, `run`, `psk`).
+//! - `main.rs`: the `node` binary (`keygen`, `peer-list`, `run`, `vn`, `psk`).
 
 pub mod algo;
 pub mod checkpoint;
@@ -34,6 +35,7 @@ pub mod config;
 pub mod engine;
 mod error;
 pub mod events;
+pub mod host_config;
 mod id;
 pub mod keys;
 pub mod learner;
@@ -47,4 +49,4 @@ pub mod sim;
 pub use error::{NodeError, Result};
 pub use events::NodeEvent;
 pub use id::VnAddr;
-pub use runtime::{NodeBuilder, NodeHandle, NodeStatus, RemoteVn, Timing};
+pub use runtime::{HostedVn, NodeBuilder, NodeHandle, NodeStatus, RemoteVn, Timing, VnHost};

@@ -1,6 +1,6 @@
 //! The `node` binary: `node keygen` makes a node's virtual-node identities, `node peer-list` merges the nodes'
-//! identities into the network's peer list, `node run` runs a node from its config file, `node psk` makes a
-//! pre-shared key for a closed network.
+//! identities into the network's peer list, `node run` runs a node from its config file, `node vn` hosts
+//! virtual nodes of nodes running elsewhere, `node psk` makes a pre-shared key for a closed network.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +38,12 @@ enum Cmd {
         /// Without a checkpoint there, the run starts at round 0.
         #[arg(long)]
         resume: bool,
+    },
+    /// Host virtual nodes of real nodes running elsewhere (their configs' `[hosted]` entries name this host),
+    /// so that a VN's address says nothing about its real node. Runs until interrupted.
+    Vn {
+        #[arg(long)]
+        config: PathBuf,
     },
     /// Merge PeerId files (what `keygen` prints, one per node; a line may add an address, making the entry a
     /// bootstrap peer) into the network's peer list, in PeerId order so that it does not say which VNs
@@ -110,6 +116,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 None => print!("{}", list.to_toml()),
             }
             Ok(())
+        }
+        Cmd::Vn { config } => {
+            let host = node::host_config::load(&config)?;
+            node::limits::raise_open_files_limit();
+            let rt = tokio::runtime::Runtime::new()?;
+            rt.block_on(async move {
+                let (stop_tx, stop) = tokio::sync::watch::channel(false);
+                tokio::spawn(async move {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        tracing::warn!("interrupted: stopping the hosted VNs");
+                        let _ = stop_tx.send(true);
+                    }
+                });
+                host.run(stop, None).await?;
+                Ok(())
+            })
         }
         Cmd::Psk { out } => {
             if out.exists() {

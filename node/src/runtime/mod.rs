@@ -7,6 +7,7 @@
 //! - `timing.rs`: [`Timing`], protocol timing on a real network.
 //! - `rn_task.rs`: the RN task (round loop, training jobs, checkpoints).
 //! - `remote_vn.rs`: VNs run by VN hosts, seen by the RN task as ordinary VN tasks (proxies over the link).
+//! - `vn_host.rs`: [`VnHost`], the `node vn` process running VNs for real nodes elsewhere.
 //! - `vn_setup.rs`: what a VN needs from its RN's run, and building a VN from it (in-process or hosted).
 //! - `metrics_file.rs`: the per-round metrics lines, append-only across crashes and restarts.
 
@@ -16,9 +17,11 @@ mod metrics_file;
 mod remote_vn;
 mod rn_task;
 mod timing;
+mod vn_host;
 mod vn_setup;
 
 pub use builder::NodeBuilder;
 pub use remote_vn::RemoteVn;
+pub use vn_host::{HostedVn, VnHost};
 pub use handle::{NodeHandle, NodeStatus};
 pub use timing::{LOOPBACK_LOOKAHEAD, Timing};

@@ -41,8 +41,9 @@ impl RemoteVn {
     }
 }
 
-/// How long a node waits for its VN hosts at start (they may start after it), retrying the setup.
-const SETUP_DEADLINE: Duration = Duration::from_secs(60);
+/// How long a node waits for its VN hosts at start (they may start after it), retrying the setup: this
+/// many link handshake timeouts (a minute by default).
+const SETUP_HANDSHAKES: u32 = 6;
 const SETUP_RETRY: Duration = Duration::from_millis(500);
 
 enum ProxyIn {
@@ -114,7 +115,7 @@ pub(super) async fn start(
     let mut proxies = Vec::with_capacity(remotes.len());
     for ((s, setup), mut inbox) in setups.into_iter().enumerate().zip(receivers) {
         let (host, peer) = (hosts[s], remotes[s].peer);
-        let addr = set_up(&link, host, s as u32, &setup, &mut inbox).await?;
+        let addr = set_up(&link, host, s as u32, &setup, &mut inbox, handshake * SETUP_HANDSHAKES).await?;
         let (tx, commands) = mpsc::channel(VN_COMMAND_CAPACITY);
         proxies.push(Proxy {
             commands: tx,
@@ -125,13 +126,14 @@ pub(super) async fn start(
     Ok(proxies)
 }
 
-/// Sends the setup of slot `s` until the host answers (it may not be up yet), within [`SETUP_DEADLINE`].
+/// Sends the setup of slot `s` until the host answers (it may not be up yet), within `deadline`.
 async fn set_up(
     link: &Link,
     host: PeerId,
     s: u32,
     setup: &VnSetup,
     inbox: &mut mpsc::Receiver<ProxyIn>,
+    deadline: Duration,
 ) -> Result<Multiaddr> {
     let bytes = setup.encode()?;
     let attempt = async {
@@ -160,11 +162,12 @@ async fn set_up(
             tokio::time::sleep(SETUP_RETRY).await;
         }
     };
-    tokio::time::timeout(SETUP_DEADLINE, attempt)
+    tokio::time::timeout(deadline, attempt)
         .await
         .map_err(|_| {
             NodeError::Network(format!(
-                "VN host {host} did not set up VN {} within {SETUP_DEADLINE:?} (is `node vn` running there?)",
+                "VN host {host} did not set up VN {} within {deadline:?} (is `node vn` running there, and does \
+                 its config name this node's link identity for the VN?)",
                 setup.vn
             ))
         })?
