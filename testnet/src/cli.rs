@@ -201,6 +201,12 @@ pub struct Options {
     #[arg(long, value_name = "P")]
     pub dropout: Option<f64>,
 
+    /// Procs mode: run the VNs in H VN host processes (`node vn`) instead of inside their nodes; each host
+    /// serves a seeded random share of all nodes' VNs, and nodes reach theirs over the RN↔VN link. [default: 0]
+    #[arg(long, value_name = "H")]
+    #[serde(alias = "vn-hosts")]
+    pub vn_hosts: Option<usize>,
+
     /// Procs mode: once a node reports round ROUND done, SIGKILL ⌈FRACTION · n⌉ node processes (the last
     /// ones), e.g. 0.25@5. Their configs get a checkpoint directory.
     #[arg(long, value_name = "FRACTION@ROUND")]
@@ -310,6 +316,7 @@ impl Options {
             value_ceiling: self.value_ceiling.or(file.value_ceiling),
             dropout: self.dropout.or(file.dropout),
             kill: self.kill.or(file.kill),
+            vn_hosts: self.vn_hosts.or(file.vn_hosts),
             restart_after: self.restart_after.or(file.restart_after),
             pause: self.pause.or(file.pause),
             node_bin: self.node_bin.or(file.node_bin),
@@ -336,7 +343,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
                 path.display(),
                 e.message().trim_end()
             )

@@ -81,6 +81,8 @@ pub struct Settings {
     pub values: ValueBounds,
     /// `--dropout`: the rate at which nodes sit rounds out.
     pub dropout: f64,
+    /// `--vn-hosts`: VN host processes (procs mode only; 0: VNs run inside their nodes).
+    pub vn_hosts: usize,
     /// `--kill`, `--restart-after`, `--pause` (procs mode only).
     pub churn: crate::churn::ChurnPlan,
     /// `--send-jitter-ms` (the simulator's; the libp2p modes read it from `timing`).
@@ -297,6 +299,10 @@ impl Settings {
         if !churn.is_empty() && mode != Mode::Procs {
             bail!("--kill, --restart-after and --pause act on node processes: use them with --mode procs");
         }
+        let vn_hosts = o.vn_hosts.unwrap_or(0);
+        if vn_hosts > 0 && mode != Mode::Procs {
+            bail!("--vn-hosts runs VN host processes: use it with --mode procs");
+        }
         let out = o.out.clone().unwrap_or_else(|| {
             Path::new("target").join("testnet").join(format!(
                 "{}-{mode}-{}",
@@ -332,6 +338,7 @@ impl Settings {
             timing_name,
             values,
             dropout,
+            vn_hosts,
             churn,
             send_jitter: o.send_jitter_ms.map(std::time::Duration::from_millis),
             node_bin: o.node_bin,

@@ -1,6 +1,7 @@
 //! One setting (one k) of an invocation, in the chosen mode. The modes share learners, partition and audit
 //! plan construction here; each mode's file runs the network its way.
 
+pub mod hosts;
 pub mod inproc;
 pub mod procs;
 pub mod sim;
