@@ -207,6 +207,13 @@ pub struct Options {
     #[serde(alias = "vn-hosts")]
     pub vn_hosts: Option<usize>,
 
+    /// Procs mode: every node process (and VN host) listens on its own loopback IP (127.1.x.y, 127.2.x.y;
+    /// Linux routes all of 127/8 to loopback), as machines of a real network would have their own addresses:
+    /// the address-grouping attack in `summary.json` is then measured against distinct IPs.
+    #[arg(long)]
+    #[serde(default, alias = "own-ips")]
+    pub own_ips: bool,
+
     /// Procs mode: once a node reports round ROUND done, SIGKILL ⌈FRACTION · n⌉ node processes (the last
     /// ones), e.g. 0.25@5. Their configs get a checkpoint directory.
     #[arg(long, value_name = "FRACTION@ROUND")]
@@ -317,6 +324,7 @@ impl Options {
             dropout: self.dropout.or(file.dropout),
             kill: self.kill.or(file.kill),
             vn_hosts: self.vn_hosts.or(file.vn_hosts),
+            own_ips: self.own_ips || file.own_ips,
             restart_after: self.restart_after.or(file.restart_after),
             pause: self.pause.or(file.pause),
             node_bin: self.node_bin.or(file.node_bin),
@@ -343,7 +351,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
                 path.display(),
                 e.message().trim_end()
             )

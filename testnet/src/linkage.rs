@@ -226,6 +226,25 @@ impl<I: Ord + Clone + Send + Sync> Observer<I> for LinkageRecorder<I> {
     fn chunk_received(&self, _node: usize, _vn: usize, _from: &I, _frame: &ChunkFrame) {}
 }
 
+/// The address-grouping attack (issue 13): a peer groups VNs by the IP they announce (every Cyclon entry
+/// carries it) and calls two VNs siblings when they share one. `ips[i][s]` is node i's VN s's IP. The
+/// pairwise ROC-AUC of that guess against the truth: 1 when each node's VNs share an IP no other node
+/// uses, 0.5 when sharing an IP says nothing (VN hosts dealing VNs at random, or one IP for everyone).
+pub fn address_grouping_auc(ips: &[Vec<String>]) -> Option<f64> {
+    let vns: Vec<(usize, &String)> = ips
+        .iter()
+        .enumerate()
+        .flat_map(|(i, v)| v.iter().map(move |ip| (i, ip)))
+        .collect();
+    let mut scored = Vec::with_capacity(vns.len() * vns.len() / 2);
+    for (a, (na, ia)) in vns.iter().enumerate() {
+        for (nb, ib) in &vns[a + 1..] {
+            scored.push((f64::from(u8::from(ia == ib)), na == nb));
+        }
+    }
+    auc(&scored)
+}
+
 /// ROC-AUC of `scores` (higher = more likely positive) against their labels: the probability that a random
 /// positive outscores a random negative, ties counting half. `None` without both classes.
 pub fn auc(scored: &[(f64, bool)]) -> Option<f64> {
@@ -256,6 +275,20 @@ pub fn auc(scored: &[(f64, bool)]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn address_grouping_links_siblings_only_when_an_ip_is_a_node() {
+        let ip = |s: &str| s.to_string();
+        // Each node on its own IP: every sibling pair shares one, no stranger pair does.
+        let own = vec![vec![ip("a"), ip("a")], vec![ip("b"), ip("b")], vec![ip("c"), ip("c")]];
+        assert_eq!(address_grouping_auc(&own), Some(1.0));
+        // One IP for everyone: sharing tells nothing.
+        let one = vec![vec![ip("x"); 2]; 3];
+        assert_eq!(address_grouping_auc(&one), Some(0.5));
+        // Hosts dealt so that siblings never share: below chance, as a host never holds two siblings here.
+        let apart = vec![vec![ip("h0"), ip("h1")], vec![ip("h1"), ip("h0")], vec![ip("h0"), ip("h1")]];
+        assert!(address_grouping_auc(&apart).unwrap() < 0.5);
+    }
 
     #[test]
     fn auc_of_perfect_reversed_and_tied_scores() {

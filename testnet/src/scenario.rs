@@ -83,6 +83,8 @@ pub struct Settings {
     pub dropout: f64,
     /// `--vn-hosts`: VN host processes (procs mode only; 0: VNs run inside their nodes).
     pub vn_hosts: usize,
+    /// `--own-ips`: each process on its own loopback IP (procs mode only).
+    pub own_ips: bool,
     /// `--kill`, `--restart-after`, `--pause` (procs mode only).
     pub churn: crate::churn::ChurnPlan,
     /// `--send-jitter-ms` (the simulator's; the libp2p modes read it from `timing`).
@@ -303,6 +305,9 @@ impl Settings {
         if vn_hosts > 0 && mode != Mode::Procs {
             bail!("--vn-hosts runs VN host processes: use it with --mode procs");
         }
+        if o.own_ips && mode != Mode::Procs {
+            bail!("--own-ips gives node processes their own addresses: use it with --mode procs");
+        }
         let out = o.out.clone().unwrap_or_else(|| {
             Path::new("target").join("testnet").join(format!(
                 "{}-{mode}-{}",
@@ -339,6 +344,7 @@ impl Settings {
             values,
             dropout,
             vn_hosts,
+            own_ips: o.own_ips,
             churn,
             send_jitter: o.send_jitter_ms.map(std::time::Duration::from_millis),
             node_bin: o.node_bin,

@@ -57,7 +57,7 @@ pub fn run(
         std::fs::remove_dir_all(&dir)
             .with_context(|| format!("removing the previous run's {}", dir.display()))?;
     }
-    let (configs, hosts) = write_deployment(s, setting, &dir)?;
+    let (configs, hosts, vn_ips) = write_deployment(s, setting, &dir)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -65,11 +65,20 @@ pub fn run(
         // VN hosts first: a node sets its VNs up there as it starts (and retries while they come up).
         let host_children = super::hosts::launch(&bin, &hosts.configs).await?;
         let mut out = launch(setting, &bin, &configs, &s.churn, progress).await;
-        if let Ok(o) = &mut out
-            && !host_children.is_empty()
-        {
-            o.extra.insert("vn_hosts".into(), json!(host_children.len()));
-            o.extra.insert("vn_host_of".into(), json!(hosts.host_of));
+        if let Ok(o) = &mut out {
+            if !host_children.is_empty() {
+                o.extra.insert("vn_hosts".into(), json!(host_children.len()));
+                o.extra.insert("vn_host_of".into(), json!(hosts.host_of));
+            }
+            // What any peer learns of every VN: the address it announces (Cyclon entries carry it).
+            o.extra.insert(
+                "address_grouping".into(),
+                json!({
+                    "sibling_linkage_auc": crate::linkage::address_grouping_auc(&vn_ips),
+                    "distinct_ips": vn_ips.iter().flatten().collect::<std::collections::BTreeSet<_>>().len(),
+                    "own_ips": s.own_ips,
+                }),
+            );
         }
         drop(host_children);
         out
@@ -82,7 +91,7 @@ pub fn write_deployment(
     s: &Settings,
     setting: Setting,
     dir: &Path,
-) -> anyhow::Result<(Vec<PathBuf>, super::hosts::HostFiles)> {
+) -> anyhow::Result<(Vec<PathBuf>, super::hosts::HostFiles, Vec<Vec<String>>)> {
     let (n, k) = (s.nodes, setting.vns);
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
@@ -110,8 +119,17 @@ pub fn write_deployment(
         ports.as_mut_slice(),
         &mut sampling::derive_rng(s.learning.seed, u64::MAX - 2),
     );
-    let addr = |i: usize, s: usize| -> Multiaddr {
-        format!("/ip4/127.0.0.1/tcp/{}", ports[i * k + s])
+    // With --vn-hosts, where each VN runs; with --own-ips, each process's own loopback address.
+    let host_of = (s.vn_hosts > 0).then(|| super::hosts::deal(n, k, s.vn_hosts, s.learning.seed));
+    let ip = |i: usize, vn: usize| -> String {
+        match (&host_of, s.own_ips) {
+            (_, false) => "127.0.0.1".into(),
+            (Some(h), true) => own_ip(2, h[i][vn]),
+            (None, true) => own_ip(1, i),
+        }
+    };
+    let addr = |i: usize, vn: usize| -> Multiaddr {
+        format!("/ip4/{}/tcp/{}", ip(i, vn), ports[i * k + vn])
             .parse()
             .expect("valid multiaddr")
     };
@@ -122,8 +140,14 @@ pub fn write_deployment(
             .map(move |(s, p)| (*p, (i == 0).then(|| addr(i, s))))
     }));
     write(&dir.join("peers.toml"), &peers.to_toml())?;
-    let hosts = if s.vn_hosts > 0 {
-        super::hosts::write(dir, &ids, s.vn_hosts, &link_ports, s.learning.seed, &addr)?
+    let hosts = if let Some(host_of) = &host_of {
+        let link: Vec<Multiaddr> = (0..s.vn_hosts)
+            .map(|h| {
+                let ip = if s.own_ips { own_ip(2, h) } else { "127.0.0.1".into() };
+                format!("/ip4/{ip}/tcp/{}", link_ports[h]).parse().expect("valid multiaddr")
+            })
+            .collect();
+        super::hosts::write(dir, &ids, host_of, &link, &addr)?
     } else {
         super::hosts::HostFiles {
             configs: Vec::new(),
@@ -191,7 +215,14 @@ pub fn write_deployment(
             .map_err(|e| anyhow::anyhow!("generated config is invalid: {e}"))?;
         configs.push(p);
     }
-    Ok((configs, hosts))
+    let vn_ips = (0..n).map(|i| (0..k).map(|vn| ip(i, vn)).collect()).collect();
+    Ok((configs, hosts, vn_ips))
+}
+
+/// Process `i`'s own loopback address in block `block` (1: nodes, 2: VN hosts): Linux routes all of
+/// 127.0.0.0/8 to the loopback interface, so every process can listen on its own IP without any setup.
+fn own_ip(block: u8, i: usize) -> String {
+    format!("127.{block}.{}.{}", i / 250, i % 250 + 1)
 }
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
