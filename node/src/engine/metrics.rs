@@ -40,6 +40,10 @@ pub struct RoundMetrics {
     pub bytes_received: u64,
     pub messages_sent: u64,
     pub messages_received: u64,
+    /// RN↔VN link bytes of the round, both directions (messages as encoded, `protocol::link`), when the VNs
+    /// run in VN hosts (`node vn`); the in-process channels cost nothing on a wire. Left out when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub link_bytes: u64,
     /// Confirmed overlay neighbours, summed over this RN's VNs and the round's exchanges (k·r for a perfect
     /// overlay and one exchange per round; Muffliato's ten exchanges give 10·r). Traffic and copies are summed
     /// over the exchanges too.

@@ -10,6 +10,8 @@
 //! [`LinkEvent::Gone`] once, with its sequence state reset, so a reconnecting peer starts afresh.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -91,12 +93,35 @@ enum LinkCmd {
 #[derive(Clone)]
 pub struct Link {
     cmds: mpsc::Sender<LinkCmd>,
+    stats: Arc<LinkStats>,
+}
+
+/// Bytes of link messages sent and received (as encoded, without libp2p's framing and encryption).
+#[derive(Debug, Default)]
+pub struct LinkStats {
+    bytes: AtomicU64,
+}
+
+impl LinkStats {
+    fn add(&self, n: usize) {
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// The bytes counted since the last call (a round's, when called once per round).
+    pub fn take(&self) -> u64 {
+        self.bytes.swap(0, Ordering::Relaxed)
+    }
 }
 
 impl Link {
     /// Queues `body` for the VN of slot `vn` at `to`. Returns false when the link task has ended.
     pub async fn send(&self, to: PeerId, vn: u32, body: LinkBody) -> bool {
         self.cmds.send(LinkCmd::Send { to, vn, body }).await.is_ok()
+    }
+
+    /// The link's byte counter.
+    pub fn stats(&self) -> Arc<LinkStats> {
+        self.stats.clone()
     }
 
     /// Admits `peer` (and, to dial it, its address).
@@ -121,6 +146,8 @@ pub fn spawn_link(
 ) -> (Link, mpsc::Receiver<LinkEvent>) {
     let (cmd_tx, mut cmds) = mpsc::channel::<LinkCmd>(256);
     let (ev_tx, ev_rx) = mpsc::channel::<LinkEvent>(4096);
+    let stats = Arc::new(LinkStats::default());
+    let counted = stats.clone();
     tokio::spawn(async move {
         let mut peers: HashMap<PeerId, Sequences> = HashMap::new();
         loop {
@@ -139,6 +166,7 @@ pub fn spawn_link(
                         seq.next_out += 1;
                         match msg.encode(max_chunk_frame) {
                             Ok(bytes) => {
+                                counted.add(bytes.len());
                                 swarm.behaviour_mut().link.send_request(&to, bytes);
                             }
                             // Over a limit: a bug at this end, but the peer must not wait for the lost
@@ -155,6 +183,13 @@ pub fn spawn_link(
                 ev = swarm.select_next_some() => {
                     let sent = match ev {
                         SwarmEvent::Behaviour(LinkBehaviourEvent::Link(e)) => {
+                            if let request_response::Event::Message {
+                                message: request_response::Message::Request { request, .. },
+                                ..
+                            } = &e
+                            {
+                                counted.add(request.len());
+                            }
                             handle(&mut swarm, &mut peers, e, max_chunk_frame, &ev_tx).await
                         }
                         SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => {
@@ -173,7 +208,13 @@ pub fn spawn_link(
             }
         }
     });
-    (Link { cmds: cmd_tx }, ev_rx)
+    (
+        Link {
+            cmds: cmd_tx,
+            stats,
+        },
+        ev_rx,
+    )
 }
 
 type Sent = std::result::Result<(), mpsc::error::SendError<LinkEvent>>;

@@ -406,11 +406,14 @@ impl NodeBuilder {
             addrs.push(me);
         }
         let mut proxies = Vec::new();
+        let mut link_stats = None;
         if let Some((link_key, remotes)) = self.remote {
             let setups = remotes.iter().map(|r| setup_for(r.peer)).collect();
-            for p in super::remote_vn::start(link_key, &remotes, setups, timeouts.handshake, to_rn.clone())
-                .await?
-            {
+            let (started, stats) =
+                super::remote_vn::start(link_key, &remotes, setups, timeouts.handshake, to_rn.clone())
+                    .await?;
+            link_stats = Some(stats);
+            for p in started {
                 vn_cmds.push(p.commands);
                 addrs.push(p.addr);
                 proxies.push(p.task);
@@ -447,6 +450,7 @@ impl NodeBuilder {
             epoch,
             observer: self.observer.clone(),
             warmup: Duration::from_millis(self.timing.warmup_ms),
+            link_stats,
         };
         tokio::spawn(rn.run());
         Ok((

@@ -59,14 +59,15 @@ pub(super) struct Proxy {
 }
 
 /// Connects to the hosts of `remotes` with the link identity `link_key`, sets each VN up with `setups[s]`
-/// and returns one proxy per VN (in slot order). `to_rn` gets the VNs' reports tagged with their slot.
+/// and returns one proxy per VN (in slot order) and the link's byte counter. `to_rn` gets the VNs' reports
+/// tagged with their slot.
 pub(super) async fn start(
     link_key: Keypair,
     remotes: &[RemoteVn],
     setups: Vec<VnSetup>,
     handshake: Duration,
     to_rn: mpsc::Sender<(usize, FromVirtualNode)>,
-) -> Result<Vec<Proxy>> {
+) -> Result<(Vec<Proxy>, std::sync::Arc<crate::net::link::LinkStats>)> {
     let max_frame = setups
         .iter()
         .map(VnSetup::max_chunk_frame)
@@ -123,7 +124,10 @@ pub(super) async fn start(
             task: Box::pin(relay(link.clone(), host, s, commands, inbox, to_rn.clone())),
         });
     }
-    Ok(proxies)
+    // The setups are not the rounds' traffic.
+    let stats = link.stats();
+    stats.take();
+    Ok((proxies, stats))
 }
 
 /// Sends the setup of slot `s` until the host answers (it may not be up yet), within `deadline`.

@@ -44,6 +44,8 @@ pub(super) struct RnTask {
     pub(super) epoch: Instant,
     pub(super) observer: Option<Arc<dyn Observer<PeerId>>>,
     pub(super) warmup: Duration,
+    /// The RN↔VN link's byte counter, when the VNs run in VN hosts.
+    pub(super) link_stats: Option<Arc<crate::net::link::LinkStats>>,
 }
 
 type JobHandle = tokio::task::JoinHandle<(Learner, Job)>;
@@ -207,7 +209,10 @@ impl RnTask {
         saved.map(|_| ())
     }
 
-    async fn record(&mut self, m: RoundMetrics) -> Result<()> {
+    async fn record(&mut self, mut m: RoundMetrics) -> Result<()> {
+        if let Some(s) = &self.link_stats {
+            m.link_bytes = s.take();
+        }
         if let Some(f) = self.metrics_file.as_mut() {
             f.append(self.index, &m)?;
         }

@@ -69,6 +69,15 @@ pub fn run(
             if !host_children.is_empty() {
                 o.extra.insert("vn_hosts".into(), json!(host_children.len()));
                 o.extra.insert("vn_host_of".into(), json!(hosts.host_of));
+                // RN↔VN traffic: a node hands its chunks to its VNs and takes back what they received,
+                // (1 + r)·4d a round at full degree; with the VN↔VN 4·d·r, (2 + 1/r)× D-PSGD's 4·d·r.
+                let rows: Vec<u64> = o
+                    .metrics
+                    .iter()
+                    .flat_map(|m| m.iter().filter(|m| !m.absent).map(|m| m.link_bytes))
+                    .collect();
+                let mean = rows.iter().sum::<u64>() as f64 / rows.len().max(1) as f64;
+                o.extra.insert("link_bytes_per_rn_per_round".into(), json!(mean));
             }
             // What any peer learns of every VN: the address it announces (Cyclon entries carry it).
             o.extra.insert(
