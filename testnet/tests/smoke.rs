@@ -289,6 +289,36 @@ fn tiny_procs_network_runs_node_processes() {
     assert!(dir.path().join("procs-k2/node-0/node.toml").is_file());
 }
 
+/// VN hosts (`node vn`) on their own loopback IPs: the address-grouping attack that links every node's VNs
+/// when they run inside it links them no better than chance once hosts deal VNs at random.
+#[test]
+#[ignore = "launches node processes; run with `cargo build -p node && cargo test -p testnet -- --ignored`"]
+fn vn_hosts_on_their_own_ips_defeat_address_grouping() {
+    let grouping = |hosts: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = options(Mode::Procs, dir.path(), vec![2]);
+        o.nodes = Some(4);
+        o.vn_hosts = Some(hosts);
+        o.own_ips = true;
+        let s = Settings::resolve(o).unwrap();
+        let report = testnet::run(&s).unwrap();
+        assert!(!report.failed);
+        check(dir.path(), 1, 4, 2, "procs");
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
+                .unwrap();
+        let auc = summary["address_grouping"]["sibling_linkage_auc"].as_f64().unwrap();
+        let link = summary["link_bytes_per_rn_per_round"].as_f64().unwrap_or(0.0);
+        (auc, link)
+    };
+    let (inside, no_link) = grouping(0);
+    assert_eq!(inside, 1.0, "a node's VNs share its IP and nobody else's");
+    assert_eq!(no_link, 0.0);
+    let (hosted, link) = grouping(2);
+    assert!(hosted < 0.75, "hosts deal VNs at random: {hosted}");
+    assert!(link > 0.0, "the RN↔VN link carried the rounds");
+}
+
 #[test]
 fn the_audit_runs_on_what_every_algorithms_receivers_get() {
     for algo in ["dpsgd", "ghp:0.1", "chunking:2", "sparsify-topk:0.25"] {
