@@ -45,6 +45,8 @@ pub struct SimConfig {
     pub exchange_timeout: Duration,
     /// Upper bound of each VN's random delay before sending its chunk.
     pub send_jitter: Duration,
+    /// The earliest each VN sends, from its node's start of the round (`VnConfig::send_pace`).
+    pub send_pace: Duration,
     /// Rounds whose overlay a VN negotiates ahead of its node's round (as `Timing::overlay_lookahead`).
     pub lookahead: u64,
     /// Virtual duration of one local training: uniform in [train_time·(1−jitter), train_time·(1+jitter)].
@@ -78,6 +80,7 @@ impl SimConfig {
             overlay: OverlayConfig::new(degree, Duration::from_millis(100)),
             exchange_timeout: Duration::from_secs(10),
             send_jitter: Duration::from_secs(1),
+            send_pace: Duration::ZERO,
             // The release build's loopback lookahead, in every build, so a seed gives the same run.
             lookahead: crate::runtime::LOOPBACK_LOOKAHEAD,
             train_time: Duration::from_secs(10),
@@ -282,6 +285,7 @@ impl<'a> Sim<'a> {
             },
             exchange_timeout: cfg.exchange_timeout,
             send_jitter: cfg.send_jitter,
+            send_pace: cfg.send_pace,
             lookahead: cfg.lookahead,
             last_round: rns[0].exchanges().checked_sub(1).map(Round),
             static_graph: rns[0].graph() == crate::algo::Graph::Static,

@@ -174,6 +174,13 @@ pub struct Options {
     #[serde(alias = "send-jitter-ms")]
     pub send_jitter_ms: Option<u64>,
 
+    /// The earliest each VN sends its chunk, in ms from its node's start of the round (every mode; default 0:
+    /// off). About the slowest node's training time makes every VN send at about the same time, so chunk
+    /// timing stops linking siblings without the round cost of a long --send-jitter-ms.
+    #[arg(long, value_name = "MS")]
+    #[serde(alias = "send-pace-ms")]
+    pub send_pace_ms: Option<u64>,
+
     /// Rounds each VN negotiates its overlay ahead of its node's round (0 ..= 16), overriding the timing's.
     #[arg(long, value_name = "ROUNDS")]
     pub lookahead: Option<u64>,
@@ -317,6 +324,7 @@ impl Options {
             timing: self.timing.or(file.timing),
             substep_ms: self.substep_ms.or(file.substep_ms),
             send_jitter_ms: self.send_jitter_ms.or(file.send_jitter_ms),
+            send_pace_ms: self.send_pace_ms.or(file.send_pace_ms),
             lookahead: self.lookahead.or(file.lookahead),
             value_ratio: self.value_ratio.or(file.value_ratio),
             value_floor: self.value_floor.or(file.value_floor),
@@ -351,7 +359,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
                 path.display(),
                 e.message().trim_end()
             )

@@ -89,6 +89,8 @@ pub struct Settings {
     pub churn: crate::churn::ChurnPlan,
     /// `--send-jitter-ms` (the simulator's; the libp2p modes read it from `timing`).
     pub send_jitter: Option<std::time::Duration>,
+    /// `--send-pace-ms` (the simulator's; the libp2p modes read it from `timing`).
+    pub send_pace: Option<std::time::Duration>,
     pub node_bin: Option<PathBuf>,
     pub transport: crate::cli::TransportChoice,
     /// `--audit`: the privacy audit's settings.
@@ -270,6 +272,9 @@ impl Settings {
             }
             timing.substep_ms = ms;
         }
+        if let Some(ms) = o.send_pace_ms {
+            timing.send_pace_ms = ms;
+        }
         if let Some(ms) = o.send_jitter_ms {
             timing.send_jitter_ms = ms;
         }
@@ -347,6 +352,7 @@ impl Settings {
             own_ips: o.own_ips,
             churn,
             send_jitter: o.send_jitter_ms.map(std::time::Duration::from_millis),
+            send_pace: o.send_pace_ms.map(std::time::Duration::from_millis),
             node_bin: o.node_bin,
             transport: o.transport.unwrap_or(crate::cli::TransportChoice::Tcp),
             audit,

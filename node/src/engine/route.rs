@@ -148,6 +148,7 @@ mod tests {
             sampler: sampling::SamplerConfig::default(),
             exchange_timeout: Duration::from_secs(1),
             send_jitter: Duration::ZERO,
+            send_pace: Duration::ZERO,
             lookahead: 0,
             last_round: None,
             static_graph: false,

@@ -91,6 +91,11 @@ pub struct VnConfig {
     pub exchange_timeout: Duration,
     /// Upper bound of the random delay before a VN sends its chunk (unlinkability of siblings by timing).
     pub send_jitter: Duration,
+    /// The earliest a VN sends its chunk, counted from its RN's start of the round (then the jitter): set
+    /// near the slowest node's training time, every VN sends at about the same time whatever its own node's
+    /// speed, so chunk arrival times stop telling siblings apart (issue 13) — at no round cost, since a
+    /// round waits for its slowest neighbour's chunk anyway. Zero: send as soon as chunk and overlay are there.
+    pub send_pace: Duration,
     /// Rounds negotiated ahead of the RN's round (0: each overlay starts with its own round;
     /// ≤ [`MAX_LOOKAHEAD`]). With the overlay window W and rounds of length T, rounds stop waiting for the
     /// overlay once `lookahead` ≥ W / T.
@@ -207,6 +212,9 @@ struct ExchangeRound<I> {
     neighbours: Option<BTreeSet<I>>,
     /// When our chunk goes out (chunk and neighbour set known, jitter drawn); `deadline` is set once sent.
     send_at: Option<Duration>,
+    /// When our RN started this round (its `StartRound`, or its chunk if that came first): `send_pace`
+    /// counts from here.
+    rn_started: Option<Duration>,
     /// Neighbours our chunk was sent to, and those whose reply is still outstanding.
     awaiting_reply: BTreeSet<I>,
     received_from: BTreeSet<I>,
@@ -230,6 +238,7 @@ impl<I> Default for ExchangeRound<I> {
             delivered_to: BTreeSet::new(),
             neighbours: None,
             send_at: None,
+            rn_started: None,
             awaiting_reply: BTreeSet::new(),
             received_from: BTreeSet::new(),
             pending: Vec::new(),
@@ -474,6 +483,7 @@ impl<I: VnIdentity> VnEngine<I> {
             // Nothing to negotiate: the exchange uses the graph of exchange 0 (once that froze).
             let r = self.rounds.entry(round).or_default();
             r.summary.round = round;
+            r.rn_started.get_or_insert(now);
             if r.neighbours.is_none()
                 && let Some(n) = self.static_neighbours.clone()
             {
@@ -498,6 +508,9 @@ impl<I: VnIdentity> VnEngine<I> {
             }
             let r = self.rounds.entry(u).or_default();
             r.summary.round = u;
+            if ahead == 0 {
+                r.rn_started.get_or_insert(now);
+            }
             if r.started || r.start_at.is_some() {
                 continue;
             }
@@ -641,7 +654,10 @@ impl<I: VnIdentity> VnEngine<I> {
             .cfg
             .send_jitter
             .mul_f64(rand::Rng::random::<f64>(&mut self.jitter_rng));
-        r.send_at = Some(now + jitter);
+        let earliest = r
+            .rn_started
+            .map_or(now, |started| (started + self.cfg.send_pace).max(now));
+        r.send_at = Some(earliest + jitter);
         self.send_due(now, out);
     }
 
@@ -1268,6 +1284,7 @@ mod tests {
             },
             exchange_timeout: Duration::from_secs(1),
             send_jitter: Duration::from_millis(100),
+            send_pace: Duration::ZERO,
             lookahead: 0,
             last_round: None,
             static_graph: false,
@@ -1353,6 +1370,7 @@ mod tests {
         let cfg = VnConfig {
             static_graph: true,
             send_jitter: Duration::ZERO,
+            send_pace: Duration::ZERO,
             chunk_lens: Arc::new(vec![1]),
             ..engine(|_| true).cfg.clone()
         };
@@ -1804,6 +1822,7 @@ mod tests {
                 },
                 exchange_timeout: Duration::from_secs(1),
                 send_jitter: Duration::ZERO,
+                send_pace: Duration::ZERO,
                 lookahead: 2,
                 last_round: None,
                 static_graph: false,

@@ -31,6 +31,9 @@ pub struct Timing {
     /// Upper bound of each VN's random delay before sending its chunk, so sibling VNs do not all send at the
     /// instant their node finishes training (DESIGN §5).
     pub send_jitter_ms: u64,
+    /// The earliest each VN sends its chunk, counted from its node's start of the round (`VnConfig::send_pace`):
+    /// about the slowest node's training time makes chunk timing say nothing about siblings. 0: off.
+    pub send_pace_ms: u64,
     /// Gossip before round 0, so views are mixed (and peers are up) when the first overlay is built.
     pub warmup_ms: u64,
     /// A socket that has not completed its handshake (pre-shared key, noise, yamux) this long after it was
@@ -48,6 +51,7 @@ impl Default for Timing {
             overlay_lookahead: 4,
             exchange_timeout_ms: 30_000,
             send_jitter_ms: 1000,
+            send_pace_ms: 0,
             warmup_ms: 5000,
             handshake_timeout_ms: crate::net::limits::HANDSHAKE_TIMEOUT.as_millis() as u64,
         }
@@ -109,6 +113,7 @@ impl Timing {
             },
             exchange_timeout: Duration::from_millis(self.exchange_timeout_ms),
             send_jitter: Duration::from_millis(self.send_jitter_ms),
+            send_pace: Duration::from_millis(self.send_pace_ms),
             lookahead: self.overlay_lookahead,
             last_round: exchanges.checked_sub(1).map(protocol::Round),
             static_graph,

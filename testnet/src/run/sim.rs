@@ -30,6 +30,7 @@ pub fn run(
         algorithm: Some(setting.algo),
         dropout: s.dropout,
         send_jitter: s.send_jitter.unwrap_or(defaults.send_jitter),
+        send_pace: s.send_pace.unwrap_or(defaults.send_pace),
         // A neighbour's copy can come up to its whole send delay after ours: wait that much longer.
         exchange_timeout: defaults.exchange_timeout + s.send_jitter.unwrap_or_default(),
         ..defaults
