@@ -1362,6 +1362,52 @@ mod tests {
         )
     }
 
+    /// The send pace holds a chunk until the node's round start + pace, whenever the chunk came: a node that
+    /// trained fast sends no earlier than one that trained slowly (issue 13); with no pace it sends at once.
+    #[test]
+    fn a_paced_chunk_leaves_at_round_start_plus_pace_not_when_training_ended() {
+        let sent_at = |pace: Duration, chunk_at: Duration| -> Option<Duration> {
+            let cfg = VnConfig {
+                static_graph: true,
+                send_jitter: Duration::ZERO,
+                send_pace: pace,
+                chunk_lens: Arc::new(vec![1]),
+                ..engine(|_| true).cfg.clone()
+            };
+            let mut e =
+                VnEngine::new(0u32, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(|_| true))
+                    .unwrap();
+            let start = Duration::from_secs(100);
+            e.handle(start, VnInput::StartRound(Round(0)));
+            let mut out = Vec::new();
+            e.on_frozen(start, Round(0), vec![5, 7], &mut out);
+            let frame = ChunkFrame {
+                round: Round(0),
+                chunk: protocol::ChunkIndex(0),
+                values: vec![1.0],
+            };
+            let mut t = start + chunk_at;
+            let mut out = e.handle(t, VnInput::FromRn(ToVirtualNode::Exchange(frame)));
+            // Step time in 5 ms ticks until the chunk goes out, inside the overlay's own window (140 ms here:
+            // past it the sampler's negotiation, which has no peers, would replace the injected overlay).
+            while t < start + Duration::from_millis(135) {
+                if out.iter().any(|o| matches!(o, VnOutput::SendChunk { .. })) {
+                    return Some(t - start);
+                }
+                t += Duration::from_millis(5);
+                out = e.handle(t, VnInput::Tick);
+            }
+            None
+        };
+        let ms = Duration::from_millis;
+        assert_eq!(sent_at(Duration::ZERO, ms(30)), Some(ms(30)), "no pace: at once");
+        // Trained in 30 ms or in 70 ms: both send at the 100 ms pace.
+        assert_eq!(sent_at(ms(100), ms(30)), Some(ms(100)));
+        assert_eq!(sent_at(ms(100), ms(70)), Some(ms(100)));
+        // Slower than the pace: at once, the pace never holds a late chunk longer.
+        assert_eq!(sent_at(ms(100), ms(120)), Some(ms(120)));
+    }
+
     /// Per-edge exchanges over a static graph: the slots are the graph's sorted neighbours, frame i goes to
     /// slot i, copies come back with their slot, delivery is reported per slot; an edge refused later keeps
     /// its slot (the count stays 3) but its frame is no longer sent and its flag is false.
