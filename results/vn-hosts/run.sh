@@ -34,7 +34,10 @@ for hosts in (0, 4):
     per_d = [l / (4 * r_["d"]) for l, r_ in zip(link, rows)]
     expect = [1 + n for n in nb]
     where = "inside their node" if hosts == 0 else f"in {hosts} VN hosts"
-    print(f"| {where} | {ms(auc)} | {'/'.join(map(str, ips))} | {ms(nb)} | {ms(rt)} | {st.mean(ch):,.0f} | {st.mean(link):,.0f} | {ms(per_d) if hosts else "–"} ({ms(expect) if hosts else "–"}) | {ms(ratio)} |")
+    dash = "–"
+    link_cell = f"{ms(per_d)} ({ms(expect)})" if hosts else dash
+    ip_cell = "/".join(map(str, ips))
+    print(f"| {where} | {ms(auc)} | {ip_cell} | {ms(nb)} | {ms(rt)} | {st.mean(ch):,.0f} | {st.mean(link):,.0f} | {link_cell} | {ms(ratio)} |")
 r = 4
 print(f"\n8 nodes × 4 VNs, r = {r}, 6 rounds, seeds 1-3 (mean ± sample std); 2 + 1/r = {2 + 1/r}. "
       "Regenerate: `results/vn-hosts/run.sh`.")
