@@ -16,6 +16,7 @@
 //!                                       #   muffliato:SIGMA | ghp:SIGMA | random:SIGMA
 //! dropout = 0.0                         # optional, experiments: the rate at which this node sits rounds out
 //!                                       #   (default: el with vns = 1, shatter with more)
+//! arrivals = "arrivals.log"             # optional, research: what arrives at the VNs, when (`arrival_log.rs`)
 //!
 //! [learning]
 //! dataset = "movielens"                 # synthetic | synthetic-images | movielens | sent140 | cifar10 | mnist
@@ -85,6 +86,7 @@ struct RawConfig {
     #[serde(default)]
     values: ValueBounds,
     hosted: Option<RawHosted>,
+    arrivals: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -145,6 +147,8 @@ pub struct NodeConfig {
     pub key_dir: PathBuf,
     /// VNs run by VN hosts instead of in this process.
     pub hosted: Option<HostedVns>,
+    /// Research: log what arrives at the VNs here (`arrival_log.rs`), for the timing-linkage attack.
+    pub arrivals: Option<PathBuf>,
     pub vns: usize,
     pub listen: Vec<Multiaddr>,
     pub announce: Vec<Multiaddr>,
@@ -321,6 +325,7 @@ impl NodeConfig {
         Ok(NodeConfig {
             key_dir,
             hosted,
+            arrivals: raw.arrivals.as_deref().map(rel),
             vns: raw.vns,
             listen,
             announce,
@@ -381,6 +386,9 @@ impl NodeConfig {
         let mut builder = NodeBuilder::new(keys, self.learning.clone(), self.index);
         if let Some(h) = &self.hosted {
             builder = builder.remote_vns(keys::load_file(&h.link_key)?, h.vns.clone());
+        }
+        if let Some(p) = &self.arrivals {
+            builder = builder.observer(std::sync::Arc::new(crate::arrival_log::ArrivalLog::create(p)?));
         }
         if let Some(a) = self.algorithm {
             builder = builder.algorithm(a);

@@ -17,6 +17,7 @@
 //!   token buckets), `values.rs` (the range rule on received values), `dropout.rs` (Appendix E's model),
 //!   `behind.rs` (noticing the network is ahead: catch-up).
 //! - `limits.rs`: the open-files limit many VNs need.
+//! - `arrival_log.rs`: a network observer writing arrivals to a file (the timing attack on node processes).
 //! - `observe.rs`: [`observe::Observer`], hooks for research harnesses (privacy audits, the network
 //!   observer's timing attack).
 //! - `learner.rs`: one real node's model, data and training ([`learner::Learner`]), shared by the drivers.
@@ -30,6 +31,7 @@
 //! - `main.rs`: the `node` binary (`keygen`, `peer-list`, `run`, `vn`, `psk`).
 
 pub mod algo;
+pub mod arrival_log;
 pub mod checkpoint;
 pub mod config;
 pub mod engine;

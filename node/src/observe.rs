@@ -49,7 +49,7 @@ pub trait Observer<I>: Send + Sync {
     }
 
     /// A message from `from` arrived at VN `vn` of the node at `at` (the driver's clock), accepted or not.
-    /// Only the simulator reports arrivals so far.
+    /// The simulator and the libp2p shell both report arrivals.
     fn arrival(&self, _node: usize, _vn: usize, _from: &I, _at: Duration, _what: Arrival) {}
 }
 

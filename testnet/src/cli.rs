@@ -221,6 +221,13 @@ pub struct Options {
     #[serde(default, alias = "own-ips")]
     pub own_ips: bool,
 
+    /// Procs mode: every node logs what reaches its VNs and when (`arrivals = "arrivals.log"`), and the
+    /// network observer's timing attack runs on those logs after the run (`summary.json` → `linkage`, as
+    /// --audit gives in sim and inproc).
+    #[arg(long)]
+    #[serde(default, alias = "observe-timing")]
+    pub observe_timing: bool,
+
     /// Procs mode: once a node reports round ROUND done, SIGKILL ⌈FRACTION · n⌉ node processes (the last
     /// ones), e.g. 0.25@5. Their configs get a checkpoint directory.
     #[arg(long, value_name = "FRACTION@ROUND")]
@@ -333,6 +340,7 @@ impl Options {
             kill: self.kill.or(file.kill),
             vn_hosts: self.vn_hosts.or(file.vn_hosts),
             own_ips: self.own_ips || file.own_ips,
+            observe_timing: self.observe_timing || file.observe_timing,
             restart_after: self.restart_after.or(file.restart_after),
             pause: self.pause.or(file.pause),
             node_bin: self.node_bin.or(file.node_bin),
@@ -359,7 +367,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, observe_timing, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
                 path.display(),
                 e.message().trim_end()
             )

@@ -85,6 +85,8 @@ pub struct Settings {
     pub vn_hosts: usize,
     /// `--own-ips`: each process on its own loopback IP (procs mode only).
     pub own_ips: bool,
+    /// `--observe-timing`: the timing attack on the nodes' arrival logs (procs mode only).
+    pub observe_timing: bool,
     /// `--kill`, `--restart-after`, `--pause` (procs mode only).
     pub churn: crate::churn::ChurnPlan,
     /// `--send-jitter-ms` (the simulator's; the libp2p modes read it from `timing`).
@@ -310,6 +312,9 @@ impl Settings {
         if vn_hosts > 0 && mode != Mode::Procs {
             bail!("--vn-hosts runs VN host processes: use it with --mode procs");
         }
+        if o.observe_timing && mode != Mode::Procs {
+            bail!("--observe-timing reads node processes' arrival logs: use it with --mode procs (--audit observes in sim and inproc)");
+        }
         if o.own_ips && mode != Mode::Procs {
             bail!("--own-ips gives node processes their own addresses: use it with --mode procs");
         }
@@ -350,6 +355,7 @@ impl Settings {
             dropout,
             vn_hosts,
             own_ips: o.own_ips,
+            observe_timing: o.observe_timing,
             churn,
             send_jitter: o.send_jitter_ms.map(std::time::Duration::from_millis),
             send_pace: o.send_pace_ms.map(std::time::Duration::from_millis),
