@@ -6,6 +6,7 @@
 //! link_key = "host/vn-0.key"              # the host's link identity (`node keygen --dir host --vns 1`)
 //! peer_list = "peers.toml"                # the network's peer list, as the nodes have it
 //! psk_file = "swarm.key"                  # optional, as the nodes have it
+//! arrivals = "arrivals.log"               # optional, research: what arrives at the hosted VNs, when
 //!
 //! [[vn]]                                  # one per hosted VN, of any nodes
 //! key = "node3/vn-2.key"                  # the VN's key (it never leaves this host)
@@ -30,6 +31,8 @@ struct RawHost {
     peer_list: PathBuf,
     psk_file: Option<PathBuf>,
     handshake_timeout_ms: Option<u64>,
+    /// Research: what arrives at the hosted VNs, when (`arrival_log.rs`).
+    arrivals: Option<PathBuf>,
     vn: Vec<RawVn>,
 }
 
@@ -103,6 +106,10 @@ pub fn load(path: &Path) -> Result<VnHost> {
             .map(|p| crate::net::transport::load_psk(&rel(p)))
             .transpose()?,
         vns,
+        observer: match &raw.arrivals {
+            Some(p) => Some(std::sync::Arc::new(crate::arrival_log::ArrivalLog::create(&rel(p))?)),
+            None => None,
+        },
         handshake: std::time::Duration::from_millis(
             raw.handshake_timeout_ms
                 .unwrap_or(crate::net::limits::HANDSHAKE_TIMEOUT.as_millis() as u64),

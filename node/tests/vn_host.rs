@@ -60,6 +60,7 @@ async fn start_host(
             })
             .collect(),
         handshake: Duration::from_secs(10),
+        observer: None,
     };
     let (tx, rx) = oneshot::channel();
     tokio::spawn(async move {

@@ -47,6 +47,8 @@ pub struct VnHost {
     pub vns: Vec<HostedVn>,
     /// Handshake timeout of the link and the VNs' connections.
     pub handshake: std::time::Duration,
+    /// Research: watches every hosted VN (e.g. an [`crate::arrival_log::ArrivalLog`]).
+    pub observer: Option<Arc<dyn crate::observe::Observer<PeerId>>>,
 }
 
 /// A hosted VN while it runs.
@@ -194,7 +196,7 @@ impl VnHost {
                 to_rn: to_host.clone(),
                 events: events.clone(),
                 epoch,
-                observer: None,
+                observer: self.observer.clone(),
                 restored_view: Vec::new(),
                 view_board: None,
             })

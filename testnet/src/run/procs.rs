@@ -82,7 +82,7 @@ pub fn run(
             if s.observe_timing {
                 o.extra.insert(
                     "linkage".into(),
-                    serde_json::to_value(timing_attack(&configs, setting.vns)?)?,
+                    serde_json::to_value(timing_attack(&configs, &hosts.configs, setting.vns)?)?,
                 );
             }
             // What any peer learns of every VN: the address it announces (Cyclon entries carry it).
@@ -162,7 +162,7 @@ pub fn write_deployment(
                 format!("/ip4/{ip}/tcp/{}", link_ports[h]).parse().expect("valid multiaddr")
             })
             .collect();
-        super::hosts::write(dir, &ids, host_of, &link, &addr)?
+        super::hosts::write(dir, &ids, host_of, &link, &addr, s.observe_timing)?
     } else {
         super::hosts::HostFiles {
             configs: Vec::new(),
@@ -242,8 +242,13 @@ pub fn write_deployment(
 
 /// The network observer's timing attack (`testnet/src/linkage.rs`) on the arrival logs every node process
 /// wrote (`arrivals = "arrivals.log"`): the same scoring as in sim and inproc, on the times each node's
-/// libp2p shell saw. Ground truth (which VN is whose) comes from the deployment's key directories.
-fn timing_attack(configs: &[PathBuf], k: usize) -> anyhow::Result<crate::linkage::LinkageReport> {
+/// libp2p shell saw. With VN hosts the VNs run there, and each host is an observer of the VNs it runs (the
+/// nodes then see no arrivals). Ground truth (which VN is whose) comes from the deployment's key directories.
+fn timing_attack(
+    configs: &[PathBuf],
+    hosts: &[PathBuf],
+    k: usize,
+) -> anyhow::Result<crate::linkage::LinkageReport> {
     use node::observe::Observer;
     let mut owner = std::collections::HashMap::new();
     for (i, cfg) in configs.iter().enumerate() {
@@ -253,8 +258,11 @@ fn timing_attack(configs: &[PathBuf], k: usize) -> anyhow::Result<crate::linkage
         }
     }
     let recorder = crate::linkage::LinkageRecorder::new(k, move |p: &libp2p::PeerId| owner.get(p).copied());
-    for (i, cfg) in configs.iter().enumerate() {
+    for (i, cfg) in configs.iter().chain(hosts).enumerate() {
         let path = cfg.with_file_name("arrivals.log");
+        if !path.is_file() {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
         for (at, vn, peer, what) in text.lines().filter_map(node::arrival_log::ArrivalLog::parse) {
             recorder.arrival(i, vn, &peer, at, what);
