@@ -47,6 +47,8 @@ pub struct SimConfig {
     pub send_jitter: Duration,
     /// The earliest each VN sends, from its node's start of the round (`VnConfig::send_pace`).
     pub send_pace: Duration,
+    /// `VnConfig::send_pace_auto`.
+    pub send_pace_auto: bool,
     /// Rounds whose overlay a VN negotiates ahead of its node's round (as `Timing::overlay_lookahead`).
     pub lookahead: u64,
     /// Virtual duration of one local training: uniform in [train_time·(1−jitter), train_time·(1+jitter)].
@@ -81,6 +83,7 @@ impl SimConfig {
             exchange_timeout: Duration::from_secs(10),
             send_jitter: Duration::from_secs(1),
             send_pace: Duration::ZERO,
+            send_pace_auto: false,
             // The release build's loopback lookahead, in every build, so a seed gives the same run.
             lookahead: crate::runtime::LOOPBACK_LOOKAHEAD,
             train_time: Duration::from_secs(10),
@@ -286,6 +289,7 @@ impl<'a> Sim<'a> {
             exchange_timeout: cfg.exchange_timeout,
             send_jitter: cfg.send_jitter,
             send_pace: cfg.send_pace,
+            send_pace_auto: cfg.send_pace_auto,
             lookahead: cfg.lookahead,
             last_round: rns[0].exchanges().checked_sub(1).map(Round),
             static_graph: rns[0].graph() == crate::algo::Graph::Static,

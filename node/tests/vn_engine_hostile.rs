@@ -50,6 +50,7 @@ fn config(lookahead: u64, last_round: Option<u64>, static_graph: bool) -> VnConf
         exchange_timeout: Duration::from_millis(200),
         send_jitter: Duration::from_millis(20),
         send_pace: Duration::ZERO,
+        send_pace_auto: false,
         lookahead,
         last_round: last_round.map(Round),
         static_graph,

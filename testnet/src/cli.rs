@@ -181,6 +181,12 @@ pub struct Options {
     #[serde(alias = "send-pace-ms")]
     pub send_pace_ms: Option<u64>,
 
+    /// Each VN learns its send pace from when its neighbours' chunks come (the slowest neighbour's training,
+    /// about); --send-pace-ms is then the floor.
+    #[arg(long)]
+    #[serde(default, alias = "send-pace-auto")]
+    pub send_pace_auto: bool,
+
     /// Rounds each VN negotiates its overlay ahead of its node's round (0 ..= 16), overriding the timing's.
     #[arg(long, value_name = "ROUNDS")]
     pub lookahead: Option<u64>,
@@ -332,6 +338,7 @@ impl Options {
             substep_ms: self.substep_ms.or(file.substep_ms),
             send_jitter_ms: self.send_jitter_ms.or(file.send_jitter_ms),
             send_pace_ms: self.send_pace_ms.or(file.send_pace_ms),
+            send_pace_auto: self.send_pace_auto || file.send_pace_auto,
             lookahead: self.lookahead.or(file.lookahead),
             value_ratio: self.value_ratio.or(file.value_ratio),
             value_floor: self.value_floor.or(file.value_floor),
@@ -367,7 +374,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, observe_timing, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
+                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, send_pace_auto, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, observe_timing, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
                 path.display(),
                 e.message().trim_end()
             )

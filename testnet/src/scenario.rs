@@ -93,6 +93,8 @@ pub struct Settings {
     pub send_jitter: Option<std::time::Duration>,
     /// `--send-pace-ms` (the simulator's; the libp2p modes read it from `timing`).
     pub send_pace: Option<std::time::Duration>,
+    /// `--send-pace-auto` (the simulator's; the libp2p modes read it from `timing`).
+    pub send_pace_auto: bool,
     pub node_bin: Option<PathBuf>,
     pub transport: crate::cli::TransportChoice,
     /// `--audit`: the privacy audit's settings.
@@ -277,6 +279,7 @@ impl Settings {
         if let Some(ms) = o.send_pace_ms {
             timing.send_pace_ms = ms;
         }
+        timing.send_pace_auto |= o.send_pace_auto;
         if let Some(ms) = o.send_jitter_ms {
             timing.send_jitter_ms = ms;
         }
@@ -359,6 +362,7 @@ impl Settings {
             churn,
             send_jitter: o.send_jitter_ms.map(std::time::Duration::from_millis),
             send_pace: o.send_pace_ms.map(std::time::Duration::from_millis),
+            send_pace_auto: o.send_pace_auto,
             node_bin: o.node_bin,
             transport: o.transport.unwrap_or(crate::cli::TransportChoice::Tcp),
             audit,

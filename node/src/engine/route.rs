@@ -149,6 +149,7 @@ mod tests {
             exchange_timeout: Duration::from_secs(1),
             send_jitter: Duration::ZERO,
             send_pace: Duration::ZERO,
+            send_pace_auto: false,
             lookahead: 0,
             last_round: None,
             static_graph: false,

@@ -96,6 +96,11 @@ pub struct VnConfig {
     /// speed, so chunk arrival times stop telling siblings apart (issue 13) — at no round cost, since a
     /// round waits for its slowest neighbour's chunk anyway. Zero: send as soon as chunk and overlay are there.
     pub send_pace: Duration,
+    /// Learn the pace from the network: after each round, how long after our node's round start the last
+    /// neighbour's chunk came, less the send jitter (the slowest neighbour's training, about); the pace used
+    /// is the largest of the last [`PACE_MEMORY`] such estimates, never below `send_pace`. No operator
+    /// setting to get wrong, and it follows a network that slows down or speeds up.
+    pub send_pace_auto: bool,
     /// Rounds negotiated ahead of the RN's round (0: each overlay starts with its own round;
     /// ≤ [`MAX_LOOKAHEAD`]). With the overlay window W and rounds of length T, rounds stop waiting for the
     /// overlay once `lookahead` ≥ W / T.
@@ -215,6 +220,8 @@ struct ExchangeRound<I> {
     /// When our RN started this round (its `StartRound`, or its chunk if that came first): `send_pace`
     /// counts from here.
     rn_started: Option<Duration>,
+    /// When the last neighbour's chunk of this round was accepted (the automatic pace learns from it).
+    last_copy_at: Option<Duration>,
     /// Neighbours our chunk was sent to, and those whose reply is still outstanding.
     awaiting_reply: BTreeSet<I>,
     received_from: BTreeSet<I>,
@@ -239,6 +246,7 @@ impl<I> Default for ExchangeRound<I> {
             neighbours: None,
             send_at: None,
             rn_started: None,
+            last_copy_at: None,
             awaiting_reply: BTreeSet::new(),
             received_from: BTreeSet::new(),
             pending: Vec::new(),
@@ -280,7 +288,12 @@ pub struct VnEngine<I> {
     own_scale: Option<f32>,
     /// Peers that showed exchanges beyond what this VN accepts (catch-up, `behind.rs`).
     ahead: AheadWitnesses<I>,
+    /// The automatic send pace's latest estimates (`VnConfig::send_pace_auto`).
+    pace_estimates: std::collections::VecDeque<Duration>,
 }
+
+/// Rounds the automatic send pace remembers: its pace is the largest of their estimates.
+pub const PACE_MEMORY: usize = 4;
 
 impl<I: VnIdentity> VnEngine<I> {
     /// A VN with its own seeded RNG streams (`cyclon_rng`, `overlay_rng`: derive them from the run seed and
@@ -334,6 +347,7 @@ impl<I: VnIdentity> VnEngine<I> {
             bounds: ValueBounds::default(),
             own_scale: None,
             ahead: AheadWitnesses::new(ahead_window),
+            pace_estimates: std::collections::VecDeque::with_capacity(PACE_MEMORY),
         })
     }
 
@@ -654,9 +668,19 @@ impl<I: VnIdentity> VnEngine<I> {
             .cfg
             .send_jitter
             .mul_f64(rand::Rng::random::<f64>(&mut self.jitter_rng));
+        let pace = if self.cfg.send_pace_auto {
+            self.pace_estimates
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or_default()
+                .max(self.cfg.send_pace)
+        } else {
+            self.cfg.send_pace
+        };
         let earliest = r
             .rn_started
-            .map_or(now, |started| (started + self.cfg.send_pace).max(now));
+            .map_or(now, |started| (started + pace).max(now));
         r.send_at = Some(earliest + jitter);
         self.send_due(now, out);
     }
@@ -927,7 +951,7 @@ impl<I: VnIdentity> VnEngine<I> {
     /// Accepts or refuses a chunk of a frozen round.
     fn decide_chunk(
         &mut self,
-        _now: Duration,
+        now: Duration,
         from: I,
         frame: ChunkFrame,
         token: ReplyToken,
@@ -958,6 +982,7 @@ impl<I: VnIdentity> VnEngine<I> {
         }
         r.received_from.insert(from.clone());
         r.summary.received += 1;
+        r.last_copy_at = Some(r.last_copy_at.map_or(now, |t| t.max(now)));
         self.reply(token, ChunkReply::Accepted, out);
         let slot = if edge_slots { slot } else { None };
         out.push(VnOutput::Received { from, slot, frame });
@@ -1174,6 +1199,17 @@ impl<I: VnIdentity> VnEngine<I> {
                 .is_some_and(|n| n.iter().all(|p| r.received_from.contains(p)));
             if (all_in && r.awaiting_reply.is_empty()) || now >= deadline {
                 r.done = true;
+                // A round complete before its deadline tells when the slowest neighbour's chunk came.
+                if self.cfg.send_pace_auto
+                    && all_in
+                    && let (Some(start), Some(last)) = (r.rn_started, r.last_copy_at)
+                {
+                    if self.pace_estimates.len() == PACE_MEMORY {
+                        self.pace_estimates.pop_front();
+                    }
+                    self.pace_estimates
+                        .push_back(last.saturating_sub(start).saturating_sub(self.cfg.send_jitter));
+                }
                 // Sends in flight hold their own reference; a finished round keeps no copy of the chunk.
                 r.own = None;
                 r.own_per_edge = None;
@@ -1285,6 +1321,7 @@ mod tests {
             exchange_timeout: Duration::from_secs(1),
             send_jitter: Duration::from_millis(100),
             send_pace: Duration::ZERO,
+            send_pace_auto: false,
             lookahead: 0,
             last_round: None,
             static_graph: false,
@@ -1371,6 +1408,7 @@ mod tests {
                 static_graph: true,
                 send_jitter: Duration::ZERO,
                 send_pace: pace,
+                send_pace_auto: false,
                 chunk_lens: Arc::new(vec![1]),
                 ..engine(|_| true).cfg.clone()
             };
@@ -1408,6 +1446,61 @@ mod tests {
         assert_eq!(sent_at(ms(100), ms(120)), Some(ms(120)));
     }
 
+    /// The automatic pace learns from a completed exchange when the slowest neighbour's chunk came (here 40 ms
+    /// after the round start, no jitter) and holds the next exchange's chunk until its start + 40 ms.
+    #[test]
+    fn the_automatic_pace_learns_when_the_last_neighbours_chunk_came() {
+        let cfg = VnConfig {
+            static_graph: true,
+            send_jitter: Duration::ZERO,
+            send_pace: Duration::ZERO,
+            send_pace_auto: true,
+            chunk_lens: Arc::new(vec![1]),
+            ..engine(|_| true).cfg.clone()
+        };
+        let mut e =
+            VnEngine::new(0u32, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(|_| true)).unwrap();
+        let ms = Duration::from_millis;
+        let frame = |round: u64| ChunkFrame {
+            round: Round(round),
+            chunk: protocol::ChunkIndex(0),
+            values: vec![1.0],
+        };
+        let sent = |out: &[VnOutput<u32>]| out.iter().any(|o| matches!(o, VnOutput::SendChunk { .. }));
+        e.handle(ms(0), VnInput::StartRound(Round(0)));
+        let mut out = Vec::new();
+        // The static graph of exchange 0 (injected); later exchanges run over it.
+        e.on_frozen(ms(0), Round(0), vec![5], &mut out);
+        // Exchange 1: nothing learnt yet, so the chunk leaves at once.
+        e.handle(ms(10), VnInput::StartRound(Round(1)));
+        let out = e.handle(ms(10), VnInput::FromRn(ToVirtualNode::Exchange(frame(1))));
+        assert!(sent(&out), "{out:?}");
+        let reply = protocol::codec::encode_control(&ChunkReply::Accepted).unwrap();
+        e.handle(
+            ms(11),
+            VnInput::ChunkReply {
+                from: 5,
+                round: Round(1),
+                bytes: reply,
+            },
+        );
+        let out = send_chunk(&mut e, ms(50), 5, frame(1).encode());
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, VnOutput::ToRn(FromVirtualNode::Done(_)))),
+            "exchange 1 complete: {out:?}"
+        );
+        // Exchange 2 starts at 60 ms, its chunk is ready at 65 ms, and waits for 60 + 40 ms.
+        e.handle(ms(60), VnInput::StartRound(Round(2)));
+        let mut out = e.handle(ms(65), VnInput::FromRn(ToVirtualNode::Exchange(frame(2))));
+        let mut t = ms(65);
+        while !sent(&out) && t < ms(130) {
+            t += ms(5);
+            out = e.handle(t, VnInput::Tick);
+        }
+        assert_eq!(t, ms(100), "sent at the learnt pace");
+    }
+
     /// Per-edge exchanges over a static graph: the slots are the graph's sorted neighbours, frame i goes to
     /// slot i, copies come back with their slot, delivery is reported per slot; an edge refused later keeps
     /// its slot (the count stays 3) but its frame is no longer sent and its flag is false.
@@ -1417,6 +1510,7 @@ mod tests {
             static_graph: true,
             send_jitter: Duration::ZERO,
             send_pace: Duration::ZERO,
+            send_pace_auto: false,
             chunk_lens: Arc::new(vec![1]),
             ..engine(|_| true).cfg.clone()
         };
@@ -1869,6 +1963,7 @@ mod tests {
                 exchange_timeout: Duration::from_secs(1),
                 send_jitter: Duration::ZERO,
                 send_pace: Duration::ZERO,
+                send_pace_auto: false,
                 lookahead: 2,
                 last_round: None,
                 static_graph: false,

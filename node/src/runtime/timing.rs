@@ -34,6 +34,9 @@ pub struct Timing {
     /// The earliest each VN sends its chunk, counted from its node's start of the round (`VnConfig::send_pace`):
     /// about the slowest node's training time makes chunk timing say nothing about siblings. 0: off.
     pub send_pace_ms: u64,
+    /// Learn the pace from when neighbours' chunks come (`VnConfig::send_pace_auto`); `send_pace_ms` is then
+    /// its floor.
+    pub send_pace_auto: bool,
     /// Gossip before round 0, so views are mixed (and peers are up) when the first overlay is built.
     pub warmup_ms: u64,
     /// A socket that has not completed its handshake (pre-shared key, noise, yamux) this long after it was
@@ -52,6 +55,7 @@ impl Default for Timing {
             exchange_timeout_ms: 30_000,
             send_jitter_ms: 1000,
             send_pace_ms: 0,
+            send_pace_auto: false,
             warmup_ms: 5000,
             handshake_timeout_ms: crate::net::limits::HANDSHAKE_TIMEOUT.as_millis() as u64,
         }
@@ -114,6 +118,7 @@ impl Timing {
             exchange_timeout: Duration::from_millis(self.exchange_timeout_ms),
             send_jitter: Duration::from_millis(self.send_jitter_ms),
             send_pace: Duration::from_millis(self.send_pace_ms),
+            send_pace_auto: self.send_pace_auto,
             lookahead: self.overlay_lookahead,
             last_round: exchanges.checked_sub(1).map(protocol::Round),
             static_graph,

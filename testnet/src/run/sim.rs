@@ -31,6 +31,7 @@ pub fn run(
         dropout: s.dropout,
         send_jitter: s.send_jitter.unwrap_or(defaults.send_jitter),
         send_pace: s.send_pace.unwrap_or(defaults.send_pace),
+        send_pace_auto: s.send_pace_auto,
         // A neighbour's copy can come up to its whole send delay after ours: wait that much longer.
         exchange_timeout: defaults.exchange_timeout + s.send_jitter.unwrap_or_default(),
         ..defaults
