@@ -184,14 +184,7 @@ impl NodeConfig {
                 .unwrap_or_else(|| "toml".into());
             NodeError::file(path, field, e.message())
         })?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        let rel = |p: &Path| {
-            if p.is_absolute() {
-                p.to_path_buf()
-            } else {
-                base.join(p)
-            }
-        };
+        let rel = |p: &Path| relative_to(path, p);
         let err = |field: &str, msg: String| NodeError::file(path, field, msg);
         if raw.vns == 0 {
             return Err(err("vns", "must be at least 1".into()));
@@ -405,6 +398,15 @@ impl NodeConfig {
             .dropout(self.dropout)
             .metrics_file(self.metrics.clone())
             .checkpoint_dir(self.checkpoints.clone()))
+    }
+}
+
+/// `p` as a config file at `config` means it: relative paths are relative to the file's directory.
+pub(crate) fn relative_to(config: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        config.parent().unwrap_or(Path::new(".")).join(p)
     }
 }
 

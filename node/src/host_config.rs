@@ -49,14 +49,7 @@ struct RawVn {
 pub fn load(path: &Path) -> Result<VnHost> {
     let text = std::fs::read_to_string(path).map_err(|e| NodeError::io(path, e))?;
     let raw: RawHost = toml::from_str(&text).map_err(|e| NodeError::file(path, "toml", e.message()))?;
-    let base = path.parent().unwrap_or(Path::new("."));
-    let rel = |p: &Path| {
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            base.join(p)
-        }
-    };
+    let rel = |p: &Path| crate::config::relative_to(path, p);
     let err = |field: &str, msg: String| NodeError::file(path, field, msg);
     let addr = |field: &str, a: &str| -> Result<Multiaddr> {
         a.parse()
