@@ -40,6 +40,10 @@ const LINK_STREAMS: usize = 2048;
 /// How long a link message may take (a chunk of ResNet-18 at k = 1 is 45 MB).
 const LINK_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// When every handle is dropped, how long the task goes on delivering what is still in flight (a node's last
+/// `Stop`s to its VNs) before it closes the link.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
 /// A link is held for the whole run, however long training keeps it quiet.
 const LINK_IDLE: Duration = Duration::from_secs(24 * 3600);
 
@@ -150,10 +154,23 @@ pub fn spawn_link(
     let counted = stats.clone();
     tokio::spawn(async move {
         let mut peers: HashMap<PeerId, Sequences> = HashMap::new();
+        // Requests sent and not yet acknowledged (or failed), and when the handles were all dropped.
+        let mut in_flight = 0usize;
+        let mut closing: Option<tokio::time::Instant> = None;
         loop {
+            if let Some(since) = closing
+                && (in_flight == 0 || since.elapsed() >= CLOSE_GRACE)
+            {
+                return;
+            }
             tokio::select! {
-                cmd = cmds.recv() => match cmd {
-                    None => return,
+                cmd = cmds.recv(), if closing.is_none() => match cmd {
+                    None => {
+                        // The shell's clock, for the grace period only.
+                        #[allow(clippy::disallowed_methods)]
+                        let now = tokio::time::Instant::now();
+                        closing = Some(now);
+                    }
                     Some(LinkCmd::Allow { peer, addr }) => {
                         swarm.behaviour_mut().allow.allow_peer(peer);
                         if let Some(a) = addr {
@@ -167,6 +184,7 @@ pub fn spawn_link(
                         match msg.encode(max_chunk_frame) {
                             Ok(bytes) => {
                                 counted.add(bytes.len());
+                                in_flight += 1;
                                 swarm.behaviour_mut().link.send_request(&to, bytes);
                             }
                             // Over a limit: a bug at this end, but the peer must not wait for the lost
@@ -180,9 +198,19 @@ pub fn spawn_link(
                         }
                     }
                 },
+                _ = tokio::time::sleep(CLOSE_GRACE), if closing.is_some() => {}
                 ev = swarm.select_next_some() => {
                     let sent = match ev {
                         SwarmEvent::Behaviour(LinkBehaviourEvent::Link(e)) => {
+                            if matches!(
+                                e,
+                                request_response::Event::Message {
+                                    message: request_response::Message::Response { .. },
+                                    ..
+                                } | request_response::Event::OutboundFailure { .. }
+                            ) {
+                                in_flight = in_flight.saturating_sub(1);
+                            }
                             if let request_response::Event::Message {
                                 message: request_response::Message::Request { request, .. },
                                 ..
