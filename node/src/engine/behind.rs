@@ -107,6 +107,11 @@ impl<I: Ord + Clone> AheadWitnesses<I> {
         Some(at)
     }
 
+    /// The network was found at `at` another way (an active probe): later reports must go beyond it.
+    pub fn adopt(&mut self, at: Round) {
+        self.reported = Some(self.reported.map_or(at, |r| r.max(at)));
+    }
+
     /// The latest exchange reported (the network is there or further), if any.
     pub fn reported(&self) -> Option<Round> {
         self.reported

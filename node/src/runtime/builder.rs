@@ -362,6 +362,17 @@ impl NodeBuilder {
         let mut vn_cmds = Vec::with_capacity(k);
         let mut addrs = Vec::with_capacity(k);
         let mut tasks = Vec::with_capacity(k);
+        // Catch-up probes ask listed peers other than this node's own VNs (those are exactly as far behind);
+        // a resumed node counts the round it resumes at as its own from the start and probes as it joins.
+        let own: Vec<VnAddr> = self
+            .keys
+            .iter()
+            .map(|k| VnAddr::new(k.public().to_peer_id(), Multiaddr::empty()))
+            .collect();
+        let probe_peers = peers.bootstrap();
+        let resumed_at = resumed
+            .as_ref()
+            .map(|m| engine.exchange(m.round + 1, 0));
         for (s, key) in self.keys.into_iter().enumerate() {
             let stream = vn_stream(&key);
             let peer = key.public().to_peer_id();
@@ -387,7 +398,8 @@ impl NodeBuilder {
                 Box::new(move |a: &VnAddr| allowed.is_allowed(&a.peer)),
             )?
             .with_value_bounds(self.value_bounds)?
-            .with_edge_slots(engine.per_edge());
+            .with_edge_slots(engine.per_edge())
+            .with_round_probes(probe_peers.clone(), own.clone(), resumed_at);
             let (tx, rx) = mpsc::channel(VN_COMMAND_CAPACITY);
             vn_cmds.push(tx);
             let bootstrap = peers
@@ -409,6 +421,8 @@ impl NodeBuilder {
                 observer: self.observer.clone(),
                 restored_view: std::mem::take(&mut saved_views[s]),
                 view_board: view_board.clone(),
+                round_channels: Default::default(),
+                redialing: Default::default(),
             });
             addrs.push(me);
         }

@@ -77,9 +77,20 @@ impl RnTask {
     }
 
     async fn rounds(&mut self) -> Result<()> {
-        tokio::select! {
-            _ = tokio::time::sleep(self.warmup) => {}
-            _ = self.stop.wait_for(|s| *s) => return Ok(()),
+        // During the warm-up the VNs gossip; what they tell the RN meanwhile is fed to the engine, which in
+        // this phase acts only on `Behind`: a resumed node whose probes found the network ahead then starts
+        // at the network's round instead of training a round nobody else is in.
+        let warmup = tokio::time::sleep(self.warmup);
+        tokio::pin!(warmup);
+        loop {
+            tokio::select! {
+                _ = &mut warmup => break,
+                _ = self.stop.wait_for(|s| *s) => return Ok(()),
+                Some((vn, msg)) = self.from_vns.recv() => {
+                    let out = self.engine.handle(self.epoch.elapsed(), RnInput::FromVn { vn, msg });
+                    debug_assert!(out.is_empty(), "nothing is started before Start");
+                }
+            }
         }
         let mut out = self.engine.handle(self.epoch.elapsed(), RnInput::Start);
         let mut job: Option<JobHandle> = None;
