@@ -5,8 +5,9 @@
 //!   cannot be dialled again, and their VNs stop waiting for its chunks (`VnInput::PeerGone`) — also in the
 //!   overlays negotiated before it left.
 //! - Back from its checkpoint, it resumes after the last round it saved, asks its peers which round they are
-//!   at (catch-up probes), starts at the network's round instead of its own, and is in step with the others
-//!   (at most one round apart, receiving copies) within two rounds; it and the others finish every round.
+//!   at (catch-up probes), starts at the network's round instead of its own, and within two rounds is no
+//!   further behind the others than one round, receiving copies; it and the others finish every round, and
+//!   none of the others skips a round (it does not pull them).
 //!
 //! Assertions are about round numbers and counts, not timing, except the deadline bound (an exchange that
 //! waited for the gone node would last the whole 5 s deadline; an ordinary one lasts well under a second
@@ -270,12 +271,11 @@ async fn a_stopped_node_is_not_waited_for_and_rejoins_from_its_checkpoint_within
         "it resumes after its checkpoint (of round {saved}, or of the next if it was stopped between saving it          and reporting it) and skips to the network's round: {first:?}"
     );
     assert_eq!(rounds.last(), Some(&(ROUNDS - 1)), "{rounds:?}");
-    eprintln!(
-        "victim after restart (round, others' newest, copies, skipped, round s): {:?}; restarted when the others had reported {network_at_restart}",
-        back.iter()
-            .map(|(at, m)| (m.round.get(), log.others_newest(VICTIM, *at), m.copies_received, m.skipped_rounds, m.round_secs))
-            .collect::<Vec<_>>()
-    );
+    // In step: no further behind the others' newest reported round than one (the round they are finishing
+    // while it reports), with copies. (Not asserted: how far ahead it may run. A node that lands ahead of
+    // the others finds the overlays of its first rounds frozen at the others and pairs with its own VNs,
+    // whose rounds end at once; measured here it ran up to 7 rounds ahead by the end. See
+    // results/churn-procs/README.md.)
     let in_step = back.iter().take(2).any(|(at, m)| {
         let others = log.others_newest(VICTIM, *at).unwrap();
         m.copies_received > 0 && others <= m.round.get() + 1

@@ -881,25 +881,40 @@ impl<I: VnIdentity> VnEngine<I> {
         let at = self.cfg.last_round.map_or(at, |last| at.min(last));
         let newest = self.newest.unwrap_or(Round::ZERO);
         if let Some(exchange) = self.ahead.note(now, from, at, newest) {
-            self.report_behind(now, exchange, out);
-        } else if at > newest + MAX_FUTURE_ROUNDS && self.ahead.reported().is_none_or(|r| r < at) {
-            // One peer beyond our window is not enough to move, but enough to ask (if probes are on): the
-            // passive witnesses may be few, or mostly as far behind as we are (two nodes restarted together
-            // hear each other first).
+            // A lower bound (the W-th largest claim): see `report_behind` for the margin.
+            self.report_behind(now, exchange, self.cfg.lookahead.min(MAX_FUTURE_ROUNDS), out);
+        } else if at > newest + MAX_FUTURE_ROUNDS
+            && self.ahead.reported().is_none_or(|r| r < at)
+            && self.ahead.beyond(now, newest) >= CATCH_UP_WITNESSES
+        {
+            // Enough distinct peers beyond our window to take seriously, but not a majority of those we hear:
+            // we may be in step with the rest, or the peers we hear may be mostly as far behind as we are
+            // (two nodes restarted together hear each other first). Ask peers drawn from the whole list (if
+            // probes are on). One claim alone does not ask: measured in procs mode, nodes desynchronised by
+            // a paused peer's deadlines then probed often, and each jump landing past the median pulled more.
             self.start_probe(now, out);
         }
     }
 
-    /// The network is at exchange `exchange` (at least): tell the RN where to rejoin, once per exchange.
-    fn report_behind(&mut self, now: Duration, exchange: Round, out: &mut Vec<VnOutput<I>>) {
+    /// The network is at exchange `exchange`: tell the RN to rejoin `margin` exchanges further, once per
+    /// exchange.
+    ///
+    /// Passive witnesses give a lower bound, and the network moves on while this node negotiates and
+    /// trains its first round back: joining at `exchange` itself it chased the network (measured in procs
+    /// mode: 2-3 rounds behind after every jump, for the rest of the run). Joining up to MAX_FUTURE_ROUNDS
+    /// further lands in step, yet never so far ahead that the others refuse its chunks or take its messages
+    /// as evidence that they are behind (joining `lookahead` ahead did that: measured, a paused node's jump
+    /// made the rest of the network skip after it). A probe's median is the round most peers are in now:
+    /// one round further is the round they start next.
+    fn report_behind(
+        &mut self,
+        now: Duration,
+        exchange: Round,
+        margin: u64,
+        out: &mut Vec<VnOutput<I>>,
+    ) {
         self.ahead.adopt(exchange);
-        // `exchange` is a lower bound, and the network moves on while this node negotiates and trains its
-        // first round back: joining at `exchange` itself it chased the network (measured in procs mode: 2-3
-        // rounds behind after every jump, for the rest of the run). Joining up to MAX_FUTURE_ROUNDS further
-        // lands in step, yet never so far ahead that the others refuse its chunks or take its messages as
-        // evidence that they are behind (joining `lookahead` ahead did that: measured, a paused node's jump
-        // made the rest of the network skip after it).
-        let join = exchange + self.cfg.lookahead.min(MAX_FUTURE_ROUNDS);
+        let join = exchange + margin;
         let join = self.cfg.last_round.map_or(join, |last| join.min(last));
         out.push(VnOutput::ToRn(FromVirtualNode::Behind { exchange: join }));
         // Exchanges the network has left: their neighbours are done with them and will send nothing more, so
@@ -1037,7 +1052,7 @@ impl<I: VnIdentity> VnEngine<I> {
         let newest = self.newest.unwrap_or(Round::ZERO);
         if at > newest + MAX_FUTURE_ROUNDS && self.ahead.reported().is_none_or(|r| r < at) {
             tracing::info!(%at, %newest, answers = answers.len(), "probe: the network is ahead");
-            self.report_behind(now, at, out);
+            self.report_behind(now, at, 1, out);
         }
     }
 
@@ -2392,12 +2407,13 @@ mod tests {
                 assert!(behind(&out).is_none(), "decided only once all answered");
             }
         }
-        // Lower median of 3, 3, 10, 11, 12 is 10; the RN rejoins min(lookahead, MAX_FUTURE_ROUNDS) beyond.
-        assert_eq!(behind(&out), Some(Round(10 + MAX_FUTURE_ROUNDS)));
+        // Lower median of 3, 3, 10, 11, 12 is 10; the RN rejoins at the round after it.
+        assert_eq!(behind(&out), Some(Round(11)));
     }
 
-    /// The probe keeps the old protection: a minority ahead (two of five) does not move a VN in step with
-    /// the rest; fewer than three answers decide nothing; peers that cannot be reached or answer garbage do
+    /// The probe keeps the old protection: a VN asks only once three peers it hears are beyond its window,
+    /// a minority ahead (two of five answers) does not move a VN in step with the rest; fewer than three
+    /// answers decide nothing; peers that cannot be reached or answer garbage do
     /// not vote; and a VN probes at most once per exchange deadline whatever peers claim.
     #[test]
     fn a_probe_needs_a_majority_ahead_and_is_bounded() {
@@ -2414,11 +2430,30 @@ mod tests {
         let mut e = probing(None);
         assert!(queries(&e.join(t, 1..=12)).is_empty(), "not resumed: no probe at join");
         e.handle(t, VnInput::StartRound(Round(5)));
-        // One peer claims exchange 20 (its proposal for 24 with lookahead 4): not enough to move, enough to ask.
-        let out = claim(&mut e, t, 1, 24);
+        // Six peers in step (exchange 5: proposals for 9 with lookahead 4) and peers 1, 2 claiming exchange
+        // 20; then peer 3 too: three distinct peers beyond the window, a minority of the nine heard — not
+        // enough to move, enough to ask.
+        // The queries sent while the crowd and then peer 3 speak (peer 3's earlier claims may still be fresh).
+        let crowd = |e: &mut VnEngine<u32>, now: Duration| {
+            let mut asked = Vec::new();
+            for p in 4..=9 {
+                asked.extend(queries(&claim(e, now, p, 9)));
+            }
+            for p in 1..=3 {
+                asked.extend(queries(&claim(e, now, p, 24)));
+            }
+            asked
+        };
+        for p in 4..=9 {
+            claim(&mut e, t, p, 9);
+        }
+        assert!(queries(&claim(&mut e, t, 1, 24)).is_empty(), "one peer ahead: no probe");
+        assert!(queries(&claim(&mut e, t, 2, 24)).is_empty(), "two peers ahead: no probe");
+        let out = claim(&mut e, t, 3, 24);
+        assert!(behind(&out).is_none());
         let asked = queries(&out);
         assert_eq!(asked.len(), PROBE_PEERS);
-        assert!(queries(&claim(&mut e, t, 2, 24)).is_empty(), "one probe at a time");
+        assert!(queries(&claim(&mut e, t, 3, 24)).is_empty(), "one probe at a time");
         let answers = [Some(5), Some(6), Some(5), Some(20), Some(20)];
         let mut out = Vec::new();
         for (&p, at) in asked.iter().zip(answers) {
@@ -2426,10 +2461,10 @@ mod tests {
         }
         assert!(behind(&out).is_none(), "two of five ahead: in step");
         let soon = t + e.cfg.exchange_timeout / 2;
-        assert!(queries(&claim(&mut e, soon, 1, 24)).is_empty(), "at most one probe per deadline");
+        assert!(crowd(&mut e, soon).is_empty(), "at most one probe per deadline");
         // A later probe: two answers ahead, one unreachable, two garbage: too few votes, nothing moves.
         let later = t + e.cfg.exchange_timeout;
-        let asked = queries(&claim(&mut e, later, 1, 24));
+        let asked = crowd(&mut e, later);
         assert_eq!(asked.len(), PROBE_PEERS);
         answer(&mut e, later, asked[0], Some(20));
         answer(&mut e, later, asked[1], Some(20));
@@ -2440,14 +2475,14 @@ mod tests {
         assert!(e.probe.is_none(), "decided (nothing) once every peer asked was heard from");
         // Three of five ahead, one peer never answering: decided at the probe's deadline.
         let again = later + e.cfg.exchange_timeout;
-        let asked = queries(&claim(&mut e, again, 1, 24));
+        let asked = crowd(&mut e, again);
         for (&p, at) in asked.iter().zip([Some(21), Some(20), Some(22), Some(5)]) {
             assert!(behind(&answer(&mut e, again, p, at)).is_none());
         }
         let deadline = again + e.cfg.exchange_timeout;
         assert!(e.poll_timeout().is_some_and(|d| d <= deadline));
         let out = e.handle(deadline, VnInput::Tick);
-        assert_eq!(behind(&out), Some(Round(20 + MAX_FUTURE_ROUNDS)), "lower median of 5, 20, 21, 22");
+        assert_eq!(behind(&out), Some(Round(21)), "lower median of 5, 20, 21, 22, plus one");
     }
 
     /// Round queries are answered with the newest exchange, once per request, within a per-peer rate; an
