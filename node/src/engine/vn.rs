@@ -319,6 +319,8 @@ pub struct VnEngine<I> {
 /// One catch-up probe: whom it asked, what they answered, when it gives up waiting.
 #[derive(Debug)]
 struct Probe<I> {
+    /// Started as a resumed VN joined (rather than on evidence while running): see `decide_probe`.
+    at_join: bool,
     waiting: BTreeSet<I>,
     answers: BTreeMap<I, Round>,
     deadline: Duration,
@@ -497,6 +499,9 @@ impl<I: VnIdentity> VnEngine<I> {
         self.sampler_input(now, SamplerInput::Join { bootstrap: entries }, &mut out);
         if std::mem::take(&mut self.probe_at_join) {
             self.start_probe(now, &mut out);
+            if let Some(p) = self.probe.as_mut() {
+                p.at_join = true;
+            }
         }
         self.finish(now, &mut out);
         out
@@ -904,11 +909,8 @@ impl<I: VnIdentity> VnEngine<I> {
     /// mode: 2-3 rounds behind after every jump, for the rest of the run). Joining up to MAX_FUTURE_ROUNDS
     /// further lands in step, yet never so far ahead that the others refuse its chunks or take its messages
     /// as evidence that they are behind (joining `lookahead` ahead did that: measured, a paused node's jump
-    /// made the rest of the network skip after it). A probe's median is the round most peers are in now,
-    /// not a lower bound, but the node's first round back is slower than theirs (the overlays of its next
-    /// rounds, which they negotiated rounds ago, it negotiates only now): measured in procs mode, joining
-    /// one round past the median left a restarted pair two rounds behind for seven rounds in one seed of
-    /// three, so probes use the same margin.
+    /// made the rest of the network skip after it). A probe's median is not a lower bound: see
+    /// `decide_probe` for its margin.
     fn report_behind(
         &mut self,
         now: Duration,
@@ -968,6 +970,7 @@ impl<I: VnIdentity> VnEngine<I> {
         .collect();
         self.last_probe = Some(now);
         self.probe = Some(Probe {
+            at_join: false,
             waiting: asked.iter().cloned().collect(),
             answers: BTreeMap::new(),
             deadline: now + self.cfg.exchange_timeout,
@@ -1045,6 +1048,7 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         let Some(p) = self.probe.take() else { return };
+        let at_join = p.at_join;
         let mut answers: Vec<Round> = p.answers.into_values().collect();
         if answers.len() < CATCH_UP_WITNESSES {
             return;
@@ -1055,7 +1059,19 @@ impl<I: VnIdentity> VnEngine<I> {
         let newest = self.newest.unwrap_or(Round::ZERO);
         if at > newest + MAX_FUTURE_ROUNDS && self.ahead.reported().is_none_or(|r| r < at) {
             tracing::info!(%at, %newest, answers = answers.len(), "probe: the network is ahead");
-            self.report_behind(now, at, self.cfg.lookahead.min(MAX_FUTURE_ROUNDS), out);
+            // Where to land. A resumed node's first round back is slower than the others' (the overlays of
+            // its next rounds, which they negotiated rounds ago, it negotiates only now): measured in procs
+            // mode, landing one round past the median left a restarted pair two rounds behind for seven
+            // rounds in one seed of three, so it lands as far past as passive witnesses make it. A running
+            // node that probes on evidence lands *at* the median, the round most peers are in: measured, with
+            // a margin past it, nodes desynchronised by a paused peer's deadlines probed, landed past the
+            // median, and pulled the median on, probe after probe (the six others skipped 4-8 rounds).
+            let margin = if at_join {
+                self.cfg.lookahead.min(MAX_FUTURE_ROUNDS)
+            } else {
+                0
+            };
+            self.report_behind(now, at, margin, out);
         }
     }
 
@@ -2487,8 +2503,8 @@ mod tests {
         let out = e.handle(deadline, VnInput::Tick);
         assert_eq!(
             behind(&out),
-            Some(Round(20 + MAX_FUTURE_ROUNDS)),
-            "lower median of 5, 20, 21, 22, plus the margin"
+            Some(Round(20)),
+            "lower median of 5, 20, 21, 22: a running node lands at the median, never past it"
         );
     }
 
