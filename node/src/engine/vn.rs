@@ -32,6 +32,14 @@
 //! (`DeliveredOnEdges`, just before `Done`), so that both ends of an edge can agree on whether the exchange
 //! happened on it.
 //!
+//! # Churn (issue 15)
+//! A peer whose connection closed and could not be dialled again is reported by the shell as
+//! `VnInput::PeerGone`: the open exchanges stop waiting for its chunk and the overlays, frozen ones included,
+//! stop counting it (`on_peer_gone`). A VN built [`VnEngine::with_round_probes`] also asks peers which exchange
+//! they are at — as a resumed VN joins, and while running once three peers it hears are beyond its window —
+//! and tells its RN `Behind` when the lower median of the answers is beyond it (`start_probe`,
+//! `decide_probe`); passive witnesses (`behind.rs`) still act on their own.
+//!
 //! An edge refused or dropped after the freeze **keeps its slot**: the slot count never changes within an
 //! exchange (and with a static graph never in the run), the frame for a dropped slot is not sent, nothing is
 //! received on it, and its delivery flag is false. The algorithm decides what a silent slot means (PDMM
