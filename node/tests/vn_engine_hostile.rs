@@ -67,7 +67,7 @@ fn max_outputs(cfg: &VnConfig) -> usize {
     let o = &cfg.sampler.overlay;
     let rounds = (MAX_KEPT_ROUNDS + cfg.lookahead.max(2) + 1) as usize;
     let per_round = (o.substeps + o.repair_steps) as usize + 2 * (o.degree + 1) + 1;
-    rounds * (per_round + o.degree + 1) + 2 * MAX_PENDING_CHUNKS + 8
+    rounds * (per_round + o.degree + 1) + 2 * MAX_PENDING_CHUNKS + 8 + node::engine::vn::PROBE_PEERS
 }
 
 #[derive(Debug, Clone)]
@@ -129,6 +129,12 @@ enum Op {
     },
     /// The RN's own chunk for its newest round plus `ahead`.
     ExchangeNear(u64),
+    /// Issue 15: a peer found gone, round queries (with or without a body), answers (well-formed for
+    /// any round, or random bytes; solicited or not) and failed queries.
+    PeerGone(u32),
+    RoundQuery { from: u32, bytes: Vec<u8> },
+    RoundAnswer { from: u32, at: Option<Option<u64>>, bytes: Vec<u8> },
+    RoundQueryFailed(u32),
 }
 
 fn peer() -> impl Strategy<Value = u32> {
@@ -223,6 +229,13 @@ fn op() -> impl Strategy<Value = Op> {
         1 => peer().prop_map(Op::SendFailed),
         4 => (any::<usize>(), 0u32..2).prop_map(|(pick, index)| Op::NeighbourChunk { pick, index }),
         2 => (0u64..3).prop_map(Op::ExchangeNear),
+        1 => peer().prop_map(Op::PeerGone),
+        1 => (peer(), prop::collection::vec(any::<u8>(), 0..3))
+            .prop_map(|(from, bytes)| Op::RoundQuery { from, bytes }),
+        2 => (peer(), prop::option::weighted(0.8, prop::option::weighted(0.9, 0u64..40)),
+              prop::collection::vec(any::<u8>(), 0..12))
+            .prop_map(|(from, at, bytes)| Op::RoundAnswer { from, at, bytes }),
+        1 => peer().prop_map(Op::RoundQueryFailed),
     ]
 }
 
@@ -318,7 +331,9 @@ impl Harness {
             derive_rng(seed, 1),
             Box::new(|p: &u32| *p != UNLISTED),
         )
-        .unwrap();
+        .unwrap()
+        // Probes on (resumed at round 0: one probe as it joins), never asking its own "sibling" 2.
+        .with_round_probes((1..=UNLISTED).collect(), vec![2], Some(Round(0)));
         Self {
             e,
             now: Duration::ZERO,
@@ -358,6 +373,12 @@ impl Harness {
                 VnOutput::SendChunk { to, round, .. } => {
                     prop_assert!(to != ME && to != UNLISTED, "chunk to {to}");
                     self.chunks_sent.push((to, round));
+                }
+                VnOutput::SendRoundQuery { to } => {
+                    prop_assert!(to != ME && to != UNLISTED && to != 2, "round query to {to}");
+                }
+                VnOutput::ReplyRound { bytes, .. } => {
+                    prop_assert!(decode_control::<Option<Round>>(&bytes).is_ok());
                 }
                 VnOutput::Received { from, frame, .. } => {
                     prop_assert!(from != UNLISTED);
@@ -508,6 +529,20 @@ impl Harness {
                 bytes,
             })?,
             Op::SendFailed(to) => self.feed(VnInput::SendFailed { to })?,
+            Op::PeerGone(peer) => self.feed(VnInput::PeerGone { peer })?,
+            Op::RoundQuery { from, bytes } => {
+                self.next_token += 1;
+                let token = self.next_token;
+                self.feed(VnInput::RoundQuery { from, bytes, token })?
+            }
+            Op::RoundAnswer { from, at, bytes } => {
+                let bytes = match at {
+                    Some(at) => encode_control(&at.map(Round)).unwrap(),
+                    None => bytes,
+                };
+                self.feed(VnInput::RoundAnswer { from, bytes })?
+            }
+            Op::RoundQueryFailed(to) => self.feed(VnInput::RoundQueryFailed { to })?,
         }
         Ok(())
     }

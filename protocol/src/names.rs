@@ -14,3 +14,7 @@ pub const RNVN: &str = "/shatter/rnvn/1";
 /// Identify's protocol version string: peers that announce another one are not Shatter nodes of this
 /// generation.
 pub const IDENTIFY_VERSION: &str = "/shatter/1";
+
+/// "Which exchange are you at?" between virtual nodes (catch-up, issue 15): an empty request, a response of
+/// one encoded `Option<Round>` (the newest exchange the answering VN's real node started, if any).
+pub const ROUND: &str = "/shatter/round/1";

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Regenerates results/churn-procs (issue 15): 8 `node` processes, k = 2, r = 4, 25 rounds of the default
 # synthetic task with 5 local epochs a round (so a round lasts about a second), loopback timing (5 s exchange
-# deadline), seeds 1-3, debug build; about 6 minutes on two cores. Per seed: a clean run; 25% of the nodes (6 and 7) SIGKILLed once a node reports round 6 and
+# deadline), seeds 1-3, debug build; about 4 minutes on two cores. Per seed: a clean run; 25% of the nodes (6 and 7) SIGKILLed once a node reports round 6 and
 # restarted 3 s later with `node run --resume`; one node (7) SIGSTOPped once a node reports round 4 and
 # SIGCONTed once another reports round 9 (5 rounds later). summary.md is made from the runs' summary.json.
 set -e

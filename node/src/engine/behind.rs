@@ -107,6 +107,21 @@ impl<I: Ord + Clone> AheadWitnesses<I> {
         Some(at)
     }
 
+    /// Fresh claims beyond what a VN whose newest exchange is `newest` accepts: evidence that it may be
+    /// behind even when the majority rule holds it back (the peers it hears are mostly as far behind).
+    pub fn beyond(&self, now: Duration, newest: Round) -> usize {
+        let beyond = newest + MAX_FUTURE_ROUNDS;
+        self.claims
+            .values()
+            .filter(|(r, seen)| *r > beyond && now.saturating_sub(*seen) <= self.window)
+            .count()
+    }
+
+    /// The network was found at `at` another way (an active probe): later reports must go beyond it.
+    pub fn adopt(&mut self, at: Round) {
+        self.reported = Some(self.reported.map_or(at, |r| r.max(at)));
+    }
+
     /// The latest exchange reported (the network is there or further), if any.
     pub fn reported(&self) -> Option<Round> {
         self.reported

@@ -35,6 +35,12 @@ pub trait VnDriver<I> {
     fn refused(&mut self, from: I, what: RefusalKind);
     /// Feed the engine `VnInput::Tick` at or after `at` (the engine's earliest deadline after this input).
     fn set_timer(&mut self, at: Duration);
+    /// Ask `to` which exchange it is at (catch-up probes); the answer comes back as `VnInput::RoundAnswer`,
+    /// a failure as `VnInput::RoundQueryFailed`. Only engines built `with_round_probes` ask, so a driver
+    /// without that message (the simulator) keeps this default.
+    fn send_round_query(&mut self, _to: I) {}
+    /// Answer the inbound round query `token`.
+    fn reply_round(&mut self, _token: ReplyToken, _bytes: Vec<u8>) {}
 }
 
 /// Carries out `out`, the outputs of one `engine.handle`/`join`, in order, then asks the engine for its next
@@ -49,6 +55,8 @@ pub fn route_vn<I: VnIdentity, D: VnDriver<I>>(
             VnOutput::SendControl { to, bytes } => driver.send_control(to, bytes),
             VnOutput::SendChunk { to, round, bytes } => driver.send_chunk(to, round, bytes),
             VnOutput::Reply { token, bytes } => driver.reply(token, bytes),
+            VnOutput::SendRoundQuery { to } => driver.send_round_query(to),
+            VnOutput::ReplyRound { token, bytes } => driver.reply_round(token, bytes),
             VnOutput::ToRn(msg) => driver.to_rn(msg),
             VnOutput::Received { from, slot, frame } => {
                 // The sender stops here: the observer may see it, the RN gets the frame alone (with its edge

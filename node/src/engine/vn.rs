@@ -32,6 +32,14 @@
 //! (`DeliveredOnEdges`, just before `Done`), so that both ends of an edge can agree on whether the exchange
 //! happened on it.
 //!
+//! # Churn (issue 15)
+//! A peer whose connection closed and could not be dialled again is reported by the shell as
+//! `VnInput::PeerGone`: the open exchanges stop waiting for its chunk and the overlays, frozen ones included,
+//! stop counting it (`on_peer_gone`). A VN built [`VnEngine::with_round_probes`] also asks peers which exchange
+//! they are at — as a resumed VN joins, and while running once three peers it hears are beyond its window —
+//! and tells its RN `Behind` when the lower median of the answers is beyond it (`start_probe`,
+//! `decide_probe`); passive witnesses (`behind.rs`) still act on their own.
+//!
 //! An edge refused or dropped after the freeze **keeps its slot**: the slot count never changes within an
 //! exchange (and with a static graph never in the run), the frame for a dropped slot is not sent, nothing is
 //! received on it, and its delivery flag is false. The algorithm decides what a silent slot means (PDMM
@@ -48,7 +56,7 @@ use protocol::{ChunkFrame, ChunkReply, RefuseReason};
 use sampling::{Protocol, Sampler, SamplerConfig, SamplerInput, SamplerOutput};
 use serde::{Serialize, de::DeserializeOwned};
 
-use super::behind::AheadWitnesses;
+use super::behind::{AheadWitnesses, CATCH_UP_WITNESSES};
 use super::counters::Counters;
 use super::rate::{PerPeer, Rate};
 use super::values::ValueBounds;
@@ -72,6 +80,15 @@ pub const CONTROL_BURST_PER_ROUND: f64 = 64.0;
 /// entry of its view — at most once per Cyclon period — so more is a peer pushing its entries into our view
 /// (each accepted request replaces up to `shuffle_len` of our entries).
 pub const SHUFFLE_BURST: f64 = 4.0;
+
+/// Peers a VN asks at once which exchange they are at (a catch-up probe, [`VnEngine::with_round_probes`]).
+/// Five distinct listed peers, chosen at random from the peer list without the VN's own node: the lower
+/// median of their answers is where the network is unless most of them lie or are behind themselves.
+pub const PROBE_PEERS: usize = 5;
+
+/// Round queries one peer may send a VN at once; then one per Cyclon period. An honest VN asks a peer once
+/// per probe, and probes at most once per exchange deadline.
+pub const ROUND_QUERY_BURST: f64 = 4.0;
 
 // A chunk more than MAX_FUTURE_ROUNDS ahead of the newest round this VN's RN started is refused as `WrongRound`;
 // exchange states older than the newest minus MAX_KEPT_ROUNDS are forgotten and their chunks are stale. One
@@ -148,6 +165,20 @@ pub enum VnInput<I> {
     },
     /// A message to `to` could not be delivered (dial failure, timeout, connection closed).
     SendFailed { to: I },
+    /// `peer` is gone: its connection closed and it could not be dialled again (a crashed or killed node).
+    /// Open exchanges stop waiting for its chunk (as for a missed one) and the overlays drop it; it comes
+    /// back through Cyclon when it talks again.
+    PeerGone { peer: I },
+    /// `from` asks which exchange this VN is at (catch-up); answer with a `ReplyRound` carrying `token`.
+    RoundQuery {
+        from: I,
+        bytes: Vec<u8>,
+        token: ReplyToken,
+    },
+    /// `from`'s answer to our round query.
+    RoundAnswer { from: I, bytes: Vec<u8> },
+    /// Our round query to `to` got no answer (dial failure, timeout, closed).
+    RoundQueryFailed { to: I },
     /// Time passed: due timers fire.
     Tick,
 }
@@ -166,6 +197,15 @@ pub enum VnOutput<I> {
         bytes: Arc<Vec<u8>>,
     },
     Reply {
+        token: ReplyToken,
+        bytes: Vec<u8>,
+    },
+    /// Ask `to` which exchange it is at (an empty request); its answer comes back as `VnInput::RoundAnswer`.
+    SendRoundQuery {
+        to: I,
+    },
+    /// Answer the round query `token` with `bytes` (an encoded `Option<Round>`).
+    ReplyRound {
         token: ReplyToken,
         bytes: Vec<u8>,
     },
@@ -290,6 +330,27 @@ pub struct VnEngine<I> {
     ahead: AheadWitnesses<I>,
     /// The automatic send pace's latest estimates (`VnConfig::send_pace_auto`).
     pace_estimates: std::collections::VecDeque<Duration>,
+    /// Active catch-up ([`VnEngine::with_round_probes`]): the peers a probe may ask (the peer list without
+    /// this node's own VNs; empty: no probes), the probe in progress, when the last one started, and an RNG
+    /// of its own (choosing whom to ask draws nothing from the streams the overlay and the jitter use).
+    probe_peers: Vec<I>,
+    probe_own: Vec<I>,
+    probes_on: bool,
+    probe: Option<Probe<I>>,
+    last_probe: Option<Duration>,
+    probe_at_join: bool,
+    probe_rng: rand_chacha::ChaCha12Rng,
+    round_query_rate: PerPeer<I>,
+}
+
+/// One catch-up probe: whom it asked, what they answered, when it gives up waiting.
+#[derive(Debug)]
+struct Probe<I> {
+    /// Started as a resumed VN joined (rather than on evidence while running): see `decide_probe`.
+    at_join: bool,
+    waiting: BTreeSet<I>,
+    answers: BTreeMap<I, Round>,
+    deadline: Duration,
 }
 
 /// Rounds the automatic send pace remembers: its pace is the largest of their estimates.
@@ -314,6 +375,18 @@ impl<I: VnIdentity> VnEngine<I> {
             )));
         }
         let jitter_rng = rand_chacha::ChaCha12Rng::from_rng(&mut overlay_rng);
+        // The overlay's key with fixed bits flipped, same stream: this VN's own, independent sequence.
+        let mut key = overlay_rng.get_seed();
+        for (b, c) in key.iter_mut().zip(b"shatter catch-up round probes 01") {
+            *b ^= c;
+        }
+        let mut probe_rng = rand_chacha::ChaCha12Rng::from_seed(key);
+        probe_rng.set_stream(overlay_rng.get_stream());
+        let round_query_rate = PerPeer::new(Rate {
+            burst: ROUND_QUERY_BURST,
+            per_period: 1.0,
+            period: cfg.sampler.cyclon.period,
+        });
         let open_rounds = (cfg.lookahead + 1) as f64;
         let control_rate = PerPeer::new(Rate {
             burst: CONTROL_BURST_PER_ROUND * open_rounds,
@@ -348,7 +421,44 @@ impl<I: VnIdentity> VnEngine<I> {
             own_scale: None,
             ahead: AheadWitnesses::new(ahead_window),
             pace_estimates: std::collections::VecDeque::with_capacity(PACE_MEMORY),
+            probe_peers: Vec::new(),
+            probe_own: Vec::new(),
+            probes_on: false,
+            probe: None,
+            last_probe: None,
+            probe_at_join: false,
+            probe_rng,
+            round_query_rate,
         })
+    }
+
+    /// Turns on active catch-up: when this VN sees a peer beyond what it accepts (or at join, after a
+    /// restart), it asks [`PROBE_PEERS`] peers drawn from `peers` and its Cyclon view which exchange they are
+    /// at, and adopts the lower median of the answers if that is beyond its own window (`decide_probe`).
+    /// `own`: this node's own VNs, never asked (they are exactly as far behind). `resumed_at`: the exchange
+    /// a resumed node starts at; the VN counts it as its newest from the start, and probes as it joins.
+    /// A setter, as [`VnEngine::with_value_bounds`]: drivers that do not set it (the simulator) never probe.
+    pub fn with_round_probes(
+        mut self,
+        peers: Vec<I>,
+        own: Vec<I>,
+        resumed_at: Option<Round>,
+    ) -> Self {
+        let mut peers: Vec<I> = peers
+            .into_iter()
+            .filter(|p| *p != self.me && (self.allowed)(p))
+            .collect();
+        peers.sort();
+        peers.dedup();
+        self.probe_peers = peers;
+        self.probe_own = own;
+        self.probe_own.sort();
+        self.probes_on = true;
+        if let Some(at) = resumed_at {
+            self.newest = Some(self.newest.map_or(at, |n| n.max(at)));
+            self.probe_at_join = true;
+        }
+        self
     }
 
     /// Sets the bound on received values (default [`ValueBounds::default`]). A setter rather than a
@@ -398,6 +508,7 @@ impl<I: VnIdentity> VnEngine<I> {
                     .filter(|r| !r.done)
                     .filter_map(|r| r.deadline.or(r.send_at).or(r.start_at)),
             )
+            .chain(self.probe.as_ref().map(|p| p.deadline))
             .min()
     }
 
@@ -417,6 +528,12 @@ impl<I: VnIdentity> VnEngine<I> {
         entries.shuffle(&mut self.jitter_rng);
         let mut out = Vec::new();
         self.sampler_input(now, SamplerInput::Join { bootstrap: entries }, &mut out);
+        if std::mem::take(&mut self.probe_at_join) {
+            self.start_probe(now, &mut out);
+            if let Some(p) = self.probe.as_mut() {
+                p.at_join = true;
+            }
+        }
         self.finish(now, &mut out);
         out
     }
@@ -469,8 +586,21 @@ impl<I: VnIdentity> VnEngine<I> {
                     r.awaiting_reply.remove(&to);
                 }
             }
+            VnInput::PeerGone { peer } => self.on_peer_gone(now, peer, &mut out),
+            VnInput::RoundQuery { from, bytes, token } => {
+                self.on_round_query(now, from, bytes, token, &mut out)
+            }
+            VnInput::RoundAnswer { from, bytes } => {
+                self.on_round_answer(now, from, bytes, &mut out)
+            }
+            VnInput::RoundQueryFailed { to } => {
+                if let Some(p) = self.probe.as_mut() {
+                    p.waiting.remove(&to);
+                }
+            }
             VnInput::Tick => self.sampler_input(now, SamplerInput::Tick, &mut out),
         }
+        self.decide_probe(now, &mut out);
         self.finish(now, &mut out);
         out
     }
@@ -804,25 +934,230 @@ impl<I: VnIdentity> VnEngine<I> {
         let at = self.cfg.last_round.map_or(at, |last| at.min(last));
         let newest = self.newest.unwrap_or(Round::ZERO);
         if let Some(exchange) = self.ahead.note(now, from, at, newest) {
-            // `exchange` is a lower bound, and the network moves on while this node negotiates and trains
-            // its first round back: joining at `exchange` itself it chased the network (measured in procs
-            // mode: 2-3 rounds behind after every jump, for the rest of the run). Joining up to
-            // MAX_FUTURE_ROUNDS further lands in step, yet never so far ahead that the others refuse its
-            // chunks or take its messages as evidence that they are behind (joining `lookahead` ahead did
-            // that: measured, a paused node's jump made the rest of the network skip after it).
-            let join = exchange + self.cfg.lookahead.min(MAX_FUTURE_ROUNDS);
-            let join = self.cfg.last_round.map_or(join, |last| join.min(last));
-            out.push(VnOutput::ToRn(FromVirtualNode::Behind { exchange: join }));
-            // Exchanges the network has left: their neighbours are done with them and will send nothing
-            // more, so they end now with what they got (the RN then catches up at once, not after
-            // `exchange_timeout`).
-            for (_, r) in self
-                .rounds
-                .range_mut(..exchange - MAX_FUTURE_ROUNDS)
-                .filter(|(_, r)| !r.done && r.deadline.is_some())
-            {
-                r.deadline = Some(now);
+            // A lower bound (the W-th largest claim): see `report_behind` for the margin.
+            self.report_behind(now, exchange, self.cfg.lookahead.min(MAX_FUTURE_ROUNDS), out);
+        } else if at > newest + MAX_FUTURE_ROUNDS
+            && self.ahead.reported().is_none_or(|r| r < at)
+            && self.ahead.beyond(now, newest) >= CATCH_UP_WITNESSES
+        {
+            // Enough distinct peers beyond our window to take seriously, but not a majority of those we hear:
+            // we may be in step with the rest, or the peers we hear may be mostly as far behind as we are
+            // (two nodes restarted together hear each other first). Ask peers drawn from the whole list (if
+            // probes are on). One claim alone does not ask: measured in procs mode, nodes desynchronised by
+            // a paused peer's deadlines then probed often, and each jump landing past the median pulled more.
+            self.start_probe(now, out);
+        }
+    }
+
+    /// The network is at exchange `exchange`: tell the RN to rejoin `margin` exchanges further, once per
+    /// exchange.
+    ///
+    /// Passive witnesses give a lower bound, and the network moves on while this node negotiates and
+    /// trains its first round back: joining at `exchange` itself it chased the network (measured in procs
+    /// mode: 2-3 rounds behind after every jump, for the rest of the run). Joining up to MAX_FUTURE_ROUNDS
+    /// further lands in step, yet never so far ahead that the others refuse its chunks or take its messages
+    /// as evidence that they are behind (joining `lookahead` ahead did that: measured, a paused node's jump
+    /// made the rest of the network skip after it). A probe's median is not a lower bound: see
+    /// `decide_probe` for its margin.
+    fn report_behind(
+        &mut self,
+        now: Duration,
+        exchange: Round,
+        margin: u64,
+        out: &mut Vec<VnOutput<I>>,
+    ) {
+        self.ahead.adopt(exchange);
+        let join = exchange + margin;
+        let join = self.cfg.last_round.map_or(join, |last| join.min(last));
+        out.push(VnOutput::ToRn(FromVirtualNode::Behind { exchange: join }));
+        // Exchanges the network has left: their neighbours are done with them and will send nothing more, so
+        // they end now with what they got (the RN then catches up at once, not after `exchange_timeout`).
+        for (_, r) in self
+            .rounds
+            .range_mut(..exchange - MAX_FUTURE_ROUNDS)
+            .filter(|(_, r)| !r.done && r.deadline.is_some())
+        {
+            r.deadline = Some(now);
+        }
+    }
+
+    /// Starts a catch-up probe if probes are on, none is running and the last one started at least an
+    /// exchange deadline ago: asks up to [`PROBE_PEERS`] distinct peers, drawn at random from the probe
+    /// list, which exchange they are at. At most one probe per deadline, whatever peers claim: a peer
+    /// that keeps claiming to be far ahead costs us five tiny requests per deadline, and moves us only if
+    /// most of the peers asked agree with it.
+    fn start_probe(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
+        if !self.probes_on
+            || self.probe.is_some()
+            || self
+                .last_probe
+                .is_some_and(|t| now < t + self.cfg.exchange_timeout)
+        {
+            return;
+        }
+        let mut candidates: Vec<I> = self
+            .probe_peers
+            .iter()
+            .cloned()
+            .chain(self.sampler.view())
+            .filter(|p| {
+                *p != self.me && (self.allowed)(p) && self.probe_own.binary_search(p).is_err()
+            })
+            .collect();
+        candidates.sort();
+        candidates.dedup();
+        if candidates.is_empty() {
+            return;
+        }
+        let asked: Vec<I> = rand::seq::IndexedRandom::choose_multiple(
+            candidates.as_slice(),
+            &mut self.probe_rng,
+            PROBE_PEERS,
+        )
+        .cloned()
+        .collect();
+        self.last_probe = Some(now);
+        self.probe = Some(Probe {
+            at_join: false,
+            waiting: asked.iter().cloned().collect(),
+            answers: BTreeMap::new(),
+            deadline: now + self.cfg.exchange_timeout,
+        });
+        for to in asked {
+            self.counters.sent(0);
+            out.push(VnOutput::SendRoundQuery { to });
+        }
+    }
+
+    /// `from` asks which exchange we are at: the newest exchange our RN started (what every overlay message
+    /// and chunk of ours tells anyway). Unlisted, over its rate, or with a body: counted, not answered (the
+    /// driver drops the request).
+    fn on_round_query(
+        &mut self,
+        now: Duration,
+        from: I,
+        bytes: Vec<u8>,
+        token: ReplyToken,
+        out: &mut Vec<VnOutput<I>>,
+    ) {
+        self.counters.received(bytes.len());
+        if !(self.allowed)(&from) {
+            self.refused(from, RefusalKind::NotAllowed, out);
+            return;
+        }
+        if !self.round_query_rate.allow(&from, now) {
+            self.refused(from, RefusalKind::RateLimited, out);
+            return;
+        }
+        if !bytes.is_empty() {
+            self.refused(from, RefusalKind::Malformed("round query with a body".into()), out);
+            return;
+        }
+        let bytes = protocol::codec::encode_control(&self.newest).expect("an Option<Round> is ≤ 10 bytes");
+        self.counters.sent(bytes.len());
+        out.push(VnOutput::ReplyRound { token, bytes });
+    }
+
+    /// An answer to our probe: kept if it comes from a peer we asked and have not heard from in this probe.
+    fn on_round_answer(
+        &mut self,
+        _now: Duration,
+        from: I,
+        bytes: Vec<u8>,
+        out: &mut Vec<VnOutput<I>>,
+    ) {
+        self.counters.received(bytes.len());
+        if !self.probe.as_mut().is_some_and(|p| p.waiting.remove(&from)) {
+            return;
+        }
+        match protocol::codec::decode_control::<Option<Round>>(&bytes) {
+            Ok(Some(at)) => {
+                if let Some(p) = self.probe.as_mut() {
+                    p.answers.insert(from, at);
+                }
             }
+            // Not started yet: no vote.
+            Ok(None) => {}
+            Err(e) => self.refused(from, RefusalKind::Malformed(e.to_string()), out),
+        }
+    }
+
+    /// Once every peer asked answered (or failed), or at the probe's deadline: with at least
+    /// [`CATCH_UP_WITNESSES`] answers, the lower median is where the network is — most of the peers asked
+    /// are there or further, so a minority ahead (liars, or nodes that landed ahead after a jump) cannot
+    /// move it, nor can a minority behind (a node restarted with us) hold it back. Beyond what this VN
+    /// accepts, the RN is told (`Behind`), as for passive witnesses.
+    fn decide_probe(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
+        if self
+            .probe
+            .as_ref()
+            .is_none_or(|p| !p.waiting.is_empty() && now < p.deadline)
+        {
+            return;
+        }
+        let Some(p) = self.probe.take() else { return };
+        let at_join = p.at_join;
+        let mut answers: Vec<Round> = p.answers.into_values().collect();
+        if answers.len() < CATCH_UP_WITNESSES {
+            return;
+        }
+        answers.sort_unstable();
+        let at = answers[(answers.len() - 1) / 2];
+        let at = self.cfg.last_round.map_or(at, |last| at.min(last));
+        let newest = self.newest.unwrap_or(Round::ZERO);
+        if at > newest + MAX_FUTURE_ROUNDS && self.ahead.reported().is_none_or(|r| r < at) {
+            tracing::info!(%at, %newest, answers = answers.len(), "probe: the network is ahead");
+            // Where to land. A resumed node's first round back is slower than the others' (the overlays of
+            // its next rounds, which they negotiated rounds ago, it negotiates only now): measured in procs
+            // mode, landing one round past the median left a restarted pair two rounds behind for seven
+            // rounds in one seed of three, so it lands as far past as passive witnesses make it. A running
+            // node that probes on evidence lands *at* the median, the round most peers are in: measured, with
+            // a margin past it, nodes desynchronised by a paused peer's deadlines probed, landed past the
+            // median, and pulled the median on, probe after probe (the six others skipped 4-8 rounds).
+            let margin = if at_join {
+                self.cfg.lookahead.min(MAX_FUTURE_ROUNDS)
+            } else {
+                0
+            };
+            self.report_behind(now, at, margin, out);
+        }
+    }
+
+    /// `peer`'s connection closed and it could not be dialled again: it is treated as a send failure
+    /// (Cyclon drops it; overlays still negotiating drop their links with it), and every open exchange whose
+    /// frozen neighbours hold it stops waiting for it — its chunk counts as missed, the round averages over
+    /// what arrived — instead of waiting out the exchange deadline, round after round, for the overlays
+    /// frozen before it went (with a lookahead of L, up to L of them). The overlay stops counting those
+    /// edges too, so a chunk it sends after all is refused as `NotNeighbour` and its end drops the edge.
+    fn on_peer_gone(&mut self, now: Duration, peer: I, out: &mut Vec<VnOutput<I>>) {
+        self.sampler_input(now, SamplerInput::SendFailed { to: peer.clone() }, out);
+        if self.cfg.static_graph {
+            // Gone for the run's graph too (a node restarted with a static graph runs without edges).
+            self.drop_static_edge(&peer);
+        }
+        let open: Vec<Round> = self
+            .rounds
+            .iter()
+            .filter(|(_, r)| !r.done && r.neighbours.as_ref().is_some_and(|n| n.contains(&peer)))
+            .map(|(u, _)| *u)
+            .collect();
+        for round in open {
+            if self.sampler.is_neighbour(round, &peer) {
+                let input = SamplerInput::EdgeRefused {
+                    round,
+                    peer: peer.clone(),
+                };
+                self.sampler_input(now, input, out);
+            }
+            if let Some(r) = self.rounds.get_mut(&round) {
+                if let Some(n) = r.neighbours.as_mut() {
+                    n.remove(&peer);
+                }
+                r.awaiting_reply.remove(&peer);
+            }
+        }
+        if let Some(p) = self.probe.as_mut() {
+            p.waiting.remove(&peer);
         }
     }
 
@@ -2085,6 +2420,284 @@ mod tests {
             }
         )));
         assert!(!e.view().contains(&7) && !e.view().contains(&8));
+    }
+
+    /// A static-graph VN with three neighbours (5, 7, 9) frozen for exchange 0 and no send jitter.
+    fn static_engine() -> VnEngine<u32> {
+        let cfg = VnConfig {
+            static_graph: true,
+            send_jitter: Duration::ZERO,
+            chunk_lens: Arc::new(vec![1]),
+            ..engine(|_| true).cfg.clone()
+        };
+        let mut e = VnEngine::new(
+            0u32,
+            cfg,
+            derive_rng(1, 0),
+            derive_rng(1, 1),
+            Box::new(|_| true),
+        )
+        .unwrap();
+        e.handle(Duration::ZERO, VnInput::StartRound(Round(0)));
+        let mut out = Vec::new();
+        e.on_frozen(Duration::ZERO, Round(0), vec![9, 5, 7], &mut out);
+        e
+    }
+
+    fn own_frame(round: u64, v: f32) -> ToVirtualNode {
+        ToVirtualNode::Exchange(ChunkFrame {
+            round: Round(round),
+            chunk: protocol::ChunkIndex(0),
+            values: vec![v],
+        })
+    }
+
+    fn done_of(out: &[VnOutput<u32>]) -> Option<RoundSummary> {
+        out.iter().find_map(|o| match o {
+            VnOutput::ToRn(FromVirtualNode::Done(s)) => Some(*s),
+            _ => None,
+        })
+    }
+
+    /// Issue 15: a neighbour whose connection closed for good (`PeerGone`) costs its chunk, not the exchange
+    /// deadline: the open exchange ends as soon as the others' chunks are in, later exchanges no longer send
+    /// to it or wait for it, and a chunk it sends after all is refused.
+    #[test]
+    fn a_gone_neighbour_is_not_waited_for() {
+        let mut e = static_engine();
+        let t = Duration::from_millis(10);
+        let out = e.handle(t, VnInput::FromRn(own_frame(1, 1.0)));
+        let to: Vec<u32> = out
+            .iter()
+            .filter_map(|o| match o {
+                VnOutput::SendChunk { to, .. } => Some(*to),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(to, vec![5, 7, 9]);
+        for (from, token) in [(5, 1), (7, 2)] {
+            let bytes = ChunkFrame {
+                round: Round(1),
+                chunk: protocol::ChunkIndex(0),
+                values: vec![2.0],
+            }
+            .encode();
+            let out = e.handle(t, VnInput::Chunk { from, bytes, token });
+            assert!(done_of(&out).is_none(), "9's chunk is still awaited");
+        }
+        let accepted = protocol::codec::encode_control(&ChunkReply::Accepted).unwrap();
+        for from in [5, 7] {
+            let bytes = accepted.clone();
+            e.handle(t, VnInput::ChunkReply { from, round: Round(1), bytes });
+        }
+        // 9 is gone: the exchange ends now, with the two copies that came, long before its deadline.
+        let out = e.handle(t, VnInput::PeerGone { peer: 9 });
+        let s = done_of(&out).expect("done at once");
+        assert_eq!((s.round, s.received, s.delivered), (Round(1), 2, 2));
+        // The next exchange neither sends to 9 nor waits for it.
+        let out = e.handle(t, VnInput::FromRn(own_frame(2, 1.0)));
+        let to: Vec<u32> = out
+            .iter()
+            .filter_map(|o| match o {
+                VnOutput::SendChunk { to, .. } => Some(*to),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(to, vec![5, 7]);
+        let late = ChunkFrame {
+            round: Round(2),
+            chunk: protocol::ChunkIndex(0),
+            values: vec![2.0],
+        };
+        let out = e.handle(
+            t,
+            VnInput::Chunk {
+                from: 9,
+                bytes: late.encode(),
+                token: 3,
+            },
+        );
+        assert_eq!(
+            reply_of(&out),
+            Some(ChunkReply::Refused(RefuseReason::NotNeighbour))
+        );
+        for (from, token) in [(5, 4), (7, 5)] {
+            e.handle(t, VnInput::Chunk { from, bytes: late.encode(), token });
+        }
+        let mut out = Vec::new();
+        for from in [5, 7] {
+            let bytes = accepted.clone();
+            out = e.handle(t, VnInput::ChunkReply { from, round: Round(2), bytes });
+        }
+        assert_eq!(done_of(&out).map(|s| s.received), Some(2));
+    }
+
+    /// A probing VN (lookahead 4) over peers 1..=12.
+    fn probing(resumed_at: Option<u64>) -> VnEngine<u32> {
+        let cfg = VnConfig {
+            lookahead: 4,
+            ..engine(|_| true).cfg.clone()
+        };
+        VnEngine::new(0u32, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(|p| *p != 66))
+            .unwrap()
+            .with_round_probes((0..=10).chain([66]).collect(), vec![11, 12], resumed_at.map(Round))
+    }
+
+    fn queries(out: &[VnOutput<u32>]) -> Vec<u32> {
+        out.iter()
+            .filter_map(|o| match o {
+                VnOutput::SendRoundQuery { to } => Some(*to),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn behind(out: &[VnOutput<u32>]) -> Option<Round> {
+        out.iter().find_map(|o| match o {
+            VnOutput::ToRn(FromVirtualNode::Behind { exchange }) => Some(*exchange),
+            _ => None,
+        })
+    }
+
+    fn answer(e: &mut VnEngine<u32>, now: Duration, from: u32, at: Option<u64>) -> Vec<VnOutput<u32>> {
+        let bytes = protocol::codec::encode_control(&at.map(Round)).unwrap();
+        e.handle(now, VnInput::RoundAnswer { from, bytes })
+    }
+
+    /// Issue 15, active catch-up: a resumed VN asks five distinct listed peers (never itself, an unlisted
+    /// one or one of its own node's VNs, 11 and 12 here, though they are in its view) which exchange they are at as it joins, and adopts the lower median of the answers — two stale
+    /// answers (the other node restarted with it) do not hold it back; unasked and repeated answers do not
+    /// count.
+    #[test]
+    fn a_resumed_node_asks_peers_and_adopts_the_median_round() {
+        let mut e = probing(Some(3));
+        let t = Duration::ZERO;
+        let out = e.join(t, 1..=12);
+        let mut asked = queries(&out);
+        assert_eq!(asked.len(), PROBE_PEERS);
+        assert!(asked.iter().all(|p| (1..=10).contains(p)), "{asked:?}");
+        asked.sort();
+        asked.dedup();
+        assert_eq!(asked.len(), PROBE_PEERS, "distinct peers");
+        // An unasked peer's answer is ignored, however far ahead it claims.
+        let stranger = (1..=10).find(|p| !asked.contains(p)).unwrap();
+        assert!(behind(&answer(&mut e, t, stranger, Some(40))).is_none());
+        let answers = [Some(3), Some(3), Some(10), Some(11), Some(12)];
+        let mut out = Vec::new();
+        for (i, (&p, at)) in asked.iter().zip(answers).enumerate() {
+            out = answer(&mut e, t, p, at);
+            if i == 0 {
+                // Answering twice does not count twice.
+                assert!(behind(&answer(&mut e, t, p, Some(50))).is_none());
+            }
+            if i < 4 {
+                assert!(behind(&out).is_none(), "decided only once all answered");
+            }
+        }
+        // Lower median of 3, 3, 10, 11, 12 is 10; the RN rejoins min(lookahead, MAX_FUTURE_ROUNDS) past it.
+        assert_eq!(behind(&out), Some(Round(10 + MAX_FUTURE_ROUNDS)));
+    }
+
+    /// The probe keeps the old protection: a VN asks only once three peers it hears are beyond its window,
+    /// a minority ahead (two of five answers) does not move a VN in step with the rest; fewer than three
+    /// answers decide nothing; peers that cannot be reached or answer garbage do
+    /// not vote; and a VN probes at most once per exchange deadline whatever peers claim.
+    #[test]
+    fn a_probe_needs_a_majority_ahead_and_is_bounded() {
+        let t = Duration::ZERO;
+        let claim = |e: &mut VnEngine<u32>, now: Duration, from: u32, round: u64| {
+            let msg = ControlMsg::Overlay(OverlayMsg::Propose {
+                round: Round(round),
+                origin: from,
+                nonce: 1,
+                ttl: 1,
+            });
+            e.handle(now, VnInput::Control { from, bytes: control(from, msg) })
+        };
+        let mut e = probing(None);
+        assert!(queries(&e.join(t, 1..=12)).is_empty(), "not resumed: no probe at join");
+        e.handle(t, VnInput::StartRound(Round(5)));
+        // Six peers in step (exchange 5: proposals for 9 with lookahead 4) and peers 1, 2 claiming exchange
+        // 20; then peer 3 too: three distinct peers beyond the window, a minority of the nine heard — not
+        // enough to move, enough to ask.
+        // The queries sent while the crowd and then peer 3 speak (peer 3's earlier claims may still be fresh).
+        let crowd = |e: &mut VnEngine<u32>, now: Duration| {
+            let mut asked = Vec::new();
+            for p in 4..=9 {
+                asked.extend(queries(&claim(e, now, p, 9)));
+            }
+            for p in 1..=3 {
+                asked.extend(queries(&claim(e, now, p, 24)));
+            }
+            asked
+        };
+        for p in 4..=9 {
+            claim(&mut e, t, p, 9);
+        }
+        assert!(queries(&claim(&mut e, t, 1, 24)).is_empty(), "one peer ahead: no probe");
+        assert!(queries(&claim(&mut e, t, 2, 24)).is_empty(), "two peers ahead: no probe");
+        let out = claim(&mut e, t, 3, 24);
+        assert!(behind(&out).is_none());
+        let asked = queries(&out);
+        assert_eq!(asked.len(), PROBE_PEERS);
+        assert!(queries(&claim(&mut e, t, 3, 24)).is_empty(), "one probe at a time");
+        let answers = [Some(5), Some(6), Some(5), Some(20), Some(20)];
+        let mut out = Vec::new();
+        for (&p, at) in asked.iter().zip(answers) {
+            out = answer(&mut e, t, p, at);
+        }
+        assert!(behind(&out).is_none(), "two of five ahead: in step");
+        let soon = t + e.cfg.exchange_timeout / 2;
+        assert!(crowd(&mut e, soon).is_empty(), "at most one probe per deadline");
+        // A later probe: two answers ahead, one unreachable, two garbage: too few votes, nothing moves.
+        let later = t + e.cfg.exchange_timeout;
+        let asked = crowd(&mut e, later);
+        assert_eq!(asked.len(), PROBE_PEERS);
+        answer(&mut e, later, asked[0], Some(20));
+        answer(&mut e, later, asked[1], Some(20));
+        e.handle(later, VnInput::RoundQueryFailed { to: asked[2] });
+        e.handle(later, VnInput::RoundAnswer { from: asked[3], bytes: vec![0xff; 9] });
+        let out = e.handle(later, VnInput::RoundAnswer { from: asked[4], bytes: vec![] });
+        assert!(behind(&out).is_none());
+        assert!(e.probe.is_none(), "decided (nothing) once every peer asked was heard from");
+        // Three of five ahead, one peer never answering: decided at the probe's deadline.
+        let again = later + e.cfg.exchange_timeout;
+        let asked = crowd(&mut e, again);
+        for (&p, at) in asked.iter().zip([Some(21), Some(20), Some(22), Some(5)]) {
+            assert!(behind(&answer(&mut e, again, p, at)).is_none());
+        }
+        let deadline = again + e.cfg.exchange_timeout;
+        assert!(e.poll_timeout().is_some_and(|d| d <= deadline));
+        let out = e.handle(deadline, VnInput::Tick);
+        assert_eq!(
+            behind(&out),
+            Some(Round(20)),
+            "lower median of 5, 20, 21, 22: a running node lands at the median, never past it"
+        );
+    }
+
+    /// Round queries are answered with the newest exchange, once per request, within a per-peer rate; an
+    /// unlisted asker or a query with a body gets nothing.
+    #[test]
+    fn round_queries_are_answered_bounded() {
+        let mut e = probing(Some(7));
+        let t = Duration::ZERO;
+        let ask = |e: &mut VnEngine<u32>, from: u32, bytes: Vec<u8>| {
+            e.handle(t, VnInput::RoundQuery { from, bytes, token: 1 })
+                .into_iter()
+                .find_map(|o| match o {
+                    VnOutput::ReplyRound { bytes, .. } => {
+                        Some(protocol::codec::decode_control::<Option<Round>>(&bytes).unwrap())
+                    }
+                    _ => None,
+                })
+        };
+        assert_eq!(ask(&mut e, 1, vec![]), Some(Some(Round(7))));
+        assert_eq!(ask(&mut e, 66, vec![]), None, "unlisted");
+        assert_eq!(ask(&mut e, 2, vec![1]), None, "a body");
+        let answered = (0..10).filter(|_| ask(&mut e, 3, vec![]).is_some()).count();
+        assert_eq!(answered, ROUND_QUERY_BURST as usize);
+        assert_eq!(ask(&mut engine(|_| true), 1, vec![]), Some(None), "not started: no round");
     }
 
     #[test]

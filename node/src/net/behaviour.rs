@@ -1,5 +1,5 @@
-//! The libp2p behaviour of one virtual node: an allow-list (permissioning), identify, ping, and the two
-//! Shatter request-response protocols (chunks and control).
+//! The libp2p behaviour of one virtual node: an allow-list (permissioning), identify, ping, and the three
+//! Shatter request-response protocols (chunks, control, and the round query of catch-up).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +44,15 @@ impl Default for Timeouts {
 /// Largest chunk reply: an encoded `ChunkReply` is two bytes; 64 leaves room for future variants.
 const MAX_CHUNK_REPLY_BYTES: usize = 64;
 
+/// Largest round query: the request is empty (a non-empty one is refused by the VN); 8 bytes of slack.
+pub const MAX_ROUND_QUERY_BYTES: usize = 8;
+
+/// Largest round answer: an encoded `Option<Round>` is at most 10 bytes (a tag and a varint u64).
+pub const MAX_ROUND_ANSWER_BYTES: usize = 16;
+
+/// Round-query streams on one connection: a VN asks a peer once per probe, so a few cover a late answer.
+pub const ROUND_STREAMS_PER_CONNECTION: usize = 4;
+
 #[derive(NetworkBehaviour)]
 pub struct VnBehaviour {
     /// First, so that a connection over the limits is denied before any other behaviour sets up state for it.
@@ -55,6 +64,8 @@ pub struct VnBehaviour {
     /// Chunk frames travel shared ([`FrameCodec`] of `Arc<Vec<u8>>`): one encoding for all r neighbours.
     pub chunk: request_response::Behaviour<FrameCodec<Arc<Vec<u8>>>>,
     pub control: request_response::Behaviour<FrameCodec>,
+    /// "Which exchange are you at?" (catch-up, `engine/vn.rs` probes): tiny, bounded both ways.
+    pub round: request_response::Behaviour<FrameCodec>,
 }
 
 impl VnBehaviour {
@@ -85,6 +96,16 @@ impl VnBehaviour {
                 .with_request_timeout(timeouts.control_request)
                 .with_max_concurrent_streams(limits::CONTROL_STREAMS_PER_CONNECTION),
         );
+        let round = request_response::Behaviour::with_codec(
+            FrameCodec::new(MAX_ROUND_QUERY_BYTES, MAX_ROUND_ANSWER_BYTES),
+            [(
+                StreamProtocol::new(protocol::names::ROUND),
+                ProtocolSupport::Full,
+            )],
+            request_response::Config::default()
+                .with_request_timeout(timeouts.control_request)
+                .with_max_concurrent_streams(ROUND_STREAMS_PER_CONNECTION),
+        );
         Self {
             limits: limits::connection_limits(),
             memory: limits::memory_limits(),
@@ -100,6 +121,7 @@ impl VnBehaviour {
             ping: ping::Behaviour::new(ping::Config::new()),
             chunk,
             control,
+            round,
         }
     }
 }

@@ -5,13 +5,14 @@
 //! since that only happens after the handshake, every request from an unlisted peer is dropped here before
 //! the engine sees it (admission is the first successful exchange, not `ConnectionEstablished`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
 use libp2p::swarm::SwarmEvent;
+use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
 use libp2p::{Multiaddr, PeerId, Swarm, identify};
 use protocol::ChunkFrame;
 use protocol::Round;
@@ -80,7 +81,7 @@ pub enum VnCommand {
 
 /// Pending inbound chunk requests awaiting the engine's verdict. Bounded by the engine's own limits (it
 /// answers or holds at most `MAX_PENDING_CHUNKS` beyond the ones it decides at once).
-type Channels = BTreeMap<u64, ResponseChannel<Vec<u8>>>;
+pub type Channels = BTreeMap<u64, ResponseChannel<Vec<u8>>>;
 
 pub struct VnTask {
     pub index: usize,
@@ -100,6 +101,12 @@ pub struct VnTask {
     pub restored_view: Vec<protocol::control::ViewEntry<VnAddr>>,
     /// Where this VN publishes its view after each exchange, for the RN's checkpoints.
     pub view_board: Option<crate::checkpoint::ViewBoard>,
+    /// Inbound round queries awaiting the engine's answer (it answers at once or never: what is left after
+    /// an input's outputs are carried out is dropped, which closes the stream unanswered).
+    pub round_channels: Channels,
+    /// Peers whose last connection closed with an error and that we are dialling again: if that fails they
+    /// are gone (`VnInput::PeerGone`).
+    pub redialing: HashSet<PeerId>,
 }
 
 impl VnTask {
@@ -125,6 +132,7 @@ impl VnTask {
         {
             return;
         }
+        self.round_channels.clear();
 
         loop {
             let sleep = async {
@@ -155,6 +163,8 @@ impl VnTask {
             {
                 return;
             }
+            // Queries the engine did not answer (unlisted, over the rate, malformed) close unanswered.
+            self.round_channels.clear();
         }
     }
 
@@ -164,6 +174,20 @@ impl VnTask {
             peer,
             addrs.get(&peer).cloned().unwrap_or_else(Multiaddr::empty),
         )
+    }
+
+    /// A request to `peer` failed: a peer we could not even dial is gone (`PeerGone`); anything else (a
+    /// timeout, a stream refused, a connection closed under the request) is a failed send.
+    fn failed_send(
+        peer: PeerId,
+        error: &request_response::OutboundFailure,
+        addrs: &HashMap<PeerId, Multiaddr>,
+    ) -> VnInput<VnAddr> {
+        let to = Self::addr_of(peer, addrs);
+        match error {
+            request_response::OutboundFailure::DialFailure => VnInput::PeerGone { peer: to },
+            _ => VnInput::SendFailed { to },
+        }
     }
 
     /// Tells a harness observing arrivals (a network observer's view: kind and time) about one.
@@ -236,9 +260,7 @@ impl VnTask {
             })) => {
                 outbound_chunks.remove(&request_id);
                 tracing::debug!(vn = self.index, %peer, %error, "chunk not delivered");
-                Some(VnInput::SendFailed {
-                    to: Self::addr_of(peer, addrs),
-                })
+                Some(Self::failed_send(peer, &error, addrs))
             }
             SwarmEvent::Behaviour(VnBehaviourEvent::Control(Event::Message {
                 peer,
@@ -273,9 +295,64 @@ impl VnTask {
                 ..
             })) => {
                 tracing::debug!(vn = self.index, %peer, %error, "control message not delivered");
-                Some(VnInput::SendFailed {
+                Some(Self::failed_send(peer, &error, addrs))
+            }
+            SwarmEvent::Behaviour(VnBehaviourEvent::Round(Event::Message {
+                peer,
+                message,
+                ..
+            })) => match message {
+                Message::Request {
+                    request, channel, ..
+                } => {
+                    if self.refuse_unlisted(peer) {
+                        return None;
+                    }
+                    *next_token += 1;
+                    self.round_channels.insert(*next_token, channel);
+                    Some(VnInput::RoundQuery {
+                        from: Self::addr_of(peer, addrs),
+                        bytes: request,
+                        token: *next_token,
+                    })
+                }
+                Message::Response { response, .. } => Some(VnInput::RoundAnswer {
+                    from: Self::addr_of(peer, addrs),
+                    bytes: response,
+                }),
+            },
+            SwarmEvent::Behaviour(VnBehaviourEvent::Round(Event::OutboundFailure {
+                peer,
+                error,
+                ..
+            })) => {
+                tracing::debug!(vn = self.index, %peer, %error, "round query not answered");
+                Some(VnInput::RoundQueryFailed {
                     to: Self::addr_of(peer, addrs),
                 })
+            }
+            SwarmEvent::ConnectionClosed {
+                peer_id,
+                num_established: 0,
+                cause: Some(cause),
+                ..
+            } if self.peers.is_allowed(&peer_id) => {
+                // Closed by an error (a SIGKILLed peer's kernel resets its sockets): dial it again at once.
+                // If that fails too, it is gone, and its neighbours stop waiting for its chunks.
+                tracing::debug!(vn = self.index, peer = %peer_id, %cause, "connection lost; dialling again");
+                let to = Self::addr_of(peer_id, addrs);
+                let opts = DialOpts::peer_id(peer_id)
+                    .addresses(dial_addrs(&to, addrs))
+                    .condition(PeerCondition::DisconnectedAndNotDialing)
+                    .build();
+                if self.swarm.dial(opts).is_ok() {
+                    self.redialing.insert(peer_id);
+                }
+                None
+            }
+            SwarmEvent::ConnectionEstablished { peer_id, .. } if self.peers.is_allowed(&peer_id) => {
+                self.redialing.remove(&peer_id);
+                None
             }
             SwarmEvent::Behaviour(VnBehaviourEvent::Identify(identify::Event::Received {
                 peer_id,
@@ -302,7 +379,10 @@ impl VnTask {
             }
             SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
                 tracing::debug!(vn = self.index, peer = ?peer_id, %error, "dial failed");
-                None
+                let peer = peer_id.filter(|p| self.redialing.remove(p))?;
+                Some(VnInput::PeerGone {
+                    peer: Self::addr_of(peer, addrs),
+                })
             }
             SwarmEvent::IncomingConnectionError {
                 error,
@@ -347,6 +427,7 @@ impl VnTask {
             node: self.node,
             swarm: &mut self.swarm,
             channels,
+            round_channels: &mut self.round_channels,
             outbound_chunks,
             addrs,
             wake,
@@ -382,6 +463,7 @@ struct SwarmPort<'a> {
     node: usize,
     swarm: &'a mut Swarm<VnBehaviour>,
     channels: &'a mut Channels,
+    round_channels: &'a mut Channels,
     outbound_chunks: &'a mut HashMap<OutboundRequestId, (PeerId, Round)>,
     addrs: &'a HashMap<PeerId, Multiaddr>,
     wake: &'a mut Option<Instant>,
@@ -419,6 +501,20 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
 
     fn to_rn(&mut self, msg: FromVirtualNode) {
         self.to_rn.push(msg);
+    }
+
+    fn send_round_query(&mut self, to: VnAddr) {
+        let a = dial_addrs(&to, self.addrs);
+        self.swarm
+            .behaviour_mut()
+            .round
+            .send_request_with_addresses(&to.peer, Vec::new(), a);
+    }
+
+    fn reply_round(&mut self, token: ReplyToken, bytes: Vec<u8>) {
+        if let Some(ch) = self.round_channels.remove(&token) {
+            let _ = self.swarm.behaviour_mut().round.send_response(ch, bytes);
+        }
     }
 
     fn observe_copy(&mut self, from: &VnAddr, frame: &ChunkFrame) {

@@ -328,6 +328,19 @@ impl NodeBuilder {
             handshake: Duration::from_millis(self.timing.handshake_timeout_ms),
             ..self.timeouts
         };
+        // Catch-up probes ask listed peers other than this node's own VNs (those are exactly as far behind);
+        // a resumed node counts the round it resumes at as its own from the start and probes as it joins.
+        let own: Vec<String> = match &self.remote {
+            Some((_, r)) => r.iter().map(|v| v.peer.to_string()).collect(),
+            None => self
+                .keys
+                .iter()
+                .map(|k| k.public().to_peer_id().to_string())
+                .collect(),
+        };
+        let resumed_at = resumed
+            .as_ref()
+            .map(|m| engine.exchange(m.round + 1, 0).get());
         // What every VN of this node needs from its run: in-process VNs are built from it here, hosted ones
         // (`node vn`) from the same setup sent over the link.
         let setup_for = |vn: PeerId| super::vn_setup::VnSetup {
@@ -345,6 +358,8 @@ impl NodeBuilder {
             chunk_request_ms: timeouts.chunk_request.as_millis() as u64,
             control_request_ms: timeouts.control_request.as_millis() as u64,
             idle_connection_ms: timeouts.idle_connection.as_millis() as u64,
+            own: own.clone(),
+            resumed_at,
         };
         let metrics_file = match &self.metrics_path {
             Some(p) => {

@@ -79,9 +79,27 @@ impl RnTask {
     }
 
     async fn rounds(&mut self) -> Result<()> {
-        tokio::select! {
-            _ = tokio::time::sleep(self.warmup) => {}
-            _ = self.stop.wait_for(|s| *s) => return Ok(()),
+        // During the warm-up the VNs gossip; what they tell the RN meanwhile is fed to the engine, which in
+        // this phase acts only on `Behind`: a resumed node whose probes found the network ahead then starts
+        // at the network's round instead of training a round nobody else is in — and starts at once: the
+        // warm-up mixes views before round 0, while a resumed node has its saved view and a network that
+        // moves on while it waits (at rounds of 0.3 s, a 1.5 s warm-up is five rounds).
+        let warmup = tokio::time::sleep(self.warmup);
+        tokio::pin!(warmup);
+        let resumed = self.engine.first_round() > Round::ZERO;
+        loop {
+            tokio::select! {
+                _ = &mut warmup => break,
+                _ = self.stop.wait_for(|s| *s) => return Ok(()),
+                Some((vn, msg)) = self.from_vns.recv() => {
+                    let behind = matches!(msg, FromVirtualNode::Behind { .. });
+                    let out = self.engine.handle(self.epoch.elapsed(), RnInput::FromVn { vn, msg });
+                    debug_assert!(out.is_empty(), "nothing is started before Start");
+                    if resumed && behind {
+                        break;
+                    }
+                }
+            }
         }
         let mut out = self.engine.handle(self.epoch.elapsed(), RnInput::Start);
         let mut job: Option<JobHandle> = None;

@@ -52,6 +52,11 @@ pub(crate) struct VnSetup {
     pub chunk_request_ms: u64,
     pub control_request_ms: u64,
     pub idle_connection_ms: u64,
+    /// The node's VNs (PeerIds), which catch-up probes never ask: they are exactly as far behind.
+    pub own: Vec<String>,
+    /// The exchange a resumed node starts at (`node run --resume`): the VN probes the network's round as
+    /// it joins.
+    pub resumed_at: Option<u64>,
 }
 
 /// What the builder or the host supplies beside the setup to start one VN.
@@ -136,7 +141,17 @@ impl VnSetup {
             Box::new(move |a: &VnAddr| allowed.is_allowed(&a.peer)),
         )?
         .with_value_bounds(self.values)?
-        .with_edge_slots(self.per_edge);
+        .with_edge_slots(self.per_edge)
+        // Catch-up probes ask listed peers other than this node's own VNs.
+        .with_round_probes(
+            place.peers.bootstrap(),
+            self.own
+                .iter()
+                .filter_map(|p| p.parse().ok())
+                .map(|p| VnAddr::new(p, Multiaddr::empty()))
+                .collect(),
+            self.resumed_at.map(Round),
+        );
         let (tx, rx) = mpsc::channel(VN_COMMAND_CAPACITY);
         let bootstrap = place
             .peers
@@ -158,6 +173,8 @@ impl VnSetup {
             observer: place.observer,
             restored_view: place.restored_view,
             view_board: place.view_board,
+            round_channels: Default::default(),
+            redialing: Default::default(),
         };
         Ok((task, tx, me))
     }
@@ -213,6 +230,8 @@ mod tests {
             chunk_request_ms: 1000,
             control_request_ms: 500,
             idle_connection_ms: 60_000,
+            own: vec![PeerId::random().to_string()],
+            resumed_at: Some(3),
         }
     }
 
