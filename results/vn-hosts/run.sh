@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Regenerates results/vn-hosts/ (issue 13): 8 node processes × 4 VNs, r = 4, 6 rounds, the default synthetic
-# task, every process on its own loopback IP (--own-ips), seeds 1-3, with the VNs inside their nodes (hosts = 0)
+# Regenerates results/vn-hosts/ (issue 13): 8 node processes × 4 VNs, r = 4, the default synthetic
+# task, 10 rounds, every process on its own loopback IP (--own-ips), seeds 1-3, with the VNs inside their nodes (hosts = 0)
 # and in 4 VN host processes (`node vn`). Reports the address-grouping attack, the RN↔VN link traffic against
 # the paper's (2 + 1/r) × D-PSGD accounting, and round times. Run from the repository root; debug build, a few
-# minutes. The deployments stay in target/vn-hosts/ (keys, configs, logs; out of git).
+# minutes (release build). The deployments stay in target/vn-hosts/ (keys, configs, logs; out of git).
 set -euo pipefail
-cargo build -q -p node -p testnet
+cargo build -q --release -p node -p testnet
 OUT=target/vn-hosts
 rm -rf "$OUT"
 for seed in 1 2 3; do
   for hosts in 0 4; do
-    target/debug/testnet --mode procs --nodes 8 --vns 4 --degree 4 --rounds 6 --seed "$seed" \
+    target/release/testnet --mode procs --nodes 8 --vns 4 --degree 4 --rounds 10 --seed "$seed" \
       --own-ips --vn-hosts "$hosts" --out "$OUT/hosts-$hosts/seed-$seed" --plain > /dev/null
   done
 done
@@ -39,7 +39,7 @@ for hosts in (0, 4):
     ip_cell = "/".join(map(str, ips))
     print(f"| {where} | {ms(auc)} | {ip_cell} | {ms(nb)} | {ms(rt)} | {st.mean(ch):,.0f} | {st.mean(link):,.0f} | {link_cell} | {ms(ratio)} |")
 r = 4
-print(f"\n8 nodes × 4 VNs, r = {r}, 6 rounds, seeds 1-3 (mean ± sample std); 2 + 1/r = {2 + 1/r}. "
+print(f"\n8 nodes × 4 VNs, r = {r}, 10 rounds, seeds 1-3 (mean ± sample std); 2 + 1/r = {2 + 1/r}. "
       "Regenerate: `results/vn-hosts/run.sh`.")
 PY
 cat results/vn-hosts/summary.md
