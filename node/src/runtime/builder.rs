@@ -387,7 +387,8 @@ impl NodeBuilder {
                 Box::new(move |a: &VnAddr| allowed.is_allowed(&a.peer)),
             )?
             .with_value_bounds(self.value_bounds)?
-            .with_edge_slots(engine.per_edge());
+            .with_edge_slots(engine.per_edge())
+            .with_push(engine.graph() == crate::algo::Graph::Push);
             let (tx, rx) = mpsc::channel(VN_COMMAND_CAPACITY);
             vn_cmds.push(tx);
             let bootstrap = peers
