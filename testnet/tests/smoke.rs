@@ -142,8 +142,10 @@ fn el_local_over_libp2p_pushes_and_is_audited() {
     assert!(!report.failed);
     let list = check(dir.path(), 1, 3, 2, "inproc");
     assert_eq!(list[0]["algo"], "el-local");
-    // Out-degree r = 2 of a 2-peer view: every push lands.
-    assert_eq!(list[0]["neighbours_per_vn"].as_f64().unwrap(), 2.0, "{}", list[0]);
+    // Out-degree min(r, view): r = 2, but a view still filling up in round 0 (the bootstrap node learns its
+    // peers only from their shuffles) may hold one peer.
+    let out_degree = list[0]["neighbours_per_vn"].as_f64().unwrap();
+    assert!((1.0..=2.0).contains(&out_degree), "{}", list[0]);
     let a = &list[0]["audit"];
     assert!(a["overall"]["chunks"].as_u64().unwrap() > 0, "{a}");
     assert!(a["errors"].as_array().unwrap().is_empty(), "{a}");
