@@ -229,7 +229,10 @@ fn plot_k(a: &Args) -> anyhow::Result<()> {
             .filter_map(|(&k, c)| f(c).map(|(m, e)| (k as f64, m, e)))
             .collect(),
     };
-    let seeds: Vec<String> = by_k.iter().map(|(k, c)| format!("k={k}: {}", c.seeds)).collect();
+    let seeds: Vec<String> = by_k
+        .iter()
+        .map(|(k, c)| format!("k={k}: {}", c.seeds))
+        .collect();
     let chance = by_k.values().find_map(|c| c.la_chance).unwrap_or(f64::NAN);
     std::fs::create_dir_all(&a.sweep_out)?;
     errorbar_plot(
@@ -251,7 +254,9 @@ fn plot_k(a: &Args) -> anyhow::Result<()> {
         "virtual nodes per real node k (log scale)",
         &format!("final test {metric}"),
         true,
-        &[series(&format!("final {metric}"), &|c| Some(c.final_metric))],
+        &[series(&format!("final {metric}"), &|c| {
+            Some(c.final_metric)
+        })],
         &[],
     )?;
     println!(
@@ -383,10 +388,12 @@ fn main() -> anyhow::Result<()> {
     let mut commands = vec![command.clone()];
     let summary_json = a.sweep_out.join("summary.json");
     if a.append && summary_json.is_file() {
-        let old: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary_json)?)?;
+        let old: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&summary_json)?)?;
         let mut before: Vec<CellStats> = serde_json::from_value(old["cells"].clone())?;
         let same = |x: &CellStats, y: &CellStats| {
-            (x.name.as_str(), x.dropout, x.send_jitter_ms) == (y.name.as_str(), y.dropout, y.send_jitter_ms)
+            (x.name.as_str(), x.dropout, x.send_jitter_ms)
+                == (y.name.as_str(), y.dropout, y.send_jitter_ms)
         };
         for st in stats.drain(..) {
             match before.iter_mut().find(|b| same(b, &st)) {
@@ -397,7 +404,11 @@ fn main() -> anyhow::Result<()> {
         stats = before;
         let old_commands: Vec<String> = match old.get("commands") {
             Some(c) => serde_json::from_value(c.clone())?,
-            None => old["command"].as_str().map(String::from).into_iter().collect(),
+            None => old["command"]
+                .as_str()
+                .map(String::from)
+                .into_iter()
+                .collect(),
         };
         commands = old_commands.into_iter().chain(commands).collect();
     }

@@ -191,7 +191,10 @@ pub fn errorbar_plot(
                     PathElement::new(vec![(x - cap, m + e), (x + cap, m + e)], style),
                 ]
             }))?;
-            chart.draw_series(pts.iter().map(|&(x, m, _)| Circle::new((x, m), 3, colour.filled())))?;
+            chart.draw_series(
+                pts.iter()
+                    .map(|&(x, m, _)| Circle::new((x, m), 3, colour.filled())),
+            )?;
         }
         for &(label, y) in references {
             let style = RGBColor(120, 120, 120).stroke_width(1);

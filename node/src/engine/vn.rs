@@ -542,7 +542,11 @@ impl<I: VnIdentity> VnEngine<I> {
         if self.cfg.skip.contains(&round) || self.cfg.last_round.is_some_and(|last| round > last) {
             return;
         }
-        if self.rounds.get(&round).is_some_and(|r| r.neighbours.is_some()) {
+        if self
+            .rounds
+            .get(&round)
+            .is_some_and(|r| r.neighbours.is_some())
+        {
             return;
         }
         let view: Vec<I> = self
@@ -1205,8 +1209,7 @@ impl<I: VnIdentity> VnEngine<I> {
             }
             // A push round's senders are not known in advance: it runs to its deadline.
             let all_in = !self.push
-                && r
-                    .neighbours
+                && r.neighbours
                     .as_ref()
                     .is_some_and(|n| n.iter().all(|p| r.received_from.contains(p)));
             if (all_in && r.awaiting_reply.is_empty()) || now >= deadline {
@@ -1412,9 +1415,15 @@ mod tests {
         assert_eq!(e.pending_len(), 1);
         let out = e.handle(t, VnInput::StartRound(Round(0)));
         assert_eq!(reply_of(&out), Some(ChunkReply::Accepted));
-        assert!(out.iter().any(|o| matches!(o, VnOutput::Received { from: 9, .. })));
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, VnOutput::Received { from: 9, .. }))
+        );
         let dup = send_chunk(&mut e, t, 9, chunk(0, 0, &[0.1, 0.2, 0.3]));
-        assert_eq!(reply_of(&dup), Some(ChunkReply::Refused(RefuseReason::Duplicate)));
+        assert_eq!(
+            reply_of(&dup),
+            Some(ChunkReply::Refused(RefuseReason::Duplicate))
+        );
         let frame = ChunkFrame {
             round: Round(0),
             chunk: protocol::ChunkIndex(0),
@@ -1434,7 +1443,14 @@ mod tests {
         assert!(targets.iter().all(|p| (1..=5).contains(p)), "{targets:?}");
         for to in &targets {
             let bytes = protocol::codec::encode_control(&ChunkReply::Accepted).unwrap();
-            all.extend(e.handle(sent_at, VnInput::ChunkReply { from: *to, round: Round(0), bytes }));
+            all.extend(e.handle(
+                sent_at,
+                VnInput::ChunkReply {
+                    from: *to,
+                    round: Round(0),
+                    bytes,
+                },
+            ));
         }
         let done = |out: &[VnOutput<u32>]| {
             out.iter().find_map(|o| match o {
@@ -1442,7 +1458,11 @@ mod tests {
                 _ => None,
             })
         };
-        assert_eq!(done(&all), None, "every target answered, but senders are unknown: wait");
+        assert_eq!(
+            done(&all),
+            None,
+            "every target answered, but senders are unknown: wait"
+        );
         let out = e.handle(sent_at + e.cfg.exchange_timeout, VnInput::Tick);
         let s = done(&out).expect("the deadline ends the round");
         assert_eq!((s.received, s.delivered, s.neighbours), (1, 2, 2));
