@@ -12,8 +12,8 @@
 //! rounds = 100
 //! metrics = "metrics.jsonl"             # optional: one JSON line per round (appended, never truncated)
 //! checkpoints = "checkpoints"           # optional: a checkpoint every round, for `node run --resume`
-//! algorithm = "shatter"                 # optional: shatter | el | dpsgd | chunking:K | sparsify-random:F |
-//!                                       #   muffliato:SIGMA | ghp:SIGMA | random:SIGMA
+//! algorithm = "shatter"                 # optional: shatter | el | el-local | dpsgd | chunking:K |
+//!                                       #   sparsify-random:F | muffliato:SIGMA | ghp:SIGMA | random:SIGMA
 //! dropout = 0.0                         # optional, experiments: the rate at which this node sits rounds out
 //!                                       #   (default: el with vns = 1, shatter with more)
 //! arrivals = "arrivals.log"             # optional, research: what arrives at the VNs, when (`arrival_log.rs`)

@@ -8,8 +8,8 @@
 //! - `id.rs`: [`VnAddr`], how VNs name each other on the wire.
 //! - `keys.rs`: VN key generation and loading.
 //! - `peers.rs`: the peer list file (permissioning and bootstrap).
-//! - `algo/`: [`algo::Algorithm`], one file per algorithm (`shatter.rs`, `el.rs`, `dpsgd.rs`, `chunking.rs`,
-//!   `muffliato.rs`, `ghp.rs`) and `spec.rs` ([`algo::AlgoSpec`]: a name to an algorithm); the trait's doc
+//! - `algo/`: [`algo::Algorithm`], one file per algorithm (`shatter.rs`, `el.rs`, `el_local.rs`, `dpsgd.rs`,
+//!   `chunking.rs`, `muffliato.rs`, `ghp.rs`) and `spec.rs` ([`algo::AlgoSpec`]: a name to an algorithm); the trait's doc
 //!   says how the others (PDMM) fit it.
 //! - `engine/`: the sans-IO round engine: `rn.rs` (real node, runs an `Algorithm`), `vn.rs` (virtual node,
 //!   holds a `sampling::Sampler`), `route.rs` (the one routing layer: `VnDriver`/`RnDriver`, implemented by

@@ -303,6 +303,8 @@ impl<'a> Sim<'a> {
         let skips: Vec<Arc<_>> = rns.iter().map(|r| Arc::new(r.skipped_exchanges())).collect();
         // Per-edge algorithms (PDMM) get every copy with its edge slot.
         let per_edge = rns[0].per_edge();
+        // EL-Local pushes to peers of its Cyclon view instead of negotiating an overlay.
+        let push = rns[0].graph() == crate::algo::Graph::Push;
         let vns = (0..total as u32)
             .map(|g| {
                 // Distinct streams per VN: siblings share no randomness (DESIGN §5).
@@ -318,7 +320,7 @@ impl<'a> Sim<'a> {
                     Box::new(|_| true),
                 )
                 .and_then(|e| e.with_value_bounds(cfg.values))
-                .map(|e| e.with_edge_slots(per_edge))
+                .map(|e| e.with_edge_slots(per_edge).with_push(push))
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let mut sim = Self {

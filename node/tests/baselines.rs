@@ -1,5 +1,6 @@
 //! The paper's baselines on the one engine, in the simulator: each learns, and each exchanges what it says
-//! it does — D-PSGD over one static graph, EL over a fresh one each round, Muffliato in ten gossip exchanges
+//! it does — D-PSGD over one static graph, EL over a fresh one each round, EL-Local pushing to r peers of
+//! its own view, Muffliato in ten gossip exchanges
 //! per round, chunking and sparsification one chunk of K per neighbour.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -120,6 +121,35 @@ fn dpsgd_exchanges_over_one_static_graph_and_el_over_a_fresh_one() {
         .filter(|&n| el.senders.get(&(n, 0)) != el.senders.get(&(n, ROUNDS - 1)))
         .count();
     assert!(changed > NODES / 2, "EL's neighbours change between rounds");
+}
+
+/// EL-Local pushes its whole model to r peers drawn from its own Cyclon view, with no overlay: every node
+/// sends exactly r copies per round (the cost model: r frames of d values), what arrives is directed — the
+/// in-degrees vary around r, summing to n·r — the senders change between rounds, and it learns.
+#[test]
+fn el_local_pushes_to_r_peers_of_its_view_and_learns() {
+    let r = run("el-local");
+    learns(&r);
+    assert_eq!(r.lens, BTreeSet::from([r.d]), "the whole model each time");
+    let frame = (protocol::chunk::chunk_frame_bytes(r.d) + protocol::frame::LENGTH_PREFIX_BYTES) as u64;
+    for rounds in &r.metrics {
+        for t in rounds {
+            assert_eq!(t.chunk_bytes_sent, DEGREE as u64 * frame, "{t:?}");
+            assert_eq!(t.neighbours, DEGREE as u32, "{t:?}");
+        }
+    }
+    for t in 0..ROUNDS {
+        let indegrees: Vec<usize> = (0..NODES)
+            .map(|n| r.senders.get(&(n, t)).map_or(0, BTreeSet::len))
+            .collect();
+        assert_eq!(indegrees.iter().sum::<usize>(), NODES * DEGREE, "round {t}: {indegrees:?}");
+    }
+    let all: Vec<usize> = r.senders.values().map(BTreeSet::len).collect();
+    assert!(all.iter().min() != all.iter().max(), "in-degrees vary: {all:?}");
+    let changed = (0..NODES)
+        .filter(|&n| r.senders.get(&(n, 0)) != r.senders.get(&(n, ROUNDS - 1)))
+        .count();
+    assert!(changed > NODES / 2, "EL-Local's senders change between rounds");
 }
 
 #[test]

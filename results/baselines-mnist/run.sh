@@ -11,6 +11,10 @@ COMMON=(--dataset mnist --data-dir ../shared/data/mnist --model lenet --partitio
         --audit --audit-every 100 --audit-chunks 4 --audit-la-samples 50 --jobs 2)
 $BIN --sweep-out results/baselines-mnist "${COMMON[@]}" --seeds 3 \
     --algos el,shatter@8,dpsgd,chunking:8,sparsify-random:0.125,sparsify-topk:0.125,muffliato:0.025,muffliato:0.1
-# The k sweep: k = 1 (el) and k = 8 come from the table above; one seed each for k = 2, 4, 16 is what fitted
-# the time (--seeds 3 for the full figure).
-$BIN --sweep-out results/baselines-mnist-k "${COMMON[@]}" --seeds 1 --algos shatter@2,shatter@4,shatter@16
+# EL's local variant, added to the table above (--append keeps the other rows).
+$BIN --sweep-out results/baselines-mnist "${COMMON[@]}" --seeds 3 --append --algos el-local
+# The k sweep (Fig. 7), 3 seeds: k = 2, 4, 16, then k = 1 (el) and k = 8 re-run beside them on the same code
+# (the table above was run on an earlier commit), then the figure from that folder's summary.
+$BIN --sweep-out results/baselines-mnist-k "${COMMON[@]}" --seeds 3 --algos shatter@2,shatter@4,shatter@16
+$BIN --sweep-out results/baselines-mnist-k "${COMMON[@]}" --seeds 3 --append --algos el,shatter@8
+$BIN --sweep-out results/baselines-mnist-k --plot-k results/baselines-mnist-k/summary.json

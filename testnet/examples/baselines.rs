@@ -11,7 +11,10 @@
 //! ```
 //!
 //! Each run keeps its own testnet report (`<sweep-out>/<algo>[-dropout-P]/seed-<s>/`); `<sweep-out>/summary.csv`
-//! and `<sweep-out>/summary.md` hold the comparison.
+//! and `<sweep-out>/summary.md` hold the comparison. `--append` adds the cells run to those already in
+//! `<sweep-out>/summary.json` (a cell run again replaces its row). `--plot-k a/summary.json,b/summary.json`
+//! runs nothing: it draws Fig. 7 (MIA AUC, LA success and the final metric against k, EL as k = 1, error bars
+//! the seed spread) from EL and Shatter cells of those summaries into `<sweep-out>/fig7*.svg`.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -20,7 +23,7 @@ use std::sync::Mutex;
 use anyhow::Context;
 use clap::Parser;
 use node::algo::AlgoSpec;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use testnet::cli::{Mode, Options};
 use testnet::scenario::Settings;
 
@@ -51,6 +54,13 @@ struct Args {
     jobs: usize,
     #[arg(long, default_value = "results/baselines-synthetic")]
     sweep_out: PathBuf,
+    /// Add the cells to those of `<sweep-out>/summary.json` instead of replacing the table.
+    #[arg(long)]
+    append: bool,
+    /// Run nothing: draw Fig. 7 from these summary.json files into `<sweep-out>/fig7.svg` and
+    /// `<sweep-out>/fig7_accuracy.svg`.
+    #[arg(long, value_delimiter = ',')]
+    plot_k: Vec<PathBuf>,
     /// Every testnet option, applied to every run (`--algo`, `--seed`, `--dropout`, `--out` and `--mode` are
     /// set by the sweep).
     #[command(flatten)]
@@ -97,7 +107,7 @@ fn linkage_auc(s: &testnet::report::Summary, feature: &str) -> Option<f64> {
 }
 
 /// One row of the comparison: mean and sample std over the cell's seeds.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct CellStats {
     name: String,
     algo: String,
@@ -183,8 +193,85 @@ impl CellStats {
     }
 }
 
+/// Fig. 7 from the EL (k = 1) and Shatter cells of `files` (`summary.json` of earlier sweeps, dropout 0 and
+/// default jitter only; a k found twice keeps the cell with more seeds).
+fn plot_k(a: &Args) -> anyhow::Result<()> {
+    use testnet::plots::{ErrSeries, errorbar_plot};
+    let mut by_k: std::collections::BTreeMap<usize, CellStats> = std::collections::BTreeMap::new();
+    let mut metric = String::from("metric");
+    for f in &a.plot_k {
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        )?;
+        if let Some(m) = json["metric"].as_str() {
+            metric = m.to_string();
+        }
+        let cells: Vec<CellStats> = serde_json::from_value(json["cells"].clone())?;
+        for c in cells {
+            let k = match c.algo.as_str() {
+                "el" => 1,
+                "shatter" => c.vns,
+                _ => continue,
+            };
+            if c.dropout != 0.0 || c.send_jitter_ms.is_some() {
+                continue;
+            }
+            if by_k.get(&k).is_none_or(|old| old.seeds < c.seeds) {
+                by_k.insert(k, c);
+            }
+        }
+    }
+    anyhow::ensure!(!by_k.is_empty(), "no EL or Shatter cell in {:?}", a.plot_k);
+    let series = |label: &str, f: &dyn Fn(&CellStats) -> Option<(f64, f64)>| ErrSeries {
+        label: label.into(),
+        points: by_k
+            .iter()
+            .filter_map(|(&k, c)| f(c).map(|(m, e)| (k as f64, m, e)))
+            .collect(),
+    };
+    let seeds: Vec<String> = by_k
+        .iter()
+        .map(|(k, c)| format!("k={k}: {}", c.seeds))
+        .collect();
+    let chance = by_k.values().find_map(|c| c.la_chance).unwrap_or(f64::NAN);
+    std::fs::create_dir_all(&a.sweep_out)?;
+    errorbar_plot(
+        &a.sweep_out.join("fig7.svg"),
+        "Fig. 7: privacy against k (mean ± sample std over seeds; k = 1 is EL)",
+        "virtual nodes per real node k (log scale)",
+        "MIA AUC / LA success rate",
+        true,
+        &[
+            series("MIA AUC (mean)", &|c| c.mia_auc_mean),
+            series("LA success, arg-min", &|c| c.la_argmin),
+            series("LA success, assignment", &|c| c.la_assignment),
+        ],
+        &[("AUC 0.5", 0.5), ("LA chance", chance)],
+    )?;
+    errorbar_plot(
+        &a.sweep_out.join("fig7_accuracy.svg"),
+        &format!("Fig. 7: final test {metric} against k (mean ± sample std over seeds)"),
+        "virtual nodes per real node k (log scale)",
+        &format!("final test {metric}"),
+        true,
+        &[series(&format!("final {metric}"), &|c| {
+            Some(c.final_metric)
+        })],
+        &[],
+    )?;
+    println!(
+        "wrote {} and fig7_accuracy.svg (seeds per k: {})",
+        a.sweep_out.join("fig7.svg").display(),
+        seeds.join(", ")
+    );
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
+    if !a.plot_k.is_empty() {
+        return plot_k(&a);
+    }
     let default_k = a
         .base
         .vns
@@ -284,7 +371,7 @@ fn main() -> anyhow::Result<()> {
         if args.is_empty() { "" } else { " -- " },
         args.join(" ")
     );
-    let stats: Vec<CellStats> = cells
+    let mut stats: Vec<CellStats> = cells
         .iter()
         .enumerate()
         .filter_map(|(c, cell)| {
@@ -297,6 +384,39 @@ fn main() -> anyhow::Result<()> {
             CellStats::of(cell, &sums)
         })
         .collect();
+    // `--append`: the cells already in the table first (a cell run again replaces its old row in place).
+    let mut commands = vec![command.clone()];
+    let summary_json = a.sweep_out.join("summary.json");
+    if a.append && summary_json.is_file() {
+        let old: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&summary_json)?)?;
+        let mut before: Vec<CellStats> = serde_json::from_value(old["cells"].clone())?;
+        let same = |x: &CellStats, y: &CellStats| {
+            (x.name.as_str(), x.dropout, x.send_jitter_ms)
+                == (y.name.as_str(), y.dropout, y.send_jitter_ms)
+        };
+        for st in stats.drain(..) {
+            match before.iter_mut().find(|b| same(b, &st)) {
+                Some(b) => *b = st,
+                None => before.push(st),
+            }
+        }
+        stats = before;
+        let old_commands: Vec<String> = match old.get("commands") {
+            Some(c) => serde_json::from_value(c.clone())?,
+            None => old["command"]
+                .as_str()
+                .map(String::from)
+                .into_iter()
+                .collect(),
+        };
+        commands = old_commands.into_iter().chain(commands).collect();
+    }
+    let regenerate = commands
+        .iter()
+        .map(|c| format!("`{c}`"))
+        .collect::<Vec<_>>()
+        .join(", then ");
     let mut csv = String::from(
         "algo,vns,dropout,send_jitter_ms,seeds,final_mean,final_std,best_mean,best_std,round_seconds_mean,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn,chunk_linkage_auc_mean,chunk_linkage_auc_std,walk_linkage_auc_mean,walk_linkage_auc_std,mia_auc_mean,mia_auc_mean_std,mia_auc_median,mia_auc_median_std,la_argmin,la_argmin_std,la_assignment,la_assignment_std,la_chance,chunks_attacked,gia_psnr,gia_psnr_std,gia_ssim,gia_ssim_std,gia_coverage,gia_coverage_std\n",
     );
@@ -304,7 +424,7 @@ fn main() -> anyhow::Result<()> {
     let inverted = stats.iter().any(|s| s.gia_psnr.is_some());
     let mut md = format!(
         "{} ({}), {} nodes, r = {}, {} rounds, simulator; mean ± sample std over {} seeds.\n\
-         Regenerate: `{command}`\n\n\
+         Regenerate: {regenerate}\n\n\
          | algorithm | k | dropout | send jitter | final {m} | best {m} | round s | chunk bytes / RN / round | messages / RN / round | neighbours / VN | sibling linkage AUC: chunks | walks |{}\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|{}\n",
         first.dataset,
@@ -399,12 +519,14 @@ fn main() -> anyhow::Result<()> {
     let wall = started.elapsed().as_secs_f64();
     writeln!(
         md,
-        "\nWall time of the sweep: {wall:.0} s ({} runs, {} at once).",
+        "\nWall time of the {}sweep: {wall:.0} s ({} runs, {} at once).",
+        if commands.len() > 1 { "last " } else { "" },
         runs.len(),
         a.jobs.max(1)
     )?;
     let json = serde_json::json!({
         "command": command,
+        "commands": commands,
         "dataset": first.dataset,
         "model": first.model,
         "nodes": first.nodes,

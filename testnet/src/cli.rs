@@ -90,8 +90,8 @@ pub struct Options {
     #[arg(long)]
     pub rounds: Option<u64>,
 
-    /// shatter | el | dpsgd | chunking:K | sparsify-random:F | muffliato:SIGMA | ghp:SIGMA | random:SIGMA |
-    /// pdmm:SIGMA_Z[:THETA[:RHO[:MU]]] | admm:SIGMA_Z.
+    /// shatter | el | el-local | dpsgd | chunking:K | sparsify-random:F | muffliato:SIGMA | ghp:SIGMA |
+    /// random:SIGMA | pdmm:SIGMA_Z[:THETA[:RHO[:MU]]] | admm:SIGMA_Z.
     /// Shatter, ghp and random run each --vns (ghp with k > 1 is Shatter + GHP); the others send through one
     /// VN per RN. [default: shatter, or el when --vns is 1]
     #[arg(long, value_name = "ALGO")]

@@ -107,6 +107,114 @@ pub fn line_plot(
     draw().map_err(|e| anyhow::anyhow!("plotting {}: {e}", path.display()))
 }
 
+/// One series of an [`errorbar_plot`]: `(x, mean, spread)` points, joined by a line, each with a vertical
+/// bar of ± spread.
+pub struct ErrSeries {
+    pub label: String,
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+/// Draws series with error bars into an SVG file; with `log2_x` the x axis is log₂ (k = 1, 2, 4, 8, 16 evenly
+/// spaced) and labelled with the x values. `references` are dashed gray horizontal lines (chance levels).
+pub fn errorbar_plot(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    log2_x: bool,
+    series: &[ErrSeries],
+    references: &[(&str, f64)],
+) -> anyhow::Result<()> {
+    let tx = |x: f64| if log2_x { x.log2() } else { x };
+    let finite = |p: &&(f64, f64, f64)| p.0.is_finite() && p.1.is_finite() && p.2.is_finite();
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, m, e) in series.iter().flat_map(|s| s.points.iter()).filter(finite) {
+        let x = tx(x);
+        (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(m - e), y1.max(m + e));
+    }
+    for &(_, y) in references {
+        (y0, y1) = (y0.min(y), y1.max(y));
+    }
+    if x0 > x1 {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    let xpad = ((x1 - x0) * 0.05).max(0.1);
+    let (x0, x1) = (x0 - xpad, x1 + xpad);
+    let pad = ((y1 - y0) * 0.08).max(1e-9);
+    let (y0, y1) = (y0 - pad, y1 + pad);
+    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(16)
+            .x_label_area_size(44)
+            .y_label_area_size(80)
+            .build_cartesian_2d(x0..x1, y0..y1)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            // log₂ axis: one tick per power of two.
+            .x_labels(if log2_x {
+                (x1 - x0).floor() as usize + 1
+            } else {
+                10
+            })
+            .y_label_formatter(&|v| short(*v))
+            .x_label_formatter(&|v| {
+                if log2_x {
+                    format!("{:.0}", 2f64.powf(*v))
+                } else {
+                    short(*v)
+                }
+            })
+            .draw()?;
+        for (i, s) in series.iter().enumerate() {
+            let colour = Palette99::pick(i);
+            let pts: Vec<(f64, f64, f64)> = s
+                .points
+                .iter()
+                .filter(finite)
+                .map(|&(x, m, e)| (tx(x), m, e))
+                .collect();
+            let style = colour.stroke_width(2);
+            chart
+                .draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), style))?
+                .label(s.label.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+            let cap = (x1 - x0) * 0.006;
+            chart.draw_series(pts.iter().flat_map(|&(x, m, e)| {
+                [
+                    PathElement::new(vec![(x, m - e), (x, m + e)], style),
+                    PathElement::new(vec![(x - cap, m - e), (x + cap, m - e)], style),
+                    PathElement::new(vec![(x - cap, m + e), (x + cap, m + e)], style),
+                ]
+            }))?;
+            chart.draw_series(
+                pts.iter()
+                    .map(|&(x, m, _)| Circle::new((x, m), 3, colour.filled())),
+            )?;
+        }
+        for &(label, y) in references {
+            let style = RGBColor(120, 120, 120).stroke_width(1);
+            chart
+                .draw_series(DashedLineSeries::new([(x0, y), (x1, y)], 6, 4, style))?
+                .label(label.to_string())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| anyhow::anyhow!("plotting {}: {e}", path.display()))
+}
+
 /// Compact tick labels: 0.8125, 12.5k, 3.2M.
 fn short(v: f64) -> String {
     let a = v.abs();
@@ -369,6 +477,14 @@ mod tests {
             },
         ];
         line_plot(&p, "t", "x", "y", &lines).unwrap();
+        let e = dir.path().join("e.svg");
+        let series = [ErrSeries {
+            label: "a".into(),
+            points: vec![(1.0, 0.8, 0.02), (4.0, 0.6, 0.05), (16.0, 0.5, 0.0)],
+        }];
+        errorbar_plot(&e, "t", "k", "y", true, &series, &[("chance", 0.5)]).unwrap();
+        let svg = std::fs::read_to_string(&e).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("polyline") && svg.contains("circle"));
         let svg = std::fs::read_to_string(&p).unwrap();
         assert!(
             svg.starts_with("<svg") && svg.contains("polyline"),

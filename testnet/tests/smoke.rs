@@ -128,6 +128,29 @@ fn tiny_inproc_network_over_the_memory_transport() {
     assert!(list[0]["neighbours_per_vn"].as_f64().unwrap() > 0.0);
 }
 
+/// EL-Local (directed push to r peers of the own Cyclon view, no overlay) over libp2p, with the audit: every
+/// node pushes its r copies each round, the rounds end, and the audit attacks what its receivers got.
+#[test]
+fn el_local_over_libp2p_pushes_and_is_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(Mode::Inproc, dir.path(), vec![1]);
+    o.transport = Some(testnet::cli::TransportChoice::Memory);
+    o.algo = Some("el-local".parse().unwrap());
+    o.audit = true;
+    let s = Settings::resolve(o).unwrap();
+    let report = testnet::run(&s).unwrap();
+    assert!(!report.failed);
+    let list = check(dir.path(), 1, 3, 2, "inproc");
+    assert_eq!(list[0]["algo"], "el-local");
+    // Out-degree min(r, view): r = 2, but a view still filling up in round 0 (the bootstrap node learns its
+    // peers only from their shuffles) may hold one peer.
+    let out_degree = list[0]["neighbours_per_vn"].as_f64().unwrap();
+    assert!((1.0..=2.0).contains(&out_degree), "{}", list[0]);
+    let a = &list[0]["audit"];
+    assert!(a["overall"]["chunks"].as_u64().unwrap() > 0, "{a}");
+    assert!(a["errors"].as_array().unwrap().is_empty(), "{a}");
+}
+
 /// Runs a sim scenario with `--audit` and returns the summaries.
 fn audited_sim(out: &Path, vns: Vec<usize>, partition: Option<&str>) -> Vec<serde_json::Value> {
     let mut o = options(Mode::Sim, out, vns.clone());
@@ -321,7 +344,7 @@ fn vn_hosts_on_their_own_ips_defeat_address_grouping() {
 
 #[test]
 fn the_audit_runs_on_what_every_algorithms_receivers_get() {
-    for algo in ["dpsgd", "ghp:0.1", "chunking:2", "sparsify-topk:0.25"] {
+    for algo in ["dpsgd", "el-local", "ghp:0.1", "chunking:2", "sparsify-topk:0.25"] {
         let dir = tempfile::tempdir().unwrap();
         let mut o = options(Mode::Sim, dir.path(), vec![1]);
         o.nodes = Some(4);

@@ -13,11 +13,11 @@
 //! # What the trait expresses, and how each planned algorithm fits
 //! | need | how | algorithms |
 //! |---|---|---|
-//! | same payload to every neighbour | [`Payload::Broadcast`] | Shatter, EL, GHP, D-PSGD, chunking-only |
+//! | same payload to every neighbour | [`Payload::Broadcast`] | Shatter, EL, EL-Local, GHP, D-PSGD, chunking-only |
 //! | one payload per neighbour | [`Payload::PerNeighbour`] with [`Algorithm::per_neighbour`]: frames per *edge slot* (the VN's sorted neighbour set, by position; the RN never sees identities) | PDMM / ADMM (Δz per edge) |
 //! | several exchange steps per round | [`Algorithm::steps`] > 1; `outgoing`/`receive`/`combine` get the step | Muffliato (10 gossip steps) |
 //! | a subset of coordinates | a [`ChunkFrame`] carries a chunk index into the static partition; sparsification uses a partition of d into 1/F chunks and sends a (random or top-k-chosen) chunk, chunking-only one random chunk of K | sparsify-random/topk:F, chunking:K |
-//! | per-round overlay or a static graph | [`Algorithm::graph`]: [`Graph::PerRound`] or [`Graph::Static`] (negotiated once by the same overlay protocol, then reused) | D-PSGD, PDMM: static; the rest per round |
+//! | per-round overlay, a static graph or a directed push | [`Algorithm::graph`]: [`Graph::PerRound`], [`Graph::Static`] (negotiated once by the same overlay protocol, then reused) or [`Graph::Push`] (no overlay: r targets from the VN's Cyclon view) | D-PSGD, PDMM: static; EL-Local: push; the rest per round |
 //! | another combine rule | [`Algorithm::combine`] is the algorithm's own: per-parameter mean (Shatter, EL), mean with self-correction of the noise (GHP: own term − r·g), Metropolis-style weights (D-PSGD), dual update then primal step (PDMM) | all |
 //! | local noise before sending | inside `outgoing` (the model is the algorithm's to perturb) | Muffliato, GHP, random:σ |
 //!
@@ -32,6 +32,8 @@
 //! - `shatter.rs`: [`Shatter`], k VNs, static seeded chunk partition, per-parameter mean.
 //! - `el.rs`: Epidemic Learning, Shatter with k = 1 ([`el`]).
 //! - `spec.rs`: [`AlgoSpec`], the algorithm as configs and command lines name it, and its construction.
+//! - `el_local.rs`: [`ElLocal`], EL's local variant: the whole model pushed to r peers of the own Cyclon view
+//!   (directed, [`Graph::Push`]).
 //! - `dpsgd.rs`: [`Dpsgd`], EL's exchange over one static graph negotiated before round 0.
 //! - `ghp.rs`: [`Perturbed`], Laplace noise on every chunk sent, cancelled in the network average by the own
 //!   term's correction (GHP) or not (the random baseline).
@@ -44,6 +46,7 @@
 mod chunking;
 mod dpsgd;
 mod el;
+mod el_local;
 mod ghp;
 mod muffliato;
 mod pdmm;
@@ -54,6 +57,7 @@ mod topk;
 pub use chunking::OneChunk;
 pub use dpsgd::Dpsgd;
 pub use el::el;
+pub use el_local::ElLocal;
 pub use ghp::Perturbed;
 pub use muffliato::{GOSSIP_STEPS, Muffliato};
 pub use pdmm::{Pdmm, PdmmParams};
@@ -83,6 +87,9 @@ pub enum Graph {
     PerRound,
     /// One overlay negotiated before round 0 and reused every round (D-PSGD, PDMM).
     Static,
+    /// No overlay: each round every VN pushes to r peers drawn from its own Cyclon view and accepts from any
+    /// peer (directed; EL-Local). The round ends at the exchange deadline: no receiver knows its in-degree.
+    Push,
 }
 
 /// What one VN sends in one exchange step.

@@ -1,4 +1,4 @@
-//! [`AlgoSpec`]: an algorithm as a config file or a command line names it (`shatter`, `el`, `dpsgd`,
+//! [`AlgoSpec`]: an algorithm as a config file or a command line names it (`shatter`, `el`, `el-local`, `dpsgd`,
 //! `chunking:8`, `sparsify-random:0.125`, `sparsify-topk:0.125`, `muffliato:0.025`, `ghp:0.3`, `random:0.3`), and the one place that turns the name into an
 //! [`Algorithm`].
 
@@ -10,7 +10,7 @@ use models::chunking::ChunkPartition;
 use sampling::{Stream, vn_rng};
 use serde::{Deserialize, Serialize};
 
-use super::{AlgoError, Algorithm, Dpsgd, Muffliato, OneChunk, Perturbed, TopK, el};
+use super::{AlgoError, Algorithm, Dpsgd, ElLocal, Muffliato, OneChunk, Perturbed, TopK, el};
 
 /// An algorithm and its parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -20,6 +20,8 @@ pub enum AlgoSpec {
     Shatter,
     /// Epidemic Learning: the whole model through one VN.
     El,
+    /// EL's local variant: the whole model pushed to r peers of the own Cyclon view (directed), one VN.
+    ElLocal,
     /// The chunking-only ablation: one of `chunks` static chunks per round, one VN.
     Chunking { chunks: usize },
     /// Random sparsification: a fresh random `fraction` of the parameters per round, one VN.
@@ -43,7 +45,7 @@ pub enum AlgoSpec {
 }
 
 /// Names `FromStr` knows, for error messages.
-const KNOWN: &str = "shatter, el, dpsgd, chunking:K, sparsify-random:F, sparsify-topk:F, muffliato:SIGMA, \
+const KNOWN: &str = "shatter, el, el-local, dpsgd, chunking:K, sparsify-random:F, sparsify-topk:F, muffliato:SIGMA, \
                      ghp:SIGMA, random:SIGMA, pdmm:SIGMA_Z[:THETA[:RHO[:MU]]], admm:SIGMA_Z, pdmm-zero:…, \
                      admm-zero:…";
 
@@ -76,6 +78,7 @@ impl AlgoSpec {
         match self {
             Self::Shatter | Self::Ghp { .. } | Self::RandomNoise { .. } => vns,
             Self::El
+            | Self::ElLocal
             | Self::Dpsgd
             | Self::Muffliato { .. }
             | Self::SparsifyTopk { .. }
@@ -117,6 +120,7 @@ impl AlgoSpec {
         Ok(match self {
             Self::Shatter => super::shatter_or_el(partition),
             Self::El => Box::new(el(partition)?),
+            Self::ElLocal => Box::new(ElLocal::new(partition)?),
             Self::Chunking { .. } => Box::new(OneChunk::chunking(partition, rng())),
             Self::SparsifyRandom { .. } => {
                 Box::new(OneChunk::sparsify_random(partition, seed, rng()))
@@ -141,6 +145,7 @@ impl fmt::Display for AlgoSpec {
         match self {
             Self::Shatter => write!(f, "shatter"),
             Self::El => write!(f, "el"),
+            Self::ElLocal => write!(f, "el-local"),
             Self::Chunking { chunks } => write!(f, "chunking:{chunks}"),
             Self::SparsifyRandom { fraction } => write!(f, "sparsify-random:{fraction}"),
             Self::SparsifyTopk { fraction } => write!(f, "sparsify-topk:{fraction}"),
@@ -183,11 +188,12 @@ impl FromStr for AlgoSpec {
             arg.ok_or_else(|| format!("{name} needs {what}, e.g. {name}:{}", example(name)))
         };
         match name {
-            "shatter" | "el" | "dpsgd" if arg.is_some() => {
+            "shatter" | "el" | "el-local" | "dpsgd" if arg.is_some() => {
                 Err(format!("{name} takes no parameter"))
             }
             "shatter" => Ok(Self::Shatter),
             "el" => Ok(Self::El),
+            "el-local" => Ok(Self::ElLocal),
             "dpsgd" => Ok(Self::Dpsgd),
             "ghp" | "random" => {
                 let sigma: f64 = need("a noise level")?
@@ -298,6 +304,7 @@ mod tests {
         for s in [
             "shatter",
             "el",
+            "el-local",
             "dpsgd",
             "chunking:8",
             "sparsify-random:0.125",

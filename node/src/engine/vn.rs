@@ -44,6 +44,13 @@
 //! exchange (and with a static graph never in the run), the frame for a dropped slot is not sent, nothing is
 //! received on it, and its delivery flag is false. The algorithm decides what a silent slot means (PDMM
 //! leaves that edge's duals unchanged for the round at both ends).
+//!
+//! # Directed push (EL's local variant)
+//! A VN built [`VnEngine::with_push`] negotiates no overlay: when its RN starts a round it draws r peers
+//! (the overlay degree) uniformly from its own Cyclon view and sends its chunk to them, and it accepts one
+//! chunk per round from any allowed peer (early ones wait, bounded, until its RN starts that round). No
+//! receiver knows its in-degree, so a push round ends at its deadline (`exchange_timeout` after sending),
+//! with whatever arrived by then.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -341,6 +348,8 @@ pub struct VnEngine<I> {
     probe_at_join: bool,
     probe_rng: rand_chacha::ChaCha12Rng,
     round_query_rate: PerPeer<I>,
+    /// Directed push ([`VnEngine::with_push`]): no overlay, r targets drawn from the Cyclon view.
+    push: bool,
 }
 
 /// One catch-up probe: whom it asked, what they answered, when it gives up waiting.
@@ -429,6 +438,7 @@ impl<I: VnIdentity> VnEngine<I> {
             probe_at_join: false,
             probe_rng,
             round_query_rate,
+            push: false,
         })
     }
 
@@ -474,6 +484,14 @@ impl<I: VnIdentity> VnEngine<I> {
     /// [`VnEngine::with_value_bounds`], so that drivers without per-edge algorithms need not change.
     pub fn with_edge_slots(mut self, on: bool) -> Self {
         self.edge_slots = on;
+        self
+    }
+
+    /// Directed push (EL's local variant, see the module doc): no overlay is negotiated; each round this VN
+    /// sends to r peers drawn from its own Cyclon view (r = the overlay degree) and accepts from any allowed
+    /// peer. A setter, as [`VnEngine::with_edge_slots`].
+    pub fn with_push(mut self, on: bool) -> Self {
+        self.push = on;
         self
     }
 
@@ -613,6 +631,11 @@ impl<I: VnIdentity> VnEngine<I> {
         }
         self.newest = Some(self.newest.map_or(round, |n| n.max(round)));
         self.ahead.moved_to(self.newest.unwrap_or(round));
+        if self.push {
+            self.push_round(now, round, out);
+            self.forget_old_rounds(out);
+            return;
+        }
         if self.cfg.static_graph && round > Round::ZERO {
             // A node that sat out exchange 0 never joined the graph: it has no edges for the run (rather than
             // waiting for ever for a graph it did not negotiate).
@@ -668,6 +691,36 @@ impl<I: VnIdentity> VnEngine<I> {
         }
         self.forget_old_rounds(out);
         self.start_due_overlays(now, out);
+    }
+
+    /// Directed push: the round's targets, r peers drawn uniformly from the Cyclon view as it is now, stand in
+    /// for a frozen overlay (early chunks held for the round are decided, our chunk goes out once it is there).
+    fn push_round(&mut self, now: Duration, round: Round, out: &mut Vec<VnOutput<I>>) {
+        if self.cfg.skip.contains(&round) || self.cfg.last_round.is_some_and(|last| round > last) {
+            return;
+        }
+        if self
+            .rounds
+            .get(&round)
+            .is_some_and(|r| r.neighbours.is_some())
+        {
+            return;
+        }
+        let view: Vec<I> = self
+            .sampler
+            .view()
+            .into_iter()
+            .filter(|p| *p != self.me && (self.allowed)(p))
+            .collect();
+        let fanout = self.cfg.sampler.overlay.degree.min(view.len());
+        let targets: Vec<I> = rand::seq::index::sample(&mut self.jitter_rng, view.len(), fanout)
+            .into_iter()
+            .map(|i| view[i].clone())
+            .collect();
+        let r = self.rounds.entry(round).or_default();
+        r.summary.round = round;
+        r.started = true;
+        self.on_frozen(now, round, targets, out);
     }
 
     /// Least time between two negotiation starts: the window W over the lookahead L. Negotiations started
@@ -1222,7 +1275,8 @@ impl<I: VnIdentity> VnEngine<I> {
             self.refuse(from, token, RefuseReason::WrongRound, out);
             return;
         }
-        let linked = self.knows_link(round, &from);
+        // Directed push: any allowed peer may have drawn us.
+        let linked = self.push || self.knows_link(round, &from);
         let r = self.rounds.entry(round).or_default();
         r.summary.round = round;
         if r.received_from.contains(&from) || r.pending.iter().any(|(p, _, _)| *p == from) {
@@ -1294,7 +1348,7 @@ impl<I: VnIdentity> VnEngine<I> {
     ) {
         let round = frame.round;
         // Ask the overlay, not our frozen copy: an edge dropped after the freeze is no longer counted.
-        let counted = self.counts_edge(round, &from);
+        let counted = self.push || self.counts_edge(round, &from);
         let edge_slots = self.edge_slots;
         let Some(r) = self.rounds.get_mut(&round) else {
             self.refuse(from, token, RefuseReason::WrongRound, out);
@@ -1372,6 +1426,7 @@ impl<I: VnIdentity> VnEngine<I> {
                 r.summary.delivered += 1;
                 r.delivered_to.insert(from);
             }
+            Ok(ChunkReply::Refused(RefuseReason::NotNeighbour)) if self.push => {}
             Ok(ChunkReply::Refused(RefuseReason::NotNeighbour)) => {
                 // Half-open edge: the other end does not count it, so neither do we from now on.
                 if self.cfg.static_graph && round > Round::ZERO {
@@ -1528,10 +1583,11 @@ impl<I: VnIdentity> VnEngine<I> {
             if r.done {
                 continue;
             }
-            let all_in = r
-                .neighbours
-                .as_ref()
-                .is_some_and(|n| n.iter().all(|p| r.received_from.contains(p)));
+            // A push round's senders are not known in advance: it runs to its deadline.
+            let all_in = !self.push
+                && r.neighbours
+                    .as_ref()
+                    .is_some_and(|n| n.iter().all(|p| r.received_from.contains(p)));
             if (all_in && r.awaiting_reply.is_empty()) || now >= deadline {
                 r.done = true;
                 // A round complete before its deadline tells when the slowest neighbour's chunk came.
@@ -1834,6 +1890,80 @@ mod tests {
             out = e.handle(t, VnInput::Tick);
         }
         assert_eq!(t, ms(100), "sent at the learnt pace");
+    }
+
+    /// Directed push (EL-Local): no overlay message is ever sent; the chunk goes to r = 2 distinct peers of the
+    /// Cyclon view; a chunk from a peer we never linked with is accepted (one that comes before the RN starts
+    /// the round waits for it); a second one from the same peer is a duplicate; the round ends at its
+    /// deadline, not when the r targets answered (no receiver knows its in-degree).
+    #[test]
+    fn push_mode_sends_to_view_peers_and_accepts_from_any_peer() {
+        let mut e = engine(|_| true).with_push(true);
+        let t = Duration::from_secs(1);
+        let mut all = e.join(t, [1u32, 2, 3, 4, 5]);
+        let early = send_chunk(&mut e, t, 9, chunk(0, 0, &[0.1, 0.2, 0.3]));
+        assert_eq!(reply_of(&early), None, "held until the RN starts round 0");
+        assert_eq!(e.pending_len(), 1);
+        let out = e.handle(t, VnInput::StartRound(Round(0)));
+        assert_eq!(reply_of(&out), Some(ChunkReply::Accepted));
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, VnOutput::Received { from: 9, .. }))
+        );
+        let dup = send_chunk(&mut e, t, 9, chunk(0, 0, &[0.1, 0.2, 0.3]));
+        assert_eq!(
+            reply_of(&dup),
+            Some(ChunkReply::Refused(RefuseReason::Duplicate))
+        );
+        let frame = ChunkFrame {
+            round: Round(0),
+            chunk: protocol::ChunkIndex(0),
+            values: vec![0.5; 3],
+        };
+        all.extend(e.handle(t, VnInput::FromRn(ToVirtualNode::Exchange(frame))));
+        let sent_at = t + Duration::from_millis(150);
+        all.extend(e.handle(sent_at, VnInput::Tick));
+        let targets: BTreeSet<u32> = all
+            .iter()
+            .filter_map(|o| match o {
+                VnOutput::SendChunk { to, .. } => Some(*to),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(targets.len(), 2, "{all:?}");
+        assert!(targets.iter().all(|p| (1..=5).contains(p)), "{targets:?}");
+        for to in &targets {
+            let bytes = protocol::codec::encode_control(&ChunkReply::Accepted).unwrap();
+            all.extend(e.handle(
+                sent_at,
+                VnInput::ChunkReply {
+                    from: *to,
+                    round: Round(0),
+                    bytes,
+                },
+            ));
+        }
+        let done = |out: &[VnOutput<u32>]| {
+            out.iter().find_map(|o| match o {
+                VnOutput::ToRn(FromVirtualNode::Done(s)) => Some(*s),
+                _ => None,
+            })
+        };
+        assert_eq!(
+            done(&all),
+            None,
+            "every target answered, but senders are unknown: wait"
+        );
+        let out = e.handle(sent_at + e.cfg.exchange_timeout, VnInput::Tick);
+        let s = done(&out).expect("the deadline ends the round");
+        assert_eq!((s.received, s.delivered, s.neighbours), (1, 2, 2));
+        all.extend(out);
+        for o in &all {
+            if let VnOutput::SendControl { bytes, .. } = o {
+                let env: ControlEnvelope<u32> = protocol::codec::decode_control(bytes).unwrap();
+                assert!(matches!(env.msg, ControlMsg::Cyclon(_)), "{:?}", env.msg);
+            }
+        }
     }
 
     /// Per-edge exchanges over a static graph: the slots are the graph's sorted neighbours, frame i goes to

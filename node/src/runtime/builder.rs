@@ -360,6 +360,7 @@ impl NodeBuilder {
             idle_connection_ms: timeouts.idle_connection.as_millis() as u64,
             own: own.clone(),
             resumed_at,
+            push: engine.graph() == crate::algo::Graph::Push,
         };
         let metrics_file = match &self.metrics_path {
             Some(p) => {

@@ -57,6 +57,8 @@ pub(crate) struct VnSetup {
     /// The exchange a resumed node starts at (`node run --resume`): the VN probes the network's round as
     /// it joins.
     pub resumed_at: Option<u64>,
+    /// Directed push (EL-local): no overlay, r targets drawn from the VN's Cyclon view each round.
+    pub push: bool,
 }
 
 /// What the builder or the host supplies beside the setup to start one VN.
@@ -142,6 +144,7 @@ impl VnSetup {
         )?
         .with_value_bounds(self.values)?
         .with_edge_slots(self.per_edge)
+        .with_push(self.push)
         // Catch-up probes ask listed peers other than this node's own VNs.
         .with_round_probes(
             place.peers.bootstrap(),
@@ -232,6 +235,7 @@ mod tests {
             idle_connection_ms: 60_000,
             own: vec![PeerId::random().to_string()],
             resumed_at: Some(3),
+            push: false,
         }
     }
 
