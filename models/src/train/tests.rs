@@ -588,10 +588,8 @@ fn logreg_grad(params: &[f32], x: &[f32], y: usize, classes: usize) -> Vec<f64> 
         .map(|c| e[c] / s - if c == y { 1.0 } else { 0.0 })
         .collect();
     let mut g = r.clone();
-    for c in 0..classes {
-        for j in 0..d {
-            g.push(r[c] * x[j] as f64);
-        }
+    for rc in &r {
+        g.extend(x.iter().map(|&xj| rc * xj as f64));
     }
     g
 }
