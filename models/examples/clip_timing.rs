@@ -44,7 +44,10 @@ fn main() -> Result<()> {
             let t = Instant::now();
             train_local(&mut m, &data, &cfg, &mut rng)?;
             let per_step = t.elapsed().as_secs_f64() / steps as f64;
-            println!("{spec} clip {clip:?}: {:.1} ms per step of 32", per_step * 1e3);
+            println!(
+                "{spec} clip {clip:?}: {:.1} ms per step of 32",
+                per_step * 1e3
+            );
         }
     }
     Ok(())
