@@ -107,6 +107,7 @@ fn bench_training(c: &mut Criterion) {
             lr: 0.01,
             batch_size: BATCH,
             work: LocalWork::Steps(steps),
+            clip: None,
         };
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         group.throughput(Throughput::Elements((steps * BATCH) as u64));

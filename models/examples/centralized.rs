@@ -102,6 +102,7 @@ fn main() -> Result<()> {
         lr: args.lr.unwrap_or(default_lr),
         batch_size: args.batch,
         work: LocalWork::Epochs(1),
+        clip: None,
     };
     let epochs = args.epochs.unwrap_or(default_epochs);
 

@@ -149,6 +149,7 @@ fn one_step(
         lr: args.lr as f64,
         batch_size: data.len(),
         work: LocalWork::Steps(1),
+        clip: None,
     };
     train_local(
         &mut model,

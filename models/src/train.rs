@@ -40,6 +40,13 @@ pub struct TrainConfig {
     /// Mini-batch size (paper: 32). The last batch of an epoch may be smaller.
     pub batch_size: usize,
     pub work: LocalWork,
+    /// Per-sample gradient clipping (DP-SGD style): every sample's gradient is scaled to L2 norm ≤ this bound
+    /// before the batch's gradients are averaged, so the batch gradient has norm ≤ B whatever the loss — the
+    /// bound B that GHP's DP accountant (`schemes::accountant`) assumes. `None` (the default, and what a
+    /// config without the key gives): plain mini-batch SGD, unchanged. Costs one forward/backward pass per
+    /// sample instead of per batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip: Option<f64>,
 }
 
 impl TrainConfig {
@@ -52,6 +59,13 @@ impl TrainConfig {
         }
         if self.batch_size == 0 {
             return Err(ModelsError::Config("batch size must be at least 1".into()));
+        }
+        if let Some(b) = self.clip
+            && !(b.is_finite() && b > 0.0)
+        {
+            return Err(ModelsError::Config(format!(
+                "clipping bound must be positive and finite, got {b}"
+            )));
         }
         Ok(())
     }
@@ -227,7 +241,8 @@ fn batch_loss(model: &Model, batch: &Batch) -> Result<Tensor> {
 ///
 /// Matrix factorisation on the CPU takes a specialised exact SGD step (`train/mf_sgd.rs`) that touches only the
 /// embedding rows of each batch; every other model, and MF on CUDA / Metal, goes through Candle's autograd.
-/// Both give the same parameters (to float rounding), losses and shuffles.
+/// Both give the same parameters (to float rounding), losses and shuffles. With `cfg.clip` set, every model
+/// (MF included) takes the per-sample clipped step instead ([`train_clipped`]); the shuffle is the same.
 pub fn train_local(
     model: &mut Model,
     data: &Dataset,
@@ -243,6 +258,9 @@ pub fn train_local(
             steps: 0,
             samples: 0,
         });
+    }
+    if let Some(bound) = cfg.clip {
+        return train_clipped(model, data, cfg, bound, total_steps, rng);
     }
     if model.device().is_cpu()
         && let Some(mf) = model.mf_vars()
@@ -276,6 +294,60 @@ fn train_autograd(
         let loss = batch_loss(model, &batch)?;
         opt.backward_step(&loss)?;
         Ok(loss.to_scalar::<f32>()?)
+    })
+}
+
+/// [`train_local`] with per-sample gradient clipping: for each mini-batch, every sample's gradient (over all
+/// parameters, one forward/backward pass per sample) is scaled to L2 norm ≤ `bound`, the clipped gradients
+/// are averaged over the batch, and one SGD step of `cfg.lr` is taken with that average — so no sample moves
+/// the model by more than `lr · bound / batch`, and a step by more than `lr · bound`. The reported loss is the
+/// batch mean of the per-sample losses before the step, as in the unclipped path.
+fn train_clipped(
+    model: &mut Model,
+    data: &Dataset,
+    cfg: &TrainConfig,
+    bound: f64,
+    total_steps: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<TrainReport> {
+    let vars = model.all_vars();
+    let device = model.device().clone();
+    run_batches(data.len(), cfg, total_steps, rng, |idx| {
+        let mut sum: Vec<Option<Tensor>> = vec![None; vars.len()];
+        let mut loss_sum = 0.0f64;
+        for &i in idx {
+            let batch = make_batch(data, &[i], &device)?;
+            let loss = batch_loss(model, &batch)?;
+            let l = loss.to_scalar::<f32>()? as f64;
+            loss_sum += l;
+            if !l.is_finite() {
+                // run_batches reports the divergence; no step is taken on a non-finite gradient.
+                return Ok(l as f32);
+            }
+            let grads = loss.backward()?;
+            let per_var: Vec<Option<&Tensor>> = vars.iter().map(|v| grads.get(v)).collect();
+            let mut sq = 0.0f64;
+            for g in per_var.iter().flatten() {
+                sq += g.sqr()?.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+            }
+            let norm = sq.sqrt();
+            let scale = if norm > bound { bound / norm } else { 1.0 };
+            for (acc, g) in sum.iter_mut().zip(per_var) {
+                let Some(g) = g else { continue };
+                let g = if scale < 1.0 { (g * scale)? } else { g.clone() };
+                *acc = Some(match acc.take() {
+                    Some(a) => (a + g)?,
+                    None => g,
+                });
+            }
+        }
+        let step = cfg.lr / idx.len() as f64;
+        for (v, g) in vars.iter().zip(sum) {
+            if let Some(g) = g {
+                v.set(&v.sub(&(g * step)?)?)?;
+            }
+        }
+        Ok((loss_sum / idx.len() as f64) as f32)
     })
 }
 

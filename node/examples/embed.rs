@@ -26,6 +26,7 @@ async fn main() -> anyhow::Result<()> {
             lr: 0.05,
             batch_size: 32,
             work: LocalWork::Epochs(1),
+            clip: None,
         },
         seed: 1,
         max_test_samples: Some(500),

@@ -379,6 +379,7 @@ mod tests {
                 lr: 0.05,
                 batch_size: 16,
                 work: LocalWork::Steps(5),
+                clip: None,
             },
             seed: 3,
             max_test_samples: Some(50),

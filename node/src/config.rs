@@ -28,6 +28,7 @@
 //! lr = 0.075
 //! batch = 32
 //! local_epochs = 1                      # or local_steps = N
+//! clip = 1.0                            # optional: per-sample gradient clipping to L2 norm ≤ clip (GHP's B)
 //! seed = 1                              # the same on every node: initial model and chunk partition
 //!
 //! [timing]                              # optional, see `Timing`
@@ -127,6 +128,7 @@ struct RawLearning {
     batch: usize,
     local_epochs: Option<usize>,
     local_steps: Option<usize>,
+    clip: Option<f64>,
     seed: u64,
     max_test_samples: Option<usize>,
 }
@@ -315,6 +317,11 @@ impl NodeConfig {
             // Paper: one local epoch per round.
             (None, None) => LocalWork::Epochs(1),
         };
+        if let Some(b) = l.clip
+            && !(b.is_finite() && b > 0.0)
+        {
+            return Err(err("learning.clip", format!("must be positive and finite, got {b}")));
+        }
         Ok(NodeConfig {
             key_dir,
             hosted,
@@ -337,6 +344,7 @@ impl NodeConfig {
                     lr: l.lr,
                     batch_size: l.batch,
                     work,
+                    clip: l.clip,
                 },
                 seed: l.seed,
                 max_test_samples: l.max_test_samples,
@@ -448,6 +456,20 @@ seed = 9
         assert_eq!(c.index, 1);
         assert_eq!(c.timing, Timing::default());
         assert_eq!(c.algorithm, None);
+        assert_eq!(c.learning.train.clip, None);
+    }
+
+    #[test]
+    fn clip_sets_per_sample_clipping_and_must_be_positive() {
+        let p = Path::new("node.toml");
+        let c = NodeConfig::parse(p, &GOOD.replace("seed = 9", "seed = 9\nclip = 1.5")).unwrap();
+        assert_eq!(c.learning.train.clip, Some(1.5));
+        for bad in ["0.0", "-1.0", "inf"] {
+            let e = NodeConfig::parse(p, &GOOD.replace("seed = 9", &format!("seed = 9\nclip = {bad}")))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("learning.clip"), "{bad}: {e}");
+        }
     }
 
     #[test]

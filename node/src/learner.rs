@@ -202,6 +202,7 @@ mod tests {
                 lr,
                 batch_size: 32,
                 work: LocalWork::Steps(20),
+                clip: None,
             },
             seed: 3,
             max_test_samples: Some(100),

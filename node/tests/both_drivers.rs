@@ -39,6 +39,7 @@ fn learning() -> LearningConfig {
             lr: 0.05,
             batch_size: 32,
             work: LocalWork::Steps(5),
+            clip: None,
         },
         seed: 5,
         max_test_samples: Some(200),

@@ -28,6 +28,7 @@ fn simulate(stall: Option<(usize, Round, Duration)>) -> SimReport {
             lr: 0.05,
             batch_size: 32,
             work: LocalWork::Steps(2),
+            clip: None,
         },
         seed: SEED,
         max_test_samples: Some(100),

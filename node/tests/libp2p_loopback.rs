@@ -27,6 +27,7 @@ fn learning(nodes: usize) -> LearningConfig {
             lr: 0.05,
             batch_size: 32,
             work: LocalWork::Epochs(1),
+            clip: None,
         },
         seed: 3,
         max_test_samples: Some(200),

@@ -40,6 +40,7 @@ fn learning() -> LearningConfig {
             lr: 0.05,
             batch_size: 8,
             work: LocalWork::Steps(1),
+            clip: None,
         },
         seed: SEED,
         max_test_samples: Some(20),

@@ -49,6 +49,7 @@ fn learning() -> LearningConfig {
             // Rounds of about a second, as in results/churn-procs: longer than the warm-up, so that "in step"
             // means something while the restarted node starts.
             work: LocalWork::Epochs(30),
+            clip: None,
         },
         seed: 3,
         max_test_samples: Some(200),

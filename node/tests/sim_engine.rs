@@ -26,6 +26,7 @@ fn learning() -> LearningConfig {
             lr: 0.05,
             batch_size: 32,
             work: LocalWork::Epochs(1),
+            clip: None,
         },
         seed: SEED,
         max_test_samples: None,

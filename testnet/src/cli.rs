@@ -131,6 +131,11 @@ pub struct Options {
     #[serde(alias = "local-steps")]
     pub local_steps: Option<usize>,
 
+    /// Per-sample gradient clipping: every sample's gradient scaled to L2 norm ≤ B before the batch average
+    /// (the bound GHP's DP accountant assumes; ghp runs then report ε in summary.json). [default: off]
+    #[arg(long, value_name = "B")]
+    pub clip: Option<f64>,
+
     /// iid | dirichlet[:alpha[,min]] | user. [default: user for movielens and sent140, iid otherwise]
     #[arg(long)]
     pub partition: Option<String>,
@@ -328,6 +333,7 @@ impl Options {
             } else {
                 self.local_steps.or(file.local_steps)
             },
+            clip: self.clip.or(file.clip),
             partition: self.partition.or(file.partition),
             alpha: self.alpha.or(file.alpha),
             seed: self.seed.or(file.seed),
@@ -374,7 +380,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, send_pace_auto, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, observe_timing, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
+                 local_epochs, local_steps, clip, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, send_pace_auto, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, observe_timing, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
                 path.display(),
                 e.message().trim_end()
             )

@@ -163,6 +163,9 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
         progress.finish();
         report::append_metrics(&metrics_path, setting, &out.metrics, out.audit.as_ref())?;
         let mut summary = Summary::new(s, setting, d, initial, &out);
+        if let Some(dp) = report::dp_accounting(s, setting, &parts, summary.rounds_completed) {
+            summary.extra.insert("dp_accountant".into(), dp);
+        }
         if !reset && i > 0 && s.mode != Mode::Procs {
             summary.extra.insert(
                 "peak_rss_includes_earlier_settings".into(),

@@ -128,6 +128,7 @@ mod tests {
                 lr: 0.1,
                 batch_size: 8,
                 work: models::train::LocalWork::Steps(2),
+                clip: None,
             },
             seed: 3,
             max_test_samples: Some(20),

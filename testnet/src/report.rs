@@ -187,6 +187,55 @@ impl Summary {
     }
 }
 
+/// GHP's DP accountant (GFL paper, Theorem 2: ε(i) = √2·μ·B·i(i+1)/σ; `models::schemes::DpParams`) for a
+/// `ghp:SIGMA` run with per-sample clipping (`--clip B`), over the `rounds` exchanges it completed; `None` for
+/// any other run (no clipping: B is not enforced, so no ε is claimed; `random:SIGMA` is not what the theorem
+/// covers).
+///
+/// The theorem is for one gradient step of size μ per noisy exchange. A round here is several local SGD
+/// steps of rate `lr`, each on a batch mean of gradients clipped to norm ≤ B (so each step moves a node's
+/// model by at most lr·B), and one noisy exchange. The μ assumed is therefore **lr × H**, H the most local
+/// steps any node takes in a round (`local_steps`, or epochs × ⌈largest share / batch⌉): the bound by which
+/// one round's training can move the model is μ·B, the role μ·B plays in the theorem's sensitivity
+/// 2μBj. That mapping is our reading, not the paper's; it is written out in the JSON with the figures.
+pub fn dp_accounting(
+    s: &Settings,
+    setting: Setting,
+    parts: &[Vec<usize>],
+    rounds: u64,
+) -> Option<serde_json::Value> {
+    let node::algo::AlgoSpec::Ghp { sigma } = setting.algo else {
+        return None;
+    };
+    let t = &s.learning.train;
+    let bound = t.clip?;
+    let steps = parts
+        .iter()
+        .map(|p| match t.work {
+            models::train::LocalWork::Epochs(e) => e * p.len().div_ceil(t.batch_size),
+            models::train::LocalWork::Steps(st) => st,
+        })
+        .max()
+        .unwrap_or(0);
+    let mu = t.lr * steps as f64;
+    let dp = models::schemes::DpParams { mu, clip: bound };
+    // σ = 0 gives ε = ∞, written as null (JSON has no infinity).
+    let eps = |i: u64| dp.epsilon(sigma, i).ok().filter(|e| e.is_finite());
+    Some(serde_json::json!({
+        "theorem": "GFL Theorem 2: epsilon(i) = sqrt(2) * mu * B * i * (i + 1) / sigma",
+        "sigma": sigma,
+        "clip_b": bound,
+        "lr": t.lr,
+        "local_steps_per_round_max": steps,
+        "mu_assumed": mu,
+        "mu_is": "lr x the most local SGD steps any node takes per round (our mapping of several clipped \
+                  local steps per noisy exchange onto the theorem's one step of size mu; not the paper's)",
+        "iterations": rounds,
+        "epsilon": eps(rounds),
+        "epsilon_per_round": (1..=rounds).map(eps).collect::<Vec<_>>(),
+    }))
+}
+
 /// Columns of `metrics.csv`: the JSONL's fields, flat (refusals by reason stay in the JSONL).
 const CSV_COLUMNS: [&str; 28] = [
     "vns",

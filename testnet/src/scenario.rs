@@ -216,6 +216,12 @@ impl Settings {
             DatasetSpec::Sent140 { .. } => 0.005,
             _ => 0.05,
         });
+        let clip = o.clip;
+        if let Some(b) = clip
+            && !(b.is_finite() && b > 0.0)
+        {
+            bail!("--clip must be a positive number, got {b}");
+        }
         if !(lr.is_finite() && lr > 0.0) {
             bail!("--lr must be a positive number, got {lr}");
         }
@@ -346,6 +352,7 @@ impl Settings {
                     lr,
                     batch_size: batch,
                     work,
+                    clip,
                 },
                 seed,
                 max_test_samples: o.test_samples,
@@ -517,6 +524,61 @@ mod tests {
         })
         .unwrap();
         assert_eq!(s.values.ratio, 10.0);
+    }
+
+    #[test]
+    fn clip_reaches_training_and_ghp_reports_the_accountants_epsilon() {
+        assert_eq!(resolve(Options::default()).unwrap().learning.train.clip, None);
+        let e = resolve(Options {
+            clip: Some(0.0),
+            ..Options::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("--clip"), "{e}");
+        let ghp = AlgoSpec::Ghp { sigma: 0.5 };
+        let s = resolve(Options {
+            clip: Some(2.0),
+            algo: Some(ghp),
+            vns: Some(vec![1]),
+            local_steps: Some(3),
+            lr: Some(0.1),
+            ..Options::default()
+        })
+        .unwrap();
+        assert_eq!(s.learning.train.clip, Some(2.0));
+        let parts = vec![vec![0; 100]; 4];
+        let dp = crate::report::dp_accounting(&s, s.settings[0], &parts, 10).unwrap();
+        // μ = lr · H = 0.1 · 3; ε(10) = √2 · 0.3 · 2 · 110 / 0.5.
+        let want = std::f64::consts::SQRT_2 * 0.3 * 2.0 * 110.0 / 0.5;
+        assert!((dp["mu_assumed"].as_f64().unwrap() - 0.3).abs() < 1e-12, "{dp}");
+        assert!((dp["epsilon"].as_f64().unwrap() - want).abs() < 1e-9, "{dp}");
+        assert_eq!(dp["epsilon_per_round"].as_array().unwrap().len(), 10);
+        // Epochs: H is the largest share's batches per epoch (⌈100 / 32⌉ = 4 here).
+        let s = resolve(Options {
+            clip: Some(2.0),
+            algo: Some(ghp),
+            vns: Some(vec![1]),
+            ..Options::default()
+        })
+        .unwrap();
+        let dp = crate::report::dp_accounting(&s, s.settings[0], &parts, 1).unwrap();
+        assert_eq!(dp["local_steps_per_round_max"], 4);
+        // No clipping, or not GHP: no ε is claimed.
+        let s = resolve(Options {
+            algo: Some(ghp),
+            vns: Some(vec![1]),
+            ..Options::default()
+        })
+        .unwrap();
+        assert!(crate::report::dp_accounting(&s, s.settings[0], &parts, 10).is_none());
+        let s = resolve(Options {
+            clip: Some(2.0),
+            algo: Some(AlgoSpec::RandomNoise { sigma: 0.5 }),
+            vns: Some(vec![1]),
+            ..Options::default()
+        })
+        .unwrap();
+        assert!(crate::report::dp_accounting(&s, s.settings[0], &parts, 10).is_none());
     }
 
     #[test]

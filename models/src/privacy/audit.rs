@@ -325,6 +325,7 @@ mod tests {
             lr: 0.1,
             batch_size: 20,
             work: LocalWork::Epochs(150),
+            clip: None,
         };
         let mut models = Vec::new();
         for d in &data {

@@ -419,6 +419,7 @@ mod tests {
             lr: lr as f64,
             batch_size: batch,
             work: LocalWork::Steps(1),
+            clip: None,
         };
         train_local(&mut model, &data, &cfg, &mut rng).unwrap();
         let theta1 = model.flat_params().unwrap();

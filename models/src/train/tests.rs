@@ -103,6 +103,7 @@ fn sgd(lr: f64, batch_size: usize, work: LocalWork) -> TrainConfig {
         lr,
         batch_size,
         work,
+        clip: None,
     }
 }
 
@@ -570,4 +571,175 @@ fn mf_epoch_time_on_a_movielens_node() {
             data.len() as f64 / best
         );
     }
+}
+
+/// Logistic regression's per-sample gradient, by hand (f64): flat order `out.bias` (C) then `out.weight`
+/// (C × D, row-major), the model's name-sorted order. p = softmax(W x + b); ∂b = p − e_y; ∂W = (p − e_y) xᵀ.
+fn logreg_grad(params: &[f32], x: &[f32], y: usize, classes: usize) -> Vec<f64> {
+    let d = x.len();
+    let (b, w) = params.split_at(classes);
+    let z: Vec<f64> = (0..classes)
+        .map(|c| b[c] as f64 + (0..d).map(|j| w[c * d + j] as f64 * x[j] as f64).sum::<f64>())
+        .collect();
+    let m = z.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let e: Vec<f64> = z.iter().map(|v| (v - m).exp()).collect();
+    let s: f64 = e.iter().sum();
+    let r: Vec<f64> = (0..classes)
+        .map(|c| e[c] / s - if c == y { 1.0 } else { 0.0 })
+        .collect();
+    let mut g = r.clone();
+    for rc in &r {
+        g.extend(x.iter().map(|&xj| rc * xj as f64));
+    }
+    g
+}
+
+fn norm(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+#[test]
+fn clipping_bounds_each_samples_gradient_as_computed_by_hand() {
+    // Three samples, one of them scaled ×1000: its gradient is huge, the others' small.
+    let (classes, dim) = (3, 4);
+    let mut data = blobs(3, dim, classes, 11);
+    if let Inputs::Dense { values, .. } = &data.inputs() {
+        let mut v = values.to_vec();
+        for x in &mut v[dim..2 * dim] {
+            *x *= 1000.0;
+        }
+        data = Dataset::new(
+            Inputs::Dense {
+                values: v,
+                sample_shape: vec![dim],
+            },
+            data.targets().clone(),
+            None,
+        )
+        .unwrap();
+    }
+    let (xs, ys) = match (data.inputs(), data.targets()) {
+        (Inputs::Dense { values, .. }, Targets::Classes { labels, .. }) => {
+            (values.to_vec(), labels.to_vec())
+        }
+        _ => unreachable!(),
+    };
+    let lr = 0.1;
+    let mut m = model_for(ModelSpec::Mlp { hidden: vec![] }, &data, 3);
+    let before = m.flat_params().unwrap();
+    let grads: Vec<Vec<f64>> = (0..3)
+        .map(|i| logreg_grad(&before, &xs[i * dim..(i + 1) * dim], ys[i] as usize, classes))
+        .collect();
+    // A bound the two ordinary samples stay under and the scaled one exceeds a hundredfold.
+    let bound = 1.5 * norm(&grads[0]).max(norm(&grads[2]));
+    assert!(norm(&grads[1]) > 100.0 * bound, "{} vs B = {bound}", norm(&grads[1]));
+    // By hand: clip each to norm ≤ B, average over the batch, one SGD step.
+    let mut expected: Vec<f64> = before.iter().map(|&p| p as f64).collect();
+    for g in &grads {
+        let scale = (bound / norm(g)).min(1.0);
+        for (e, gi) in expected.iter_mut().zip(g) {
+            *e -= lr * scale * gi / 3.0;
+        }
+    }
+    let cfg = TrainConfig {
+        clip: Some(bound),
+        ..sgd(lr, 3, LocalWork::Steps(1))
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    train_local(&mut m, &data, &cfg, &mut rng).unwrap();
+    let after = m.flat_params().unwrap();
+    let err = after
+        .iter()
+        .zip(&expected)
+        .map(|(&a, e)| (a as f64 - e).abs())
+        .fold(0.0, f64::max);
+    assert!(err < 1e-5, "max error to the hand computation {err}");
+
+    // The huge sample alone moves the model by at most lr·B (unclipped it would move it by lr·‖g‖ > 100·lr·B).
+    let alone = data.subset(&[1]);
+    let mut m1 = model_for(ModelSpec::Mlp { hidden: vec![] }, &data, 3);
+    train_local(&mut m1, &alone, &cfg, &mut rng).unwrap();
+    let step: Vec<f64> = m1
+        .flat_params()
+        .unwrap()
+        .iter()
+        .zip(&before)
+        .map(|(&a, &b)| a as f64 - b as f64)
+        .collect();
+    assert!(norm(&step) <= lr * bound * (1.0 + 1e-5), "{}", norm(&step));
+    assert!(norm(&step) > 0.99 * lr * bound, "{}", norm(&step));
+}
+
+#[test]
+fn clipping_off_is_todays_path_and_a_loose_bound_changes_nothing() {
+    let data = blobs(50, 6, 3, 12);
+    let spec = ModelSpec::Mlp { hidden: vec![8] };
+    let run = |cfg: &TrainConfig| {
+        let mut m = model_for(spec.clone(), &data, 4);
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let r = train_local(&mut m, &data, cfg, &mut rng).unwrap();
+        (m.flat_params().unwrap(), r)
+    };
+    let plain = sgd(0.1, 8, LocalWork::Epochs(2));
+    // A config written before the option (no `clip` key) is the unclipped path, bit for bit.
+    let old: TrainConfig =
+        serde_json::from_str(r#"{"lr":0.1,"batch_size":8,"work":{"Epochs":2}}"#).unwrap();
+    assert_eq!(old, plain);
+    assert!(!serde_json::to_string(&plain).unwrap().contains("clip"));
+    let (p0, r0) = run(&plain);
+    let (p1, r1) = run(&old);
+    assert_eq!(p0, p1);
+    assert_eq!(r0, r1);
+    // A bound no gradient reaches: the per-sample path is the same SGD (to float rounding of the sums).
+    let (p2, r2) = run(&TrainConfig {
+        clip: Some(1e30),
+        ..plain
+    });
+    assert_eq!((r2.steps, r2.samples), (r0.steps, r0.samples));
+    assert!((r2.mean_loss - r0.mean_loss).abs() < 1e-5, "{r0:?} {r2:?}");
+    let err = p0
+        .iter()
+        .zip(&p2)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(err < 1e-5, "{err}");
+    // A tight bound does change the trajectory.
+    let (p3, _) = run(&TrainConfig {
+        clip: Some(1e-3),
+        ..plain
+    });
+    assert_ne!(p0, p3);
+}
+
+#[test]
+fn clipping_bound_must_be_positive_and_finite() {
+    let data = blobs(10, 4, 2, 13);
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let mut m = model_for(ModelSpec::Mlp { hidden: vec![] }, &data, 0);
+        let cfg = TrainConfig {
+            clip: Some(bad),
+            ..sgd(0.1, 4, LocalWork::Steps(1))
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        assert!(train_local(&mut m, &data, &cfg, &mut rng).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn clipping_trains_mf_through_autograd() {
+    let data = low_rank_ratings(6, 7, 14);
+    let spec = ModelSpec::MatrixFactorization {
+        factors: 3,
+        centred: true,
+    };
+    let mut m = model_for(spec, &data, 0);
+    let before = evaluate(&m, &data).unwrap();
+    let cfg = TrainConfig {
+        clip: Some(10.0),
+        ..sgd(0.1, 8, LocalWork::Epochs(40))
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    train_local(&mut m, &data, &cfg, &mut rng).unwrap();
+    let after = evaluate(&m, &data).unwrap();
+    assert!(after.metric() < before.metric(), "{before:?} -> {after:?}");
 }

@@ -63,8 +63,29 @@
 //! accepted, the sender applies its Δ to its mirror only if the VN reports the neighbour accepted it
 //! ([`Algorithm::delivered_on_edges`]). A direction that misses a round keeps its dual (like an edge not
 //! activated in asynchronous PDMM). An edge whose setup failed in either direction is left out of the
-//! w-step for the run (its slot still gets a frame of zeros, so every slot has one). Known gap: if the
-//! neighbour accepted but its answer came back after our round's deadline, the two ends disagree once.
+//! w-step for the run (its slot still gets a frame of zeros, so every slot has one).
+//!
+//! # Known gap: an acceptance that comes back after the deadline (not fixed)
+//! The receiving end is consistent: its VN accepts a frame only while its round is open and hands it to the
+//! RN before that round's `Done`, so an accepted Δ is always applied. The sending end is not: its VN reports
+//! `DeliveredOnEdges` once, when its round ends (all answers in, or the deadline), from the acceptances
+//! that came back by then (`VnEngine::finish`); a `ChunkReply::Accepted` that arrives later still lands in
+//! the finished round's `delivered_to` (`on_chunk_reply`), but nobody tells the RN. Then neighbour j has
+//! applied `Δy_{j|i}(t)` and our mirror has not. Because each new Δ is computed against the mirror, the gap
+//! does not heal: from then on j's `y_{j|i}` is our intended value plus that one `Δy_{j|i}(t)`, a constant
+//! offset (with θ = 1, j runs as if its objective had the extra linear term `⟨Δy_{j|i}(t), w⟩`, which moves
+//! the limit; our analysis, not measured). It needs an answer's round trip to outlast the deadline while the
+//! frame itself arrived in time, so it should be rare; the simulator's runs in `results/pdmm-mnist*` lost no
+//! message, but late answers are not counted anywhere, so how often it happened there is not known. The
+//! setup round has the same race: the sender then leaves the edge out of its w-step while the
+//! receiver keeps the mirror.
+//!
+//! The fix we would make (it crosses the VN engine and the RN, so it is left for whoever owns them): the VN
+//! emits a `LateDeliveredOnEdge { round, slot }` from `on_chunk_reply` when the round is already done (it
+//! keeps finished rounds for `MAX_KEPT_ROUNDS`), the RN hands it to a new `Algorithm` hook, and PDMM keeps
+//! each sent Δ per slot until it is acknowledged and adds a late-acknowledged one to its mirror. A mirror is
+//! the sum of the accepted increments, whatever their order, so the late add restores agreement exactly;
+//! only the round in between runs with j's dual off by that Δ (by θ·Δ of the PDMM target for θ < 1).
 
 use models::schemes::PdmmConfig;
 use protocol::{ChunkFrame, ChunkIndex, Round};

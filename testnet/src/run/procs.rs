@@ -196,6 +196,9 @@ pub fn write_deployment(
         LocalWork::Epochs(e) => format!("local_epochs = {e}\n"),
         LocalWork::Steps(st) => format!("local_steps = {st}\n"),
     };
+    if let Some(b) = l.train.clip {
+        learning += &format!("clip = {b}\n");
+    }
     if let Some(m) = l.max_test_samples {
         learning += &format!("max_test_samples = {m}\n");
     }
