@@ -86,6 +86,7 @@ const KIND_EDGES: u8 = 11;
 const KIND_DELIVERED_ON_EDGES: u8 = 12;
 const KIND_DONE: u8 = 13;
 const KIND_BEHIND: u8 = 14;
+const KIND_LATE_DELIVERED: u8 = 15;
 
 fn too_large(what: &'static str, got: usize, max: usize) -> EncodeError {
     EncodeError::TooLarge {
@@ -185,6 +186,11 @@ impl LinkMessage {
                 out.extend_from_slice(&exchange.get().to_le_bytes());
                 KIND_BEHIND
             }
+            LinkBody::FromVn(FromVirtualNode::LateDeliveredOnEdge { round, slot }) => {
+                out.extend_from_slice(&round.get().to_le_bytes());
+                out.extend_from_slice(&slot.to_le_bytes());
+                KIND_LATE_DELIVERED
+            }
         };
         out[1] = kind;
         Ok(out)
@@ -269,6 +275,11 @@ impl LinkMessage {
             KIND_BEHIND => LinkBody::FromVn(FromVirtualNode::Behind {
                 exchange: Round(r.u64()?),
             }),
+            KIND_LATE_DELIVERED => {
+                let round = Round(r.u64()?);
+                let slot = r.u32()?;
+                LinkBody::FromVn(FromVirtualNode::LateDeliveredOnEdge { round, slot })
+            }
             k => return Err(DecodeError::Invalid(format!("unknown link message kind {k}"))),
         };
         if !r.rest.is_empty() {
@@ -399,6 +410,10 @@ mod tests {
             })),
             LinkBody::FromVn(FromVirtualNode::Behind {
                 exchange: Round(42),
+            }),
+            LinkBody::FromVn(FromVirtualNode::LateDeliveredOnEdge {
+                round: Round(43),
+                slot: 5,
             }),
         ]
     }

@@ -49,6 +49,10 @@ pub enum FromVirtualNode {
     /// frame (false for a slot whose edge was dropped, whose frame was refused or whose answer did not come
     /// back before the round ended). Sent just before that round's `Done`.
     DeliveredOnEdges { round: Round, accepted: Vec<bool> },
+    /// The neighbour in edge slot `slot` accepted our frame of per-edge exchange `round` after that exchange
+    /// had ended (its answer outlasted the deadline, so `DeliveredOnEdges` said false for the slot). The RN
+    /// can still count the frame as delivered: PDMM adds the increment to its mirror of that neighbour's dual.
+    LateDeliveredOnEdge { round: Round, slot: u32 },
     /// The exchange of `round` is over at this VN: all copies it will hand over for the round have been sent.
     Done(RoundSummary),
     /// Several distinct peers showed this VN messages of exchange `exchange` or later, beyond what it

@@ -193,6 +193,12 @@ pub trait Algorithm: Send {
         let _ = (step, vn, accepted);
     }
 
+    /// The neighbour in slot `slot` of VN `vn` accepted our frame of per-edge exchange `exchange` after that
+    /// exchange's `delivered_on_edges` had said it did not (its answer came after the deadline).
+    fn late_delivered_on_edge(&mut self, exchange: Round, vn: usize, slot: u32) {
+        let _ = (exchange, vn, slot);
+    }
+
     /// End of `step`: the next model from the local one and what was received.
     fn combine(&mut self, round: Round, step: u32, local: &[f32]) -> Result<Vec<f32>, AlgoError>;
 }

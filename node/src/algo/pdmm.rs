@@ -65,27 +65,19 @@
 //! activated in asynchronous PDMM). An edge whose setup failed in either direction is left out of the
 //! w-step for the run (its slot still gets a frame of zeros, so every slot has one).
 //!
-//! # Known gap: an acceptance that comes back after the deadline (not fixed)
+//! # An acceptance that comes back after the deadline
 //! The receiving end is consistent: its VN accepts a frame only while its round is open and hands it to the
-//! RN before that round's `Done`, so an accepted Δ is always applied. The sending end is not: its VN reports
-//! `DeliveredOnEdges` once, when its round ends (all answers in, or the deadline), from the acceptances
-//! that came back by then (`VnEngine::finish`); a `ChunkReply::Accepted` that arrives later still lands in
-//! the finished round's `delivered_to` (`on_chunk_reply`), but nobody tells the RN. Then neighbour j has
-//! applied `Δy_{j|i}(t)` and our mirror has not. Because each new Δ is computed against the mirror, the gap
-//! does not heal: from then on j's `y_{j|i}` is our intended value plus that one `Δy_{j|i}(t)`, a constant
-//! offset (with θ = 1, j runs as if its objective had the extra linear term `⟨Δy_{j|i}(t), w⟩`, which moves
-//! the limit; our analysis, not measured). It needs an answer's round trip to outlast the deadline while the
-//! frame itself arrived in time, so it should be rare; the simulator's runs in `results/pdmm-mnist*` lost no
-//! message, but late answers are not counted anywhere, so how often it happened there is not known. The
-//! setup round has the same race: the sender then leaves the edge out of its w-step while the
-//! receiver keeps the mirror.
-//!
-//! The fix we would make (it crosses the VN engine and the RN, so it is left for whoever owns them): the VN
-//! emits a `LateDeliveredOnEdge { round, slot }` from `on_chunk_reply` when the round is already done (it
-//! keeps finished rounds for `MAX_KEPT_ROUNDS`), the RN hands it to a new `Algorithm` hook, and PDMM keeps
-//! each sent Δ per slot until it is acknowledged and adds a late-acknowledged one to its mirror. A mirror is
-//! the sum of the accepted increments, whatever their order, so the late add restores agreement exactly;
-//! only the round in between runs with j's dual off by that Δ (by θ·Δ of the PDMM target for θ < 1).
+//! RN before that round's `Done`, so an accepted Δ is always applied. The sending end learns of acceptances
+//! from its VN's `DeliveredOnEdges`, sent once when the exchange ends (all answers in, or the deadline); an
+//! answer that outlasts the deadline while the frame itself arrived in time would leave neighbour j with
+//! `Δy_{j|i}(t)` applied and our mirror without it — for good, since each new Δ is computed against the
+//! mirror. So the VN reports such an answer afterwards (`FromVirtualNode::LateDeliveredOnEdge`, from
+//! `on_chunk_reply` on a finished round), the RN hands it to [`Algorithm::late_delivered_on_edge`], and
+//! PDMM, which keeps each edge's unacknowledged increments of the last [`UNACKED_KEPT`] rounds, adds that
+//! one to its mirror: a mirror is the sum of the accepted increments, whatever their order, so agreement is
+//! restored exactly (`a_late_acceptance_keeps_the_mirror_in_step`: bit for bit the run where the answer came
+//! in time). What is not recovered: a late acceptance of the setup frame (the edge stays out of our w-step
+//! while the neighbour keeps it), and an answer more than [`UNACKED_KEPT`] rounds late.
 
 use models::schemes::PdmmConfig;
 use protocol::{ChunkFrame, ChunkIndex, Round};
@@ -169,6 +161,8 @@ struct Edge {
     received: Option<Vec<f32>>,
     sent: Option<Vec<f32>>,
     accepted: bool,
+    /// Increments sent in earlier rounds whose acceptance has not been reported (yet), by round.
+    unacked: Vec<(Round, Vec<f32>)>,
 }
 
 /// A/PDMM for one real node with one VN over a static graph.
@@ -186,7 +180,13 @@ pub struct Pdmm {
     /// This round's model after the w-step (round 0: the trained one).
     w: Vec<f64>,
     round: Round,
+    /// The last round combined: a late acceptance for it or an earlier one goes to the mirror directly.
+    combined: Option<Round>,
 }
+
+/// Unacknowledged increments kept per edge for a late acceptance: a late answer comes within the VN's kept
+/// rounds, and more than a few rounds late it would be a lost one anyway.
+const UNACKED_KEPT: usize = 4;
 
 impl Pdmm {
     /// PDMM (`name` "pdmm" or "admm") for a model of `d` parameters; `rng` is the node's own stream (the
@@ -207,6 +207,7 @@ impl Pdmm {
             early: Vec::new(),
             w: Vec::new(),
             round: Round::ZERO,
+            combined: None,
         })
     }
 
@@ -339,6 +340,7 @@ impl Algorithm for Pdmm {
                     received: None,
                     sent: None,
                     accepted: false,
+                    unacked: Vec::new(),
                 });
                 frames.push(self.frame(round, y0));
             }
@@ -422,11 +424,38 @@ impl Algorithm for Pdmm {
         }
     }
 
+    /// The neighbour applied our Δ of `exchange` after all: before this round's combine it counts as in time;
+    /// after it, the kept increment goes to the mirror now (a mirror is the sum of the accepted increments,
+    /// whatever their order, so agreement is restored exactly). A late acceptance of the setup frame is not
+    /// recovered: the edge stays out of our w-step while the neighbour keeps it (module doc).
+    fn late_delivered_on_edge(&mut self, exchange: Round, _vn: usize, slot: u32) {
+        let (combined, current) = (self.combined, self.round);
+        let Some(e) = self.edges.as_mut().and_then(|es| es.get_mut(slot as usize)) else {
+            return;
+        };
+        if combined.is_none_or(|c| c < exchange) {
+            if exchange == current {
+                e.accepted = true;
+            }
+            return;
+        }
+        let Some(i) = e.unacked.iter().position(|(r, _)| *r == exchange) else {
+            return;
+        };
+        let (_, dz) = e.unacked.remove(i);
+        if let (true, Some(mirror)) = (e.live, e.mirror.as_mut()) {
+            mirror
+                .iter_mut()
+                .zip(&dz)
+                .for_each(|(y, &d)| *y += d as f64);
+        }
+    }
+
     /// Setup: keep the neighbours' initial duals as mirrors, and the trained model. Later: apply the
     /// increments that went through in each direction, and return w(t).
     fn combine(
         &mut self,
-        _round: Round,
+        round: Round,
         _step: u32,
         _local: &[f32],
     ) -> Result<Vec<f32>, AlgoError> {
@@ -446,13 +475,22 @@ impl Algorithm for Pdmm {
             if let Some(dz) = e.received.take() {
                 e.own.iter_mut().zip(&dz).for_each(|(y, &d)| *y += d as f64);
             }
-            if let (Some(dz), true, Some(mirror)) = (e.sent.take(), e.accepted, e.mirror.as_mut()) {
-                mirror
+            match (e.sent.take(), e.accepted, e.mirror.as_mut()) {
+                (Some(dz), true, Some(mirror)) => mirror
                     .iter_mut()
                     .zip(&dz)
-                    .for_each(|(y, &d)| *y += d as f64);
+                    .for_each(|(y, &d)| *y += d as f64),
+                // Not accepted by the deadline: kept in case the acceptance comes late.
+                (Some(dz), false, Some(_)) => {
+                    if e.unacked.len() == UNACKED_KEPT {
+                        e.unacked.remove(0);
+                    }
+                    e.unacked.push((round, dz));
+                }
+                _ => {}
             }
         }
+        self.combined = Some(round);
         Ok(self.w.iter().map(|&v| v as f32).collect())
     }
 }
@@ -468,6 +506,16 @@ mod tests {
     /// reference core's (`models::schemes::PdmmNetwork`, f64, quadratic-approximation w-step) round by
     /// round after the setup round, and reach the centralised solution mean(c_i).
     fn run_ring(params: PdmmParams, rounds: u64) -> (Vec<Vec<f32>>, Vec<Vec<f64>>) {
+        run_ring_late(params, rounds, None)
+    }
+
+    /// [`run_ring`], with node `late.1`'s frame on slot `late.2` in round `late.0` reported undelivered at the
+    /// deadline and (with `late.3`) acknowledged late, right after that round's combine.
+    fn run_ring_late(
+        params: PdmmParams,
+        rounds: u64,
+        late: Option<(u64, usize, usize, bool)>,
+    ) -> (Vec<Vec<f32>>, Vec<Vec<f64>>) {
         let n = 6;
         let d = 3;
         let centres: Vec<Vec<f64>> = (0..n)
@@ -506,12 +554,36 @@ mod tests {
                     a.receive_on_edge(0, 0, slot as u32, &frames[j][back])
                         .unwrap();
                 }
-                a.delivered_on_edges(0, 0, &[true, true]);
+                let mut accepted = [true, true];
+                let missed = late.filter(|&(lt, li, _, _)| lt == t && li == i);
+                if let Some((_, _, slot, _)) = missed {
+                    accepted[slot] = false;
+                }
+                a.delivered_on_edges(0, 0, &accepted);
                 models[i] = a.combine(round, 0, &[]).unwrap();
+                if let Some((_, _, slot, true)) = missed {
+                    a.late_delivered_on_edge(round, 0, slot as u32);
+                }
             }
             history.push(models.iter().flatten().map(|&v| v as f64).collect());
         }
         (models, history)
+    }
+
+    /// A neighbour that accepted our Δ after the deadline (the acceptance reported late): without the late
+    /// report our mirror of its dual is off for good and the run ends elsewhere; with it, the run is bit for
+    /// bit the one where the answer came in time.
+    #[test]
+    fn a_late_acceptance_keeps_the_mirror_in_step() {
+        let params = PdmmParams {
+            mu: 1.0,
+            ..PdmmParams::pdmm(0.5)
+        };
+        let (in_time, _) = run_ring_late(params, 30, None);
+        let (recovered, _) = run_ring_late(params, 30, Some((5, 2, 1, true)));
+        let (lost, _) = run_ring_late(params, 30, Some((5, 2, 1, false)));
+        assert_eq!(recovered, in_time);
+        assert_ne!(lost, in_time);
     }
 
     #[test]

@@ -492,6 +492,10 @@ impl RnEngine {
                 self.algo.delivered_on_edges(self.step, vn, &accepted);
             }
             FromVirtualNode::DeliveredOnEdges { .. } => {}
+            // Any exchange the algorithm may still hold unacknowledged (PDMM keeps the last few).
+            FromVirtualNode::LateDeliveredOnEdge { round, slot } => {
+                self.algo.late_delivered_on_edge(round, vn, slot);
+            }
             FromVirtualNode::Done(s) if s.round == exchange && !self.vn_done[vn] => {
                 self.vn_done[vn] = true;
                 let m = &mut self.metrics;

@@ -1423,6 +1423,17 @@ impl<I: VnIdentity> VnEngine<I> {
         }
         match protocol::codec::decode_control::<ChunkReply>(&bytes) {
             Ok(ChunkReply::Accepted) => {
+                // A per-edge exchange already reported (`DeliveredOnEdges` said false for this slot): tell
+                // the RN now, or its per-edge state would disagree with the neighbour's for good (PDMM).
+                if r.done
+                    && r.per_edge
+                    && let Some(slot) = r.slots.as_ref().and_then(|s| s.iter().position(|p| *p == from))
+                {
+                    out.push(VnOutput::ToRn(FromVirtualNode::LateDeliveredOnEdge {
+                        round,
+                        slot: slot as u32,
+                    }));
+                }
                 r.summary.delivered += 1;
                 r.delivered_to.insert(from);
             }
@@ -1964,6 +1975,63 @@ mod tests {
                 assert!(matches!(env.msg, ControlMsg::Cyclon(_)), "{:?}", env.msg);
             }
         }
+    }
+
+    /// A per-edge exchange that ended before a neighbour's acceptance came back reports the slot undelivered;
+    /// the acceptance that comes afterwards is reported as a late delivery for that slot (PDMM's mirrors).
+    #[test]
+    fn an_acceptance_after_the_deadline_is_reported_late() {
+        let cfg = VnConfig {
+            static_graph: true,
+            send_jitter: Duration::ZERO,
+            chunk_lens: Arc::new(vec![1]),
+            ..engine(|_| true).cfg.clone()
+        };
+        let mut e = VnEngine::new(0u32, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(|_| true))
+            .unwrap()
+            .with_edge_slots(true);
+        let ms = Duration::from_millis;
+        e.handle(ms(0), VnInput::StartRound(Round(0)));
+        let mut out = Vec::new();
+        e.on_frozen(ms(0), Round(0), vec![5], &mut out);
+        e.handle(ms(10), VnInput::StartRound(Round(1)));
+        e.handle(ms(10), VnInput::FromRn(ToVirtualNode::PerEdge(Round(1))));
+        let frame = |v: f32| ChunkFrame {
+            round: Round(1),
+            chunk: protocol::ChunkIndex(0),
+            values: vec![v],
+        };
+        let out = e.handle(
+            ms(10),
+            VnInput::FromRn(ToVirtualNode::PerEdgeFrames {
+                round: Round(1),
+                frames: vec![frame(1.0)],
+            }),
+        );
+        assert!(out.iter().any(|o| matches!(o, VnOutput::SendChunk { to: 5, .. })), "{out:?}");
+        send_chunk(&mut e, ms(20), 5, frame(2.0).encode());
+        // No answer from 5 before the 1 s deadline: the exchange ends with slot 0 undelivered.
+        let out = e.handle(ms(1100), VnInput::Tick);
+        assert!(
+            out.iter().any(|o| matches!(o, VnOutput::ToRn(FromVirtualNode::DeliveredOnEdges { round: Round(1), accepted }) if accepted == &vec![false])),
+            "{out:?}"
+        );
+        let accepted = protocol::codec::encode_control(&ChunkReply::Accepted).unwrap();
+        let out = e.handle(
+            ms(1200),
+            VnInput::ChunkReply {
+                from: 5,
+                round: Round(1),
+                bytes: accepted,
+            },
+        );
+        assert_eq!(
+            out.iter()
+                .filter(|o| matches!(o, VnOutput::ToRn(FromVirtualNode::LateDeliveredOnEdge { round: Round(1), slot: 0 })))
+                .count(),
+            1,
+            "{out:?}"
+        );
     }
 
     /// Per-edge exchanges over a static graph: the slots are the graph's sorted neighbours, frame i goes to
