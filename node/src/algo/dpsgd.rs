@@ -10,36 +10,58 @@ use protocol::{ChunkFrame, Round};
 
 use super::{AlgoError, Algorithm, Graph, Payload, Shatter};
 
-/// D-PSGD over a one-chunk partition.
-pub struct Dpsgd(Shatter);
+/// The whole model through one VN, averaged per parameter with what arrived — EL's exchange over another
+/// graph: one static r-regular graph negotiated before round 0 (D-PSGD), or a directed push to r peers of
+/// the VN's own Cyclon view ([`super::ElLocal`], `Graph::Push`).
+pub struct WholeModel {
+    inner: Shatter,
+    graph: Graph,
+}
 
-impl Dpsgd {
+/// D-PSGD over a one-chunk partition.
+pub type Dpsgd = WholeModel;
+
+impl WholeModel {
+    /// D-PSGD: the static graph.
     pub fn new(partition: Arc<ChunkPartition>) -> Result<Self, AlgoError> {
+        Self::over("dpsgd", "D-PSGD", Graph::Static, partition)
+    }
+
+    /// The whole model named `name` (`label` in errors) over `graph`.
+    pub(super) fn over(
+        name: &'static str,
+        label: &str,
+        graph: Graph,
+        partition: Arc<ChunkPartition>,
+    ) -> Result<Self, AlgoError> {
         if partition.k() != 1 {
             return Err(AlgoError::Other(format!(
-                "D-PSGD sends the whole model: a partition of k = 1, not {}",
+                "{label} sends the whole model: a partition of k = 1, not {}",
                 partition.k()
             )));
         }
-        Ok(Self(Shatter::named("dpsgd", partition)))
+        Ok(Self {
+            inner: Shatter::named(name, partition),
+            graph,
+        })
     }
 }
 
-impl Algorithm for Dpsgd {
+impl Algorithm for WholeModel {
     fn name(&self) -> &str {
-        self.0.name()
+        self.inner.name()
     }
     fn virtual_nodes(&self) -> usize {
         1
     }
     fn chunk_lens(&self) -> Vec<usize> {
-        self.0.chunk_lens()
+        self.inner.chunk_lens()
     }
     fn graph(&self) -> Graph {
-        Graph::Static
+        self.graph
     }
     fn begin_round(&mut self, round: Round) {
-        self.0.begin_round(round)
+        self.inner.begin_round(round)
     }
     fn outgoing(
         &mut self,
@@ -47,12 +69,12 @@ impl Algorithm for Dpsgd {
         step: u32,
         params: &[f32],
     ) -> Result<Vec<(usize, Payload)>, AlgoError> {
-        self.0.outgoing(round, step, params)
+        self.inner.outgoing(round, step, params)
     }
     fn receive(&mut self, step: u32, vn: usize, frame: &ChunkFrame) -> Result<(), AlgoError> {
-        self.0.receive(step, vn, frame)
+        self.inner.receive(step, vn, frame)
     }
     fn combine(&mut self, round: Round, step: u32, local: &[f32]) -> Result<Vec<f32>, AlgoError> {
-        self.0.combine(round, step, local)
+        self.inner.combine(round, step, local)
     }
 }

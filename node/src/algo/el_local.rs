@@ -7,61 +7,25 @@
 use std::sync::Arc;
 
 use models::chunking::ChunkPartition;
-use protocol::{ChunkFrame, Round};
 
-use super::{AlgoError, Algorithm, Graph, Payload, Shatter};
+use super::dpsgd::WholeModel;
+use super::{AlgoError, Graph};
 
-/// EL-Local over a one-chunk partition.
-pub struct ElLocal(Shatter);
+/// EL-Local over a one-chunk partition: the whole model over the push graph.
+pub struct ElLocal;
 
 impl ElLocal {
-    pub fn new(partition: Arc<ChunkPartition>) -> Result<Self, AlgoError> {
-        if partition.k() != 1 {
-            return Err(AlgoError::Other(format!(
-                "EL-Local sends the whole model: a partition of k = 1, not {}",
-                partition.k()
-            )));
-        }
-        Ok(Self(Shatter::named("el-local", partition)))
-    }
-}
-
-impl Algorithm for ElLocal {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn virtual_nodes(&self) -> usize {
-        1
-    }
-    fn chunk_lens(&self) -> Vec<usize> {
-        self.0.chunk_lens()
-    }
-    fn graph(&self) -> Graph {
-        Graph::Push
-    }
-    fn begin_round(&mut self, round: Round) {
-        self.0.begin_round(round)
-    }
-    fn outgoing(
-        &mut self,
-        round: Round,
-        step: u32,
-        params: &[f32],
-    ) -> Result<Vec<(usize, Payload)>, AlgoError> {
-        self.0.outgoing(round, step, params)
-    }
-    fn receive(&mut self, step: u32, vn: usize, frame: &ChunkFrame) -> Result<(), AlgoError> {
-        self.0.receive(step, vn, frame)
-    }
-    fn combine(&mut self, round: Round, step: u32, local: &[f32]) -> Result<Vec<f32>, AlgoError> {
-        self.0.combine(round, step, local)
+    #[allow(clippy::new_ret_no_self)] // EL-Local is D-PSGD's exchange over another graph
+    pub fn new(partition: Arc<ChunkPartition>) -> Result<WholeModel, AlgoError> {
+        WholeModel::over("el-local", "EL-Local", Graph::Push, partition)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use models::chunking::ChunkPartition;
+    use crate::algo::{Algorithm, Payload};
+    use protocol::Round;
 
     /// The whole model out through one VN, in push mode; what arrives (any number of copies: in-degrees
     /// vary) is averaged per parameter with the own model.

@@ -34,7 +34,8 @@
 //! - `spec.rs`: [`AlgoSpec`], the algorithm as configs and command lines name it, and its construction.
 //! - `el_local.rs`: [`ElLocal`], EL's local variant: the whole model pushed to r peers of the own Cyclon view
 //!   (directed, [`Graph::Push`]).
-//! - `dpsgd.rs`: [`Dpsgd`], EL's exchange over one static graph negotiated before round 0.
+//! - `dpsgd.rs`: [`Dpsgd`], EL's exchange over one static graph negotiated before round 0 (`WholeModel`, which
+//!   EL-local shares: the whole model over a given graph).
 //! - `ghp.rs`: [`Perturbed`], Laplace noise on every chunk sent, cancelled in the network average by the own
 //!   term's correction (GHP) or not (the random baseline).
 //! - `muffliato.rs`: [`Muffliato`], local Gaussian noise then gossip steps over fresh overlays.
