@@ -2,8 +2,8 @@
 # Regenerates results/vn-hosts/ (issue 13): 8 node processes × 4 VNs, r = 4, the default synthetic
 # task, 10 rounds, every process on its own loopback IP (--own-ips), seeds 1-3, with the VNs inside their nodes (hosts = 0)
 # and in 4 VN host processes (`node vn`). Reports the address-grouping attack, the RN↔VN link traffic against
-# the paper's (2 + 1/r) × D-PSGD accounting, and round times. Run from the repository root; debug build, a few
-# minutes (release build). The deployments stay in target/vn-hosts/ (keys, configs, logs; out of git).
+# the paper's (2 + 1/r) × D-PSGD accounting, and round times. Run from the repository root; release build, a
+# few minutes. The deployments stay in target/vn-hosts/ (keys, configs, logs; out of git).
 set -euo pipefail
 cargo build -q --release -p node -p testnet
 OUT=target/vn-hosts
