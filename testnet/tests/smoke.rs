@@ -312,6 +312,26 @@ fn tiny_procs_network_runs_node_processes() {
     assert!(dir.path().join("procs-k2/node-0/node.toml").is_file());
 }
 
+/// EL-local over real node processes: every node pushes its model to peers of its view, and the network learns.
+#[test]
+#[ignore = "launches node processes; run with `cargo build -p node && cargo test -p testnet -- --ignored`"]
+fn el_local_runs_over_node_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(Mode::Procs, dir.path(), vec![1]);
+    o.nodes = Some(4);
+    o.rounds = Some(3);
+    o.algo = Some("el-local".parse().unwrap());
+    let s = Settings::resolve(o).unwrap();
+    let report = testnet::run(&s).unwrap();
+    assert!(!report.failed);
+    check(dir.path(), 1, 4, 3, "procs");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
+            .unwrap();
+    assert!(summary["final_metric"].as_f64().unwrap() > summary["initial_metric"].as_f64().unwrap());
+    assert!(summary["chunk_bytes_per_rn_per_round"].as_f64().unwrap() > 0.0);
+}
+
 /// VN hosts (`node vn`) on their own loopback IPs: the address-grouping attack that links every node's VNs
 /// when they run inside it links them no better than chance once hosts deal VNs at random.
 #[test]
