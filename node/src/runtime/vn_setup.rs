@@ -31,6 +31,9 @@ use crate::{NodeError, Result, VnAddr};
 /// makes a stuck VN slow its RN down instead of growing a queue.
 pub(crate) const VN_COMMAND_CAPACITY: usize = 8;
 
+/// Longest time a setup may name (a week): far beyond any honest timing, far below a Duration overflow.
+const MAX_SETUP_MS: u64 = 7 * 24 * 3600 * 1000;
+
 /// A VN's run parameters, as its RN decides them. Serialisable: it travels to VN hosts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct VnSetup {
@@ -201,6 +204,37 @@ impl VnSetup {
                 "VN setup: a chunk over the protocol's limit".into(),
             ));
         }
+        // Degree and times feed sub-step counts and durations the engine multiplies: values beyond any
+        // honest run are refused here rather than overflowing there.
+        if s.degree > protocol::rnvn::MAX_EDGE_SLOTS {
+            return Err(NodeError::Config(format!(
+                "VN setup: degree {} over {}",
+                s.degree,
+                protocol::rnvn::MAX_EDGE_SLOTS
+            )));
+        }
+        let t = &s.timing;
+        let times = [
+            t.cyclon_period_ms,
+            t.shuffle_timeout_ms,
+            t.substep_ms,
+            t.exchange_timeout_ms,
+            t.send_jitter_ms,
+            t.send_pace_ms,
+            t.warmup_ms,
+            t.handshake_timeout_ms,
+            s.chunk_request_ms,
+            s.control_request_ms,
+            s.idle_connection_ms,
+        ];
+        if times.iter().any(|&ms| ms > MAX_SETUP_MS) {
+            return Err(NodeError::Config(format!(
+                "VN setup: a time over {MAX_SETUP_MS} ms"
+            )));
+        }
+        s.values
+            .validate()
+            .map_err(|e| NodeError::Config(format!("VN setup: {e}")))?;
         Ok(s)
     }
 }
@@ -257,6 +291,12 @@ mod tests {
         assert!(VnSetup::decode(&s.encode().unwrap()).is_err());
         let mut s = setup();
         s.chunk_lens = vec![protocol::chunk::MAX_CHUNK_VALUES + 1];
+        assert!(VnSetup::decode(&s.encode().unwrap()).is_err());
+        let mut s = setup();
+        s.degree = usize::MAX;
+        assert!(VnSetup::decode(&s.encode().unwrap()).is_err());
+        let mut s = setup();
+        s.timing.substep_ms = u64::MAX;
         assert!(VnSetup::decode(&s.encode().unwrap()).is_err());
         assert!(VnSetup::decode(&[1, 2, 3]).is_err());
     }
