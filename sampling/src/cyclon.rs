@@ -23,6 +23,11 @@
 //! crashed peers leave the views (the oldest entry is always shuffled next, so a dead entry is probed within
 //! a bounded number of periods once it is the oldest). A VN joins with a list of bootstrap peers; its fresh
 //! self entries then spread through its shuffles.
+//!
+//! A second deviation: a VN whose view has emptied (every entry removed by failed shuffles and failed
+//! sends, as happens to some VNs when a network is overloaded and replies come late) takes
+//! [`CyclonConfig::shuffle_len`] random bootstrap peers back into its view at its next shuffle, instead of
+//! staying without anyone to shuffle with for the rest of the run.
 
 use std::time::Duration;
 
@@ -132,6 +137,9 @@ pub struct Cyclon<I> {
     rng: ChaCha12Rng,
     next_shuffle: Option<Duration>,
     pending: Option<Pending<I>>,
+    /// The peers given at [`Cyclon::join`] (from the local peer list, never from the wire): where an emptied
+    /// view starts again.
+    bootstrap: Vec<I>,
 }
 
 impl<I: PeerId> Cyclon<I> {
@@ -147,6 +155,7 @@ impl<I: PeerId> Cyclon<I> {
             rng,
             next_shuffle: None,
             pending: None,
+            bootstrap: Vec::new(),
         })
     }
 
@@ -176,16 +185,34 @@ impl<I: PeerId> Cyclon<I> {
     /// delayed by a random fraction of the period so VNs that join together (e.g. siblings) do not shuffle in
     /// lockstep.
     pub fn join(&mut self, now: Duration, bootstrap: impl IntoIterator<Item = I>) {
-        for id in bootstrap {
+        let mut seen = std::collections::BTreeSet::new();
+        self.bootstrap = bootstrap
+            .into_iter()
+            .filter(|id| *id != self.me && seen.insert(id.clone()))
+            .collect();
+        for id in self.bootstrap.clone() {
             if self.view.len() >= self.cfg.view_size {
                 break;
             }
-            if id != self.me && !self.contains(&id) {
+            if !self.contains(&id) {
                 self.view.push(ViewEntry { id, age: 0 });
                 self.supplier.push(None);
             }
         }
         self.start(now);
+    }
+
+    /// An emptied view starts again from up to `shuffle_len` random bootstrap peers (module doc).
+    fn rejoin(&mut self) {
+        let mut idx: Vec<usize> = (0..self.bootstrap.len()).collect();
+        idx.shuffle(&mut self.rng);
+        for i in idx.into_iter().take(self.cfg.shuffle_len) {
+            self.view.push(ViewEntry {
+                id: self.bootstrap[i].clone(),
+                age: 0,
+            });
+            self.supplier.push(None);
+        }
     }
 
     /// Restores a saved view (what [`Cyclon::entries`] returned before a restart) and starts shuffling, so a
@@ -322,7 +349,10 @@ impl<I: PeerId> Cyclon<I> {
             e.age = (e.age + 1).min(MAX_AGE);
         }
         if self.view.is_empty() {
-            return;
+            self.rejoin();
+            if self.view.is_empty() {
+                return;
+            }
         }
         // Oldest entry is the target (ties broken by position, which is itself random after merges).
         let oldest = (0..self.view.len())
@@ -470,6 +500,49 @@ mod tests {
         let mut b = Cyclon::new(0u32, cfg, crate::derive_rng(1, 1)).unwrap();
         b.restore(Duration::ZERO, a.entries().to_vec());
         assert_eq!(b.entries(), a.entries());
+    }
+
+    #[test]
+    fn an_emptied_view_starts_again_from_the_bootstrap_peers() {
+        let cfg = CyclonConfig {
+            view_size: 4,
+            shuffle_len: 2,
+            ..CyclonConfig::default()
+        };
+        let mut c = Cyclon::new(0u32, cfg.clone(), derive_rng(1, 0)).unwrap();
+        let boot = [1u32, 2, 3, 0, 2, 4, 5, 6];
+        c.join(Duration::ZERO, boot);
+        let mut out = Vec::new();
+        // Every send fails: the view empties (each failed send removes its peer).
+        for p in [1u32, 2, 3, 4] {
+            c.handle(Duration::ZERO, CyclonInput::SendFailed { to: p }, &mut out);
+        }
+        assert!(c.entries().is_empty());
+        // The next shuffle takes shuffle_len bootstrap peers back and shuffles with one of them.
+        out.clear();
+        let at = c.next_timeout().unwrap();
+        c.handle(at, CyclonInput::Tick, &mut out);
+        c.check_invariants().unwrap();
+        let sent: Vec<u32> = out
+            .iter()
+            .filter_map(|o| match o {
+                CyclonOutput::Send { to, .. } => Some(*to),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sent.len(), 1, "{out:?}");
+        // One of the two taken back is the target (removed while its shuffle is pending), the other stays.
+        assert_eq!(c.entries().len(), cfg.shuffle_len - 1);
+        let back: Vec<u32> = c.peers().into_iter().chain(sent).collect();
+        assert!(back.iter().all(|p| [1, 2, 3, 4, 5, 6].contains(p)), "{back:?}");
+        assert_ne!(back[0], back[1]);
+        // Without bootstrap peers an emptied view stays empty and nothing is sent.
+        let mut lone = Cyclon::new(0u32, cfg, derive_rng(1, 1)).unwrap();
+        lone.join(Duration::ZERO, [0u32]);
+        out.clear();
+        let at = lone.next_timeout().unwrap();
+        lone.handle(at, CyclonInput::Tick, &mut out);
+        assert!(out.is_empty() && lone.entries().is_empty());
     }
 
     #[test]

@@ -295,7 +295,15 @@ impl VnTask {
                 ..
             })) => {
                 tracing::debug!(vn = self.index, %peer, %error, "control message not delivered");
-                Some(Self::failed_send(peer, &error, addrs))
+                match error {
+                    // A late acknowledgement is a busy peer, not a gone one: the message went out on a live
+                    // connection. Counting it as a failed send removed the peer from the Cyclon view, and in
+                    // an overloaded network (512 VNs in one process on two cores) late acks drained views
+                    // until VNs had no one left to gossip with. Cyclon's own shuffle timeout and the overlay's
+                    // reservation and retransmission timers already handle messages whose answer never comes.
+                    request_response::OutboundFailure::Timeout => None,
+                    _ => Some(Self::failed_send(peer, &error, addrs)),
+                }
             }
             SwarmEvent::Behaviour(VnBehaviourEvent::Round(Event::Message {
                 peer,
