@@ -1152,6 +1152,7 @@ impl<I: VnIdentity> VnEngine<I> {
         let at_join = p.at_join;
         let mut answers: Vec<Round> = p.answers.into_values().collect();
         if answers.len() < CATCH_UP_WITNESSES {
+            tracing::info!(answers = answers.len(), at_join, "probe: too few answers to decide");
             return;
         }
         answers.sort_unstable();
