@@ -630,7 +630,7 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         self.newest = Some(self.newest.map_or(round, |n| n.max(round)));
-        self.ahead.moved_to(self.newest.unwrap_or(round));
+        self.ahead.expire(now);
         if self.push {
             self.push_round(now, round, out);
             self.forget_old_rounds(out);
@@ -1590,6 +1590,8 @@ impl<I: VnIdentity> VnEngine<I> {
     /// Sends due chunks and reports finished rounds.
     fn finish(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
         self.send_due(now, out);
+        // Peers heard within one overlay window: those in step speak to us every few sub-steps.
+        let fresh = self.cfg.sampler.overlay.deadline();
         for (&round, r) in self.rounds.iter_mut() {
             let Some(deadline) = r.deadline else { continue };
             if r.done {
@@ -1600,7 +1602,12 @@ impl<I: VnIdentity> VnEngine<I> {
                 && r.neighbours
                     .as_ref()
                     .is_some_and(|n| n.iter().all(|p| r.received_from.contains(p)));
-            if (all_in && r.awaiting_reply.is_empty()) || now >= deadline {
+            // Issue 15: an exchange the network is well behind (`HOLD_LEAD`) stays open until most peers
+            // heard lately are within reach of it, or its deadline: a node that landed ahead, or whose
+            // exchange had nobody to wait for, would otherwise run on alone (see `HOLD_LEAD`). Checked
+            // after every input, the Cyclon ticks included.
+            let held = all_in && self.ahead.network_behind(now, round, fresh);
+            if (all_in && r.awaiting_reply.is_empty() && !held) || now >= deadline {
                 r.done = true;
                 // A round complete before its deadline tells when the slowest neighbour's chunk came.
                 if self.cfg.send_pace_auto
@@ -2656,6 +2663,53 @@ mod tests {
             VnOutput::ToRn(FromVirtualNode::Done(s)) => Some(*s),
             _ => None,
         })
+    }
+
+    /// Issue 15, a node running ahead: an exchange with nobody to wait for ends at once — unless most peers
+    /// heard lately are two or more exchanges behind it (`HOLD_LEAD`): then it stays open until most are
+    /// within one, and never past its deadline.
+    #[test]
+    fn an_exchange_the_network_is_well_behind_is_held() {
+        // A static graph without edges: every exchange has nobody to wait for.
+        let alone = || {
+            let cfg = static_engine().cfg.clone();
+            let mut e =
+                VnEngine::new(0u32, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(|_| true))
+                    .unwrap();
+            e.handle(Duration::ZERO, VnInput::StartRound(Round(0)));
+            e.on_frozen(Duration::ZERO, Round(0), vec![], &mut Vec::new());
+            e
+        };
+        let claim = |e: &mut VnEngine<u32>, now: Duration, from: u32, round: u64| {
+            let msg = ControlMsg::Overlay(OverlayMsg::Propose {
+                round: Round(round),
+                origin: from,
+                nonce: 1,
+                ttl: 1,
+            });
+            e.handle(now, VnInput::Control { from, bytes: control(from, msg) })
+        };
+        let t = Duration::from_millis(10);
+        let mut e = alone();
+        assert!(done_of(&e.handle(t, VnInput::FromRn(own_frame(10, 1.0)))).is_some(), "nobody heard: at once");
+        let mut e = alone();
+        for p in 1..=3 {
+            claim(&mut e, t, p, 8);
+        }
+        assert!(done_of(&e.handle(t, VnInput::FromRn(own_frame(10, 1.0)))).is_none(), "three peers at 8: held");
+        assert!(done_of(&claim(&mut e, t, 1, 9)).is_none(), "one of three within one");
+        assert!(done_of(&claim(&mut e, t, 2, 9)).is_some(), "two of three within one: done");
+        // Bounded by the exchange deadline, however long the peers stay behind.
+        let mut e = alone();
+        for p in 1..=3 {
+            claim(&mut e, t, p, 8);
+        }
+        e.handle(t, VnInput::FromRn(own_frame(10, 1.0)));
+        let deadline = t + e.cfg.exchange_timeout;
+        for p in 1..=3 {
+            assert!(done_of(&claim(&mut e, deadline - Duration::from_millis(1), p, 8)).is_none());
+        }
+        assert!(done_of(&e.handle(deadline, VnInput::Tick)).is_some());
     }
 
     /// Issue 15: a neighbour whose connection closed for good (`PeerGone`) costs its chunk, not the exchange
