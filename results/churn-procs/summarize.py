@@ -8,7 +8,7 @@ import json, statistics, sys
 from pathlib import Path
 
 out = Path(sys.argv[1] if len(sys.argv) > 1 else "results/churn-procs")
-KINDS = ("clean", "kill", "pause")
+KINDS = ("clean", "kill", "kill-3s", "pause")
 
 
 def runs(kind):
@@ -47,7 +47,7 @@ def since(x, key):
 # Which node indices are victims in each churn kind (from the runs themselves); clean runs are split the
 # same way as the kill runs' victims.
 victims_of = {}
-for kind in ("kill", "pause"):
+for kind in ("kill", "kill-3s", "pause"):
     for _, s in runs(kind):
         c = s.get("churn") or {}
         victims_of[kind] = sorted(x["node"] for x in c.get("killed", []) + c.get("paused", []))
