@@ -1153,6 +1153,10 @@ impl<I: VnIdentity> VnEngine<I> {
         let mut answers: Vec<Round> = p.answers.into_values().collect();
         if answers.len() < CATCH_UP_WITNESSES {
             tracing::info!(answers = answers.len(), at_join, "probe: too few answers to decide");
+            if at_join {
+                // Nothing known: the resumed node starts where it is now (see `start_resumed`).
+                self.start_resumed(out);
+            }
             return;
         }
         answers.sort_unstable();
@@ -1174,7 +1178,28 @@ impl<I: VnIdentity> VnEngine<I> {
                 0
             };
             self.report_behind(now, at, margin, out);
+        } else if at_join {
+            // The network is within this VN's reach. Its first round back is as slow as ever, so it still
+            // lands past the median if that is beyond its own round; if not, it starts where it is. Either
+            // way at once: a resumed node whose probe found nothing beyond its window used to wait out the
+            // warm-up (1.5 s on loopback; measured in procs mode, a restart 1 s after the kill lost 1.5 s
+            // this way), which mixes views before round 0 and is not needed after a restart.
+            let margin = self.cfg.lookahead.min(MAX_FUTURE_ROUNDS);
+            let last = self.cfg.last_round.unwrap_or(Round(u64::MAX));
+            if (at + margin).min(last) > newest {
+                self.report_behind(now, at, margin, out);
+            } else {
+                self.start_resumed(out);
+            }
         }
+    }
+
+    /// A resumed node's join probe is decided without finding the network beyond its own round: its RN
+    /// (waiting for this before its first round) starts at the round it resumed at. `Behind` naming this
+    /// VN's own exchange is that signal: the RN skips nothing for it.
+    fn start_resumed(&mut self, out: &mut Vec<VnOutput<I>>) {
+        let exchange = self.newest.unwrap_or(Round::ZERO);
+        out.push(VnOutput::ToRn(FromVirtualNode::Behind { exchange }));
     }
 
     /// `peer`'s connection closed and it could not be dialled again: it is treated as a send failure
@@ -2705,9 +2730,14 @@ mod tests {
             claim(&mut e, t, p, 8);
         }
         e.handle(t, VnInput::FromRn(own_frame(10, 1.0)));
+        // The peers keep speaking (claims stay fresh: within one overlay window).
         let deadline = t + e.cfg.exchange_timeout;
-        for p in 1..=3 {
-            assert!(done_of(&claim(&mut e, deadline - Duration::from_millis(1), p, 8)).is_none());
+        let mut now = t;
+        while now + Duration::from_millis(100) < deadline {
+            now += Duration::from_millis(100);
+            for p in 1..=3 {
+                assert!(done_of(&claim(&mut e, now, p, 8)).is_none(), "held at {now:?}");
+            }
         }
         assert!(done_of(&e.handle(deadline, VnInput::Tick)).is_some());
     }
@@ -2849,6 +2879,34 @@ mod tests {
         }
         // Lower median of 3, 3, 10, 11, 12 is 10; the RN rejoins min(lookahead, MAX_FUTURE_ROUNDS) past it.
         assert_eq!(behind(&out), Some(Round(10 + MAX_FUTURE_ROUNDS)));
+    }
+
+    /// Issue 15: a resumed VN's join probe always lets its RN start at once — past the median when that is
+    /// beyond its own round even within its window, at its own round when the network is not ahead or too
+    /// few peers answered — instead of waiting out the warm-up.
+    #[test]
+    fn a_resumed_node_starts_at_once_whatever_its_probe_finds() {
+        let t = Duration::ZERO;
+        let run = |answers: [Option<u64>; 5], failed: usize| {
+            let mut e = probing(Some(6));
+            let asked = queries(&e.join(t, 1..=12));
+            let mut out = Vec::new();
+            for (i, (&p, at)) in asked.iter().zip(answers).enumerate() {
+                out = if i < failed {
+                    e.handle(t, VnInput::RoundQueryFailed { to: p })
+                } else {
+                    answer(&mut e, t, p, at)
+                };
+            }
+            behind(&out)
+        };
+        let a = |r| Some(r);
+        // Within reach (median 7, 6 + MAX_FUTURE_ROUNDS = 8): lands 2 past it all the same.
+        assert_eq!(run([a(7), a(7), a(7), a(8), a(8)], 0), Some(Round(7 + MAX_FUTURE_ROUNDS)));
+        // The network at its own round or behind it: starts where it is.
+        assert_eq!(run([a(3), a(4), a(4), a(4), a(5)], 0), Some(Round(6)));
+        // Too few answers: starts where it is.
+        assert_eq!(run([a(30), a(30), a(30), a(30), a(30)], 3), Some(Round(6)));
     }
 
     /// The probe keeps the old protection: a VN asks only once three peers it hears are beyond its window,
