@@ -2900,13 +2900,12 @@ mod tests {
             }
             behind(&out)
         };
-        let a = |r| Some(r);
         // Within reach (median 7, 6 + MAX_FUTURE_ROUNDS = 8): lands 2 past it all the same.
-        assert_eq!(run([a(7), a(7), a(7), a(8), a(8)], 0), Some(Round(7 + MAX_FUTURE_ROUNDS)));
+        assert_eq!(run([Some(7), Some(7), Some(7), Some(8), Some(8)], 0), Some(Round(7 + MAX_FUTURE_ROUNDS)));
         // The network at its own round or behind it: starts where it is.
-        assert_eq!(run([a(3), a(4), a(4), a(4), a(5)], 0), Some(Round(6)));
+        assert_eq!(run([Some(3), Some(4), Some(4), Some(4), Some(5)], 0), Some(Round(6)));
         // Too few answers: starts where it is.
-        assert_eq!(run([a(30), a(30), a(30), a(30), a(30)], 3), Some(Round(6)));
+        assert_eq!(run([Some(30), Some(30), Some(30), Some(30), Some(30)], 3), Some(Round(6)));
     }
 
     /// The probe keeps the old protection: a VN asks only once three peers it hears are beyond its window,
