@@ -151,6 +151,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Run { config, resume } => {
+            // The log's first line: its timestamp is when the process began (start-up phases follow).
+            tracing::info!(resume, "start-up: process running");
             let cfg = NodeConfig::load(&config)?;
             let limit = node::limits::raise_open_files_limit();
             // Peers of other nodes run elsewhere: one descriptor per connection.

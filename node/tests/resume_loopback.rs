@@ -259,6 +259,20 @@ async fn a_stopped_node_is_not_waited_for_and_rejoins_from_its_checkpoint_within
         .map(|(at, (_, m))| (restarted_at + at, m))
         .collect();
     let rounds: Vec<u64> = back.iter().map(|(_, m)| m.round.get()).collect();
+    // What the victim did after its restart (shown with --nocapture): its round, the others' newest then,
+    // its neighbours over both VNs and the copies it received.
+    eprintln!(
+        "victim after the restart (round, others' newest, neighbours, copies, round s): {:?}",
+        back.iter()
+            .map(|(at, m)| (
+                m.round.get(),
+                log.others_newest(VICTIM, *at),
+                m.neighbours,
+                m.copies_received,
+                (m.round_secs * 100.0).round() / 100.0
+            ))
+            .collect::<Vec<_>>()
+    );
     let first = back.first().expect("rounds after the restart").1;
     assert!(first.resumed, "{first:?}");
     assert!(

@@ -76,19 +76,33 @@ pub struct Summary {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
-/// Mean over RNs of each round's metric, for rounds every RN reported.
+/// Mean over RNs of each round's metric, for the rounds every RN reached (up to the lowest last round
+/// reported): a round averages the RNs that reported it. An RN that was down (killed, then restarted with
+/// `--resume`) or skipped rounds catching up has no line for them and is left out of those rounds' means
+/// (a round nobody reported repeats the previous mean); its later rounds count again. Counting reports
+/// instead of rounds reached cut such a run's series short: a node killed after round 6 of 25 and back for
+/// the last 4 has 11 lines, so the "final" mean was round 10's, over the others only.
 pub fn mean_series(metrics: &[Vec<RoundMetrics>], f: impl Fn(&RoundMetrics) -> f64) -> Vec<f64> {
-    let complete = metrics.iter().map(Vec::len).min().unwrap_or(0);
-    (0..complete)
-        .map(|t| {
-            let vals: Vec<f64> = metrics
-                .iter()
-                .filter_map(|m| m.iter().find(|x| x.round.get() == t as u64))
-                .map(&f)
-                .collect();
-            vals.iter().sum::<f64>() / vals.len().max(1) as f64
-        })
-        .collect()
+    let reached = metrics
+        .iter()
+        .map(|m| m.iter().map(|x| x.round.get() + 1).max().unwrap_or(0))
+        .min()
+        .unwrap_or(0);
+    let mut series: Vec<f64> = Vec::with_capacity(reached as usize);
+    for t in 0..reached {
+        let vals: Vec<f64> = metrics
+            .iter()
+            .filter_map(|m| m.iter().find(|x| x.round.get() == t))
+            .map(&f)
+            .collect();
+        let mean = if vals.is_empty() {
+            series.last().copied().unwrap_or(f64::NAN)
+        } else {
+            vals.iter().sum::<f64>() / vals.len() as f64
+        };
+        series.push(mean);
+    }
+    series
 }
 
 impl Summary {
@@ -624,6 +638,23 @@ mod tests {
             vec![m(0, 2.0), m(1, 1.0)],
         ];
         assert_eq!(mean_series(&runs, |m| m.test_metric), vec![2.0, 1.1]);
+    }
+
+    /// A node killed after round 1 and back for rounds 4-5 (issue 15) has fewer lines than rounds: the
+    /// series still runs to the last round, each round over the nodes that reported it.
+    #[test]
+    fn series_run_to_the_last_round_over_nodes_that_were_down() {
+        let runs = vec![
+            (0..6).map(|t| m(t, 1.0)).collect::<Vec<_>>(),
+            vec![m(0, 3.0), m(1, 3.0), m(4, 2.0), m(5, 2.0)],
+        ];
+        assert_eq!(
+            mean_series(&runs, |m| m.test_metric),
+            vec![2.0, 2.0, 1.0, 1.0, 1.5, 1.5]
+        );
+        // Rounds nobody reported repeat the previous mean.
+        let gap = vec![vec![m(0, 1.0), m(3, 2.0)], vec![m(0, 3.0), m(3, 2.0)]];
+        assert_eq!(mean_series(&gap, |m| m.test_metric), vec![2.0, 2.0, 2.0, 2.0]);
     }
 
     #[test]

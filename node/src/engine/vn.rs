@@ -630,7 +630,7 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         self.newest = Some(self.newest.map_or(round, |n| n.max(round)));
-        self.ahead.moved_to(self.newest.unwrap_or(round));
+        self.ahead.expire(now);
         if self.push {
             self.push_round(now, round, out);
             self.forget_old_rounds(out);
@@ -1152,6 +1152,11 @@ impl<I: VnIdentity> VnEngine<I> {
         let at_join = p.at_join;
         let mut answers: Vec<Round> = p.answers.into_values().collect();
         if answers.len() < CATCH_UP_WITNESSES {
+            tracing::info!(answers = answers.len(), at_join, "probe: too few answers to decide");
+            if at_join {
+                // Nothing known: the resumed node starts where it is now (see `start_resumed`).
+                self.start_resumed(out);
+            }
             return;
         }
         answers.sort_unstable();
@@ -1173,7 +1178,28 @@ impl<I: VnIdentity> VnEngine<I> {
                 0
             };
             self.report_behind(now, at, margin, out);
+        } else if at_join {
+            // The network is within this VN's reach. Its first round back is as slow as ever, so it still
+            // lands past the median if that is beyond its own round; if not, it starts where it is. Either
+            // way at once: a resumed node whose probe found nothing beyond its window used to wait out the
+            // warm-up (1.5 s on loopback; measured in procs mode, a restart 1 s after the kill lost 1.5 s
+            // this way), which mixes views before round 0 and is not needed after a restart.
+            let margin = self.cfg.lookahead.min(MAX_FUTURE_ROUNDS);
+            let last = self.cfg.last_round.unwrap_or(Round(u64::MAX));
+            if (at + margin).min(last) > newest {
+                self.report_behind(now, at, margin, out);
+            } else {
+                self.start_resumed(out);
+            }
         }
+    }
+
+    /// A resumed node's join probe is decided without finding the network beyond its own round: its RN
+    /// (waiting for this before its first round) starts at the round it resumed at. `Behind` naming this
+    /// VN's own exchange is that signal: the RN skips nothing for it.
+    fn start_resumed(&mut self, out: &mut Vec<VnOutput<I>>) {
+        let exchange = self.newest.unwrap_or(Round::ZERO);
+        out.push(VnOutput::ToRn(FromVirtualNode::Behind { exchange }));
     }
 
     /// `peer`'s connection closed and it could not be dialled again: it is treated as a send failure
@@ -1589,6 +1615,8 @@ impl<I: VnIdentity> VnEngine<I> {
     /// Sends due chunks and reports finished rounds.
     fn finish(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
         self.send_due(now, out);
+        // Peers heard within one overlay window: those in step speak to us every few sub-steps.
+        let fresh = self.cfg.sampler.overlay.deadline();
         for (&round, r) in self.rounds.iter_mut() {
             let Some(deadline) = r.deadline else { continue };
             if r.done {
@@ -1599,7 +1627,12 @@ impl<I: VnIdentity> VnEngine<I> {
                 && r.neighbours
                     .as_ref()
                     .is_some_and(|n| n.iter().all(|p| r.received_from.contains(p)));
-            if (all_in && r.awaiting_reply.is_empty()) || now >= deadline {
+            // Issue 15: an exchange the network is well behind (`HOLD_LEAD`) stays open until most peers
+            // heard lately are within reach of it, or its deadline: a node that landed ahead, or whose
+            // exchange had nobody to wait for, would otherwise run on alone (see `HOLD_LEAD`). Checked
+            // after every input, the Cyclon ticks included.
+            let held = all_in && self.ahead.network_behind(now, round, fresh);
+            if (all_in && r.awaiting_reply.is_empty() && !held) || now >= deadline {
                 r.done = true;
                 // A round complete before its deadline tells when the slowest neighbour's chunk came.
                 if self.cfg.send_pace_auto
@@ -2657,6 +2690,58 @@ mod tests {
         })
     }
 
+    /// Issue 15, a node running ahead: an exchange with nobody to wait for ends at once — unless most peers
+    /// heard lately are two or more exchanges behind it (`HOLD_LEAD`): then it stays open until most are
+    /// within one, and never past its deadline.
+    #[test]
+    fn an_exchange_the_network_is_well_behind_is_held() {
+        // A static graph without edges: every exchange has nobody to wait for.
+        let alone = || {
+            let cfg = static_engine().cfg.clone();
+            let mut e =
+                VnEngine::new(0u32, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(|_| true))
+                    .unwrap();
+            e.handle(Duration::ZERO, VnInput::StartRound(Round(0)));
+            e.on_frozen(Duration::ZERO, Round(0), vec![], &mut Vec::new());
+            e
+        };
+        let claim = |e: &mut VnEngine<u32>, now: Duration, from: u32, round: u64| {
+            let msg = ControlMsg::Overlay(OverlayMsg::Propose {
+                round: Round(round),
+                origin: from,
+                nonce: 1,
+                ttl: 1,
+            });
+            e.handle(now, VnInput::Control { from, bytes: control(from, msg) })
+        };
+        let t = Duration::from_millis(10);
+        let mut e = alone();
+        assert!(done_of(&e.handle(t, VnInput::FromRn(own_frame(10, 1.0)))).is_some(), "nobody heard: at once");
+        let mut e = alone();
+        for p in 1..=3 {
+            claim(&mut e, t, p, 8);
+        }
+        assert!(done_of(&e.handle(t, VnInput::FromRn(own_frame(10, 1.0)))).is_none(), "three peers at 8: held");
+        assert!(done_of(&claim(&mut e, t, 1, 9)).is_none(), "one of three within one");
+        assert!(done_of(&claim(&mut e, t, 2, 9)).is_some(), "two of three within one: done");
+        // Bounded by the exchange deadline, however long the peers stay behind.
+        let mut e = alone();
+        for p in 1..=3 {
+            claim(&mut e, t, p, 8);
+        }
+        e.handle(t, VnInput::FromRn(own_frame(10, 1.0)));
+        // The peers keep speaking (claims stay fresh: within one overlay window).
+        let deadline = t + e.cfg.exchange_timeout;
+        let mut now = t;
+        while now + Duration::from_millis(100) < deadline {
+            now += Duration::from_millis(100);
+            for p in 1..=3 {
+                assert!(done_of(&claim(&mut e, now, p, 8)).is_none(), "held at {now:?}");
+            }
+        }
+        assert!(done_of(&e.handle(deadline, VnInput::Tick)).is_some());
+    }
+
     /// Issue 15: a neighbour whose connection closed for good (`PeerGone`) costs its chunk, not the exchange
     /// deadline: the open exchange ends as soon as the others' chunks are in, later exchanges no longer send
     /// to it or wait for it, and a chunk it sends after all is refused.
@@ -2794,6 +2879,33 @@ mod tests {
         }
         // Lower median of 3, 3, 10, 11, 12 is 10; the RN rejoins min(lookahead, MAX_FUTURE_ROUNDS) past it.
         assert_eq!(behind(&out), Some(Round(10 + MAX_FUTURE_ROUNDS)));
+    }
+
+    /// Issue 15: a resumed VN's join probe always lets its RN start at once — past the median when that is
+    /// beyond its own round even within its window, at its own round when the network is not ahead or too
+    /// few peers answered — instead of waiting out the warm-up.
+    #[test]
+    fn a_resumed_node_starts_at_once_whatever_its_probe_finds() {
+        let t = Duration::ZERO;
+        let run = |answers: [Option<u64>; 5], failed: usize| {
+            let mut e = probing(Some(6));
+            let asked = queries(&e.join(t, 1..=12));
+            let mut out = Vec::new();
+            for (i, (&p, at)) in asked.iter().zip(answers).enumerate() {
+                out = if i < failed {
+                    e.handle(t, VnInput::RoundQueryFailed { to: p })
+                } else {
+                    answer(&mut e, t, p, at)
+                };
+            }
+            behind(&out)
+        };
+        // Within reach (median 7, 6 + MAX_FUTURE_ROUNDS = 8): lands 2 past it all the same.
+        assert_eq!(run([Some(7), Some(7), Some(7), Some(8), Some(8)], 0), Some(Round(7 + MAX_FUTURE_ROUNDS)));
+        // The network at its own round or behind it: starts where it is.
+        assert_eq!(run([Some(3), Some(4), Some(4), Some(4), Some(5)], 0), Some(Round(6)));
+        // Too few answers: starts where it is.
+        assert_eq!(run([Some(30), Some(30), Some(30), Some(30), Some(30)], 3), Some(Round(6)));
     }
 
     /// The probe keeps the old protection: a VN asks only once three peers it hears are beyond its window,

@@ -199,6 +199,10 @@ impl NodeBuilder {
     /// Starts listening, joins the network and runs the rounds in the background. Must be called within a
     /// tokio runtime.
     pub async fn spawn(self) -> Result<(NodeHandle, mpsc::Receiver<NodeEvent>)> {
+        // Start-up phases are logged with the time since this call (how long a restarted node takes to come
+        // back: results/churn-procs); a measurement, not an input to any engine.
+        #[allow(clippy::disallowed_methods)]
+        let started = std::time::Instant::now();
         let k = match &self.remote {
             Some(_) if !self.keys.is_empty() => {
                 return Err(NodeError::Config(
@@ -240,12 +244,14 @@ impl NodeBuilder {
             Some(l) => l,
             None => {
                 let (learning, index) = (self.learning.clone(), self.index);
-                tokio::task::spawn_blocking(move || -> Result<Learner> {
+                let l = tokio::task::spawn_blocking(move || -> Result<Learner> {
                     let (split, parts) = learning.load()?;
                     Ok(learning.learners(&split, &parts, [index])?.remove(0))
                 })
                 .await
-                .map_err(|e| NodeError::Config(format!("loading data panicked: {e}")))??
+                .map_err(|e| NodeError::Config(format!("loading data panicked: {e}")))??;
+                tracing::info!(secs = started.elapsed().as_secs_f64(), "start-up: data loaded");
+                l
             }
         };
         let spec = self.algorithm.unwrap_or_else(|| AlgoSpec::from_vns(k));
@@ -302,7 +308,7 @@ impl NodeBuilder {
                     })
                     .await
                     .map_err(|e| NodeError::Config(format!("restoring panicked: {e}")))??;
-                    tracing::info!(round = %meta.round, dir = %dir.path().display(), "resuming from a checkpoint");
+                    tracing::info!(round = %meta.round, dir = %dir.path().display(), secs = started.elapsed().as_secs_f64(), "resuming from a checkpoint");
                     Some(meta)
                 }
                 None => {
@@ -436,6 +442,7 @@ impl NodeBuilder {
             }
         }
         drop(to_rn);
+        tracing::info!(secs = started.elapsed().as_secs_f64(), vns = addrs.len(), "start-up: virtual nodes listening");
         // The RN task supervises its VN tasks: one that ends before the node does is reported and the rounds
         // go on without it (`RnInput::VnLost`), instead of the RN waiting for it for ever.
         let mut vn_tasks = tokio::task::JoinSet::new();

@@ -102,6 +102,12 @@ impl RnTask {
             }
         }
         let mut out = self.engine.handle(self.epoch.elapsed(), RnInput::Start);
+        tracing::info!(
+            node = self.index,
+            round = %self.engine.round(),
+            secs = self.epoch.elapsed().as_secs_f64(),
+            "start-up: first round begins"
+        );
         let mut job: Option<JobHandle> = None;
         loop {
             if self.apply(out, &mut job).await? {

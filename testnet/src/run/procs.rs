@@ -350,14 +350,18 @@ async fn launch(
     while !closed.iter().all(|c| *c) || restart_due.iter().any(Option::is_some) {
         let next_restart = restart_due.iter().flatten().min().copied();
         tokio::select! {
-            ev = rx.recv() => match ev {
+            ev = rx.recv() => {
+                // When the harness saw it: the churn report's wall-clock timings (no engine reads them).
+                #[allow(clippy::disallowed_methods)]
+                let seen = tokio::time::Instant::now();
+                match ev {
                 None => break,
                 Some((i, l, _)) if l != life[i] => {}
                 Some((i, _, ChildEvent::Round(m))) => {
                     progress.on_round(i, &m);
                     newest_round = newest_round.max(m.round.get());
                     let round = m.round.get();
-                    log.on_round(i, round, m.copies_received);
+                    log.on_round(i, round, m.copies_received, seen);
                     metrics[i].push(m);
                     if interrupted {
                         continue;
@@ -395,12 +399,13 @@ async fn launch(
                                 progress.note(&format!("churn: SIGCONT node {v} after round {round}"));
                                 signal(pids[v], "-CONT");
                                 log.continued_at[v] = Some(round);
+                                log.continued_time[v] = Some(seen);
                             }
                         }
                     }
                 }
                 Some((i, _, ChildEvent::BadLine(l))) => progress.note(&format!("node {i}: unexpected output: {l}")),
-                Some((_, _, ChildEvent::Listening)) => {}
+                Some((i, _, ChildEvent::Listening)) => log.on_listening(i, seen),
                 Some((i, _, ChildEvent::StdoutClosed)) => {
                     closed[i] = true;
                     sample(&pids, &mut peaks);
@@ -418,7 +423,7 @@ async fn launch(
                         interrupted = true;
                     }
                 }
-            },
+            }},
             _ = async { tokio::time::sleep_until(next_restart.expect("guarded")).await }, if next_restart.is_some() => {
                 // Restart every node whose time has come, resuming from its checkpoints.
                 // The harness's wall clock, against the restart times it set.
@@ -437,6 +442,7 @@ async fn launch(
                         logs[i] = log_path;
                         closed[i] = false;
                         log.restarted_at[i] = Some(newest_round);
+                        log.restarted_time[i] = Some(now);
                     }
                 }
             }
@@ -464,6 +470,12 @@ async fn launch(
     );
     extra.insert("peak_rss_is".into(), json!("sum over node processes"));
     extra.insert("node_binary".into(), json!(bin.display().to_string()));
+    // Each node's own last metric (the summary's final metric is their mean): churn runs compare the
+    // victims with the others, and with the same nodes of a clean run.
+    extra.insert(
+        "final_metric_per_node".into(),
+        json!(metrics.iter().map(|m| m.last().map(|m| m.test_metric)).collect::<Vec<_>>()),
+    );
     extra.insert(
         "deployment_dir".into(),
         json!(
@@ -508,14 +520,34 @@ struct ChurnLog {
     killed: Vec<usize>,
     killed_at: Vec<Option<u64>>,
     restarted_at: Vec<Option<u64>>,
+    /// When the harness restarted each killed node (spawned `node run --resume`), and when the restarted
+    /// process first said a VN listens (data loaded, checkpoint restored, Swarm bound) with the others'
+    /// newest round then.
+    restarted_time: Vec<Option<tokio::time::Instant>>,
+    listening: Vec<Option<(tokio::time::Instant, u64)>>,
     paused: Vec<usize>,
     paused_at: Vec<Option<u64>>,
     continued_at: Vec<Option<u64>>,
+    continued_time: Vec<Option<tokio::time::Instant>>,
     /// Each node's last round reported.
     last: Vec<Option<u64>>,
-    /// For each victim, per round it reported: how many rounds the others' newest was ahead of it then, and
-    /// the copies it received.
-    lags: Vec<Vec<(u64, i64, u32)>>,
+    /// The newest round any node that is not a victim reported: where the network is.
+    others_newest: u64,
+    /// For each victim, per round it reported: how many rounds the others' newest was ahead of it then, the
+    /// copies it received, and when the harness saw the report.
+    lags: Vec<Vec<(u64, i64, u32, tokio::time::Instant)>>,
+}
+
+/// When a victim came back, counted from an event (the restart command, the restarted process listening,
+/// SIGCONT): seconds and the network's rounds (the others' newest reported round) since then.
+fn since(from: Option<(tokio::time::Instant, u64)>, to: Option<(tokio::time::Instant, u64)>) -> serde_json::Value {
+    match (from, to) {
+        (Some((t0, r0)), Some((t1, r1))) => json!({
+            "secs": t1.saturating_duration_since(t0).as_secs_f64(),
+            "network_rounds": r1 as i64 - r0 as i64,
+        }),
+        _ => serde_json::Value::Null,
+    }
 }
 
 impl ChurnLog {
@@ -524,10 +556,14 @@ impl ChurnLog {
             killed: Vec::new(),
             killed_at: vec![None; n],
             restarted_at: vec![None; n],
+            restarted_time: vec![None; n],
+            listening: vec![None; n],
             paused: Vec::new(),
             paused_at: vec![None; n],
             continued_at: vec![None; n],
+            continued_time: vec![None; n],
             last: vec![None; n],
+            others_newest: 0,
             lags: vec![Vec::new(); n],
         }
     }
@@ -536,33 +572,49 @@ impl ChurnLog {
         self.killed.contains(&i) || self.paused.contains(&i)
     }
 
-    fn on_round(&mut self, i: usize, round: u64, copies: u32) {
+    fn on_round(&mut self, i: usize, round: u64, copies: u32, at: tokio::time::Instant) {
         self.last[i] = Some(round);
         if self.is_victim(i) {
-            let others = (0..self.last.len())
-                .filter(|j| !self.is_victim(*j))
-                .filter_map(|j| self.last[j])
-                .max()
-                .unwrap_or(0);
-            self.lags[i].push((round, others as i64 - round as i64, copies));
+            self.lags[i].push((round, self.others_newest as i64 - round as i64, copies, at));
+        } else {
+            self.others_newest = self.others_newest.max(round);
+        }
+    }
+
+    /// A VN of node `i` listens: the first time after a restart, the process is up.
+    fn on_listening(&mut self, i: usize, at: tokio::time::Instant) {
+        if self.restarted_time[i].is_some() && self.listening[i].is_none() {
+            self.listening[i] = Some((at, self.others_newest));
         }
     }
 
     /// The first round a victim reported after the network's round `from` in step with the others (at
     /// most one round behind the newest they reported) and with copies received: it is back in the network.
-    fn rejoined(&self, i: usize, from: u64) -> Option<u64> {
+    /// With when it was seen and the others' newest round then.
+    fn rejoined(&self, i: usize, from: u64) -> Option<(u64, tokio::time::Instant, u64)> {
         self.lags[i]
             .iter()
-            .find(|(r, lag, copies)| *r > from && *lag <= 1 && *copies > 0)
-            .map(|(r, _, _)| *r)
+            .find(|(r, lag, copies, _)| *r > from && *lag <= 1 && *copies > 0)
+            .map(|(r, lag, _, at)| (*r, *at, (*r as i64 + lag) as u64))
+    }
+
+    /// The first round a victim reported after the network's round `from`, when it was seen and the
+    /// others' newest round then.
+    fn first_after(&self, i: usize, from: u64) -> Option<(tokio::time::Instant, u64)> {
+        self.lags[i]
+            .iter()
+            .find(|(r, ..)| *r > from)
+            .map(|(r, lag, _, at)| (*at, (*r as i64 + lag) as u64))
     }
 
     /// The scenario's outcome: for each victim when it was hit, when it came back, the first round after
-    /// that in which it received copies again (rejoined) and its last round; for the others the rounds they
-    /// completed and their slowest round; for killed nodes, the metrics file checked against what the node
-    /// printed (lines lost, lines duplicated).
+    /// that in which it received copies again (rejoined) — as its own round and as the time and the
+    /// network's rounds since the restart command, since its process listened, or since SIGCONT — its
+    /// last round and its final metric; for the others the rounds they completed, their slowest round and
+    /// their final metric; for killed nodes, the metrics file checked against what the node printed (lines
+    /// lost, lines duplicated).
     fn report(&self, metrics: &[Vec<RoundMetrics>], configs: &[PathBuf]) -> serde_json::Value {
-        let rejoined = |i: usize, from: u64| self.rejoined(i, from);
+        let final_metric = |i: usize| metrics[i].last().map(|m| m.test_metric);
         let victims: Vec<serde_json::Value> = self
             .killed
             .iter()
@@ -574,17 +626,28 @@ impl ChurnLog {
                 let mut dedup = file.clone();
                 dedup.sort_unstable();
                 dedup.dedup();
-                let rejoin = back.and_then(|b| rejoined(i, b));
+                let rejoin = back.and_then(|b| self.rejoined(i, b));
+                let restart = self.restarted_time[i].zip(back);
+                let first = back.and_then(|b| self.first_after(i, b));
+                let in_step = rejoin.map(|(_, at, net)| (at, net));
                 json!({
                     "node": i,
                     "killed_after_round": self.killed_at[i],
                     "restarted_when_network_at": back,
                     "first_round_after_restart": back.and_then(|_| metrics[i].iter().find(|m| m.resumed).map(|m| m.round.get())),
                     "skipped_rounds": metrics[i].iter().map(|m| m.skipped_rounds).sum::<u64>(),
-                    "rounds_behind_the_others_per_round": self.lags[i].iter().map(|(r, lag, _)| [*r as i64, *lag]).collect::<Vec<_>>(),
-                    "rejoined_at_round": rejoin,
-                    "rejoin_rounds": back.zip(rejoin).map(|(b, r)| r.saturating_sub(b)),
+                    "rounds_behind_the_others_per_round": self.lags[i].iter().map(|(r, lag, ..)| [*r as i64, *lag]).collect::<Vec<_>>(),
+                    "rejoined_at_round": rejoin.map(|(r, ..)| r),
+                    "rejoin_rounds": back.zip(rejoin).map(|(b, (r, ..))| r.saturating_sub(b)),
+                    "restart": {
+                        "listening_since_restart": since(restart, self.listening[i]),
+                        "first_round_reported_since_restart": since(restart, first),
+                        "first_round_reported_since_listening": since(self.listening[i], first),
+                        "in_step_since_restart": since(restart, in_step),
+                        "in_step_since_listening": since(self.listening[i], in_step),
+                    },
                     "last_round": printed.last(),
+                    "final_metric": final_metric(i),
                     "metrics_file_lines": file.len(),
                     "metrics_lines_lost": lost,
                     "metrics_lines_duplicated": file.len() - dedup.len(),
@@ -596,16 +659,18 @@ impl ChurnLog {
             .iter()
             .map(|&i| {
                 let cont = self.continued_at[i];
-                let rejoin = cont.and_then(|c| rejoined(i, c));
+                let rejoin = cont.and_then(|c| self.rejoined(i, c));
                 json!({
                     "node": i,
                     "paused_after_round": self.paused_at[i],
                     "continued_when_network_at": cont,
                     "skipped_rounds": metrics[i].iter().map(|m| m.skipped_rounds).sum::<u64>(),
-                    "rounds_behind_the_others_per_round": self.lags[i].iter().map(|(r, lag, _)| [*r as i64, *lag]).collect::<Vec<_>>(),
-                    "rejoined_at_round": rejoin,
-                    "rejoin_rounds": cont.zip(rejoin).map(|(c, r)| r.saturating_sub(c)),
+                    "rounds_behind_the_others_per_round": self.lags[i].iter().map(|(r, lag, ..)| [*r as i64, *lag]).collect::<Vec<_>>(),
+                    "rejoined_at_round": rejoin.map(|(r, ..)| r),
+                    "rejoin_rounds": cont.zip(rejoin).map(|(c, (r, ..))| r.saturating_sub(c)),
+                    "in_step_since_continue": since(self.continued_time[i].zip(cont), rejoin.map(|(_, at, net)| (at, net))),
                     "last_round": metrics[i].last().map(|m| m.round.get()),
+                    "final_metric": final_metric(i),
                 })
             })
             .collect();
@@ -623,6 +688,7 @@ impl ChurnLog {
                     "skipped_rounds": metrics[i].iter().map(|m| m.skipped_rounds).sum::<u64>(),
                     "slowest_round_secs": slowest,
                     "slowest_exchange_secs": exchange,
+                    "final_metric": final_metric(i),
                 })
             })
             .collect();
