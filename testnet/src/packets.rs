@@ -152,6 +152,8 @@ pub struct PacketLinkage {
     /// Data packets captured towards the observers, and those whose endpoints no logged connection names.
     pub data_packets: usize,
     pub unmapped_packets: usize,
+    /// Packets the observers' captures lost (tcpdump: "dropped by kernel"), summed; `None` if not reported.
+    pub dropped_by_kernel: Option<u64>,
     /// Log line time minus its message's last packet: median and 99th percentile, microseconds.
     pub log_lag_us_median: Option<u64>,
     pub log_lag_us_p99: Option<u64>,
@@ -267,6 +269,11 @@ pub fn attack(
         unmatched,
         data_packets,
         unmapped_packets: unmapped,
+        dropped_by_kernel: observers
+            .iter()
+            .filter_map(|o| o.capture)
+            .map(crate::run::capture::dropped)
+            .sum(),
         log_lag_us_median: pct(0.5),
         log_lag_us_p99: pct(0.99),
     })
