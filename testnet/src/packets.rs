@@ -149,6 +149,9 @@ pub struct PacketLinkage {
     /// Chunk and first-hop walk arrivals matched to packets, and those that were not.
     pub matched: usize,
     pub unmatched: usize,
+    /// Arrivals from a VN of the observer's own process: they cross the namespace's loopback, not its
+    /// interface, so no capture sees them (the attack skips the observer's own VNs anyway).
+    pub local: usize,
     /// Data packets captured towards the observers, and those whose endpoints no logged connection names.
     pub data_packets: usize,
     pub unmapped_packets: usize,
@@ -193,7 +196,7 @@ pub fn attack(
         LinkageRecorder::new(k, move |p: &PeerId| owner.get(p).copied())
     };
     let (last, burst, wall) = (recorder(owner), recorder(owner), recorder(owner));
-    let (mut matched, mut unmatched, mut data_packets, mut unmapped) = (0, 0, 0, 0);
+    let (mut matched, mut unmatched, mut local, mut data_packets, mut unmapped) = (0, 0, 0, 0, 0);
     let mut lags = Vec::new();
     for (o, log) in observers.iter().zip(&logs) {
         let Some(cap) = o.capture else { continue };
@@ -226,6 +229,10 @@ pub fn attack(
                         ..
                     }
             ) {
+                continue;
+            }
+            if o.vns.contains(&r.peer) {
+                local += 1;
                 continue;
             }
             let (Some(wall_us), Some(me)) = (r.wall_us, o.vns.get(r.vn)) else {
@@ -267,6 +274,7 @@ pub fn attack(
         log_wall: wall.finish(),
         matched,
         unmatched,
+        local,
         data_packets,
         unmapped_packets: unmapped,
         dropped_by_kernel: observers
@@ -403,7 +411,8 @@ mod tests {
         let obs_ip = Ipv4Addr::new(10, 77, 0, 3);
         let o_listen = sock("10.77.0.3:9000");
         let listen: HashMap<SocketAddrV4, PeerId> = [(o_listen, o)].into();
-        let src = |i: u16| SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1 + i / 2), 40000 + i);
+        let src =
+            |i: u16| SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1 + (i / 2) as u8), 40000 + i);
         let senders = [a0, a1, b0, b1];
         let mut log = String::new();
         let base = 1_700_000_000_000_000u64;
@@ -444,7 +453,7 @@ mod tests {
             capture: Some(&cap),
         }];
         let r = attack(&obs, &listen, &owner, 2).unwrap();
-        assert_eq!((r.matched, r.unmatched), (20, 0));
+        assert_eq!((r.matched, r.unmatched, r.local), (20, 0, 0));
         assert_eq!((r.data_packets, r.unmapped_packets), (60, 0));
         assert_eq!(r.last_packet.chunks.auc_pooled, Some(1.0));
         assert_eq!(r.burst_start.chunks.auc_pooled, Some(1.0));

@@ -388,12 +388,15 @@ fn netns_gives_real_source_addresses_and_packet_times() {
     let inside = run(0);
     let seen = &inside["address_grouping"]["observed"];
     assert_eq!(seen["sibling_linkage_auc"].as_f64(), Some(1.0), "{seen}");
-    assert_eq!(seen["distinct_source_ips"].as_u64(), Some(4), "one per node: {seen}");
-    assert_eq!(seen["vns_seen"].as_u64(), Some(8), "{seen}");
+    // A VN that only ever accepted connections is not seen: most are.
+    let ips = seen["distinct_source_ips"].as_u64().unwrap();
+    assert!((3..=4).contains(&ips), "one per node: {seen}");
+    assert!(seen["vns_seen"].as_u64().unwrap() >= 6, "{seen}");
     let packets = &inside["linkage_packets"];
     let matched = packets["matched"].as_u64().unwrap();
     let unmatched = packets["unmatched"].as_u64().unwrap();
-    assert!(matched > 0 && unmatched * 10 <= matched, "arrivals tied to packets: {packets}");
+    // What is not matched is at the capture's edges; a node's own VNs talk over loopback (`local`).
+    assert!(matched > 0 && unmatched * 20 <= matched, "arrivals tied to packets: {packets}");
     let data = packets["data_packets"].as_u64().unwrap();
     assert!(packets["unmapped_packets"].as_u64().unwrap() * 20 <= data, "{packets}");
     assert!(packets["last_packet"]["walks"]["pairs"].as_u64().unwrap() > 0, "{packets}");
