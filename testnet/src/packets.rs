@@ -334,9 +334,7 @@ mod tests {
     /// A pcap (µs, little-endian, Ethernet) of the given packets.
     fn pcap(packets: &[Packet]) -> Vec<u8> {
         let mut b = Vec::new();
-        for w in [0xa1b2_c3d4u32] {
-            b.extend(w.to_le_bytes());
-        }
+        b.extend(0xa1b2_c3d4u32.to_le_bytes());
         b.extend(2u16.to_le_bytes());
         b.extend(4u16.to_le_bytes());
         b.extend([0u8; 8]);
