@@ -4,9 +4,12 @@
 //! option (`arrivals = "FILE"` in a node config): an honest node has no use for it.
 //!
 //! One line per arrival, tab-separated: microseconds since the node started, the receiving VN's index, the
-//! sender's PeerId, and `chunk R`, `walk R first`, `walk R relay` or `control`. Times are the libp2p shell's
-//! clock when the swarm hands the message over (after decryption and reassembly: within a fraction of a
-//! millisecond of the last packet on loopback), not raw packet captures.
+//! sender's PeerId, `chunk R`, `walk R first`, `walk R relay` or `control`, and the wall clock (microseconds
+//! since the Unix epoch) when the line was written. Times are the libp2p shell's clock when the swarm hands the
+//! message over (after decryption and reassembly; on a busy machine that can be long after the last packet),
+//! not raw packet captures; the wall clock lets a harness put the line beside a packet capture's timestamps
+//! (`testnet --capture`). A peer's inbound connection is a line too, `inbound LOCAL REMOTE`: the VN's address
+//! it reached and the address (source IP and port) it connects from.
 
 use std::io::{LineWriter, Write};
 use std::path::Path;
@@ -36,13 +39,44 @@ impl ArrivalLog {
         })
     }
 
-    /// Parses one line back: (time, VN index, sender, what). `None` for a line this version did not write.
+    /// Parses one arrival line back: (time, VN index, sender, what). `None` for another line (a connection)
+    /// or one this version did not write.
     pub fn parse(line: &str) -> Option<(Duration, usize, PeerId, Arrival)> {
+        match Self::parse_record(line)? {
+            Record {
+                at,
+                vn,
+                peer,
+                what: Logged::Arrival(a),
+                ..
+            } => Some((at, vn, peer, a)),
+            _ => None,
+        }
+    }
+
+    /// Parses any line back, with its wall clock (absent in lines of older versions).
+    pub fn parse_record(line: &str) -> Option<Record> {
         let mut f = line.split('\t');
         let micros: u64 = f.next()?.parse().ok()?;
         let vn: usize = f.next()?.parse().ok()?;
         let peer: PeerId = f.next()?.parse().ok()?;
         let what: Vec<&str> = f.next()?.split(' ').collect();
+        let wall_us = f.next().and_then(|w| w.parse().ok());
+        let record = |what| {
+            Some(Record {
+                at: Duration::from_micros(micros),
+                wall_us,
+                vn,
+                peer,
+                what,
+            })
+        };
+        if let ["inbound", local, remote] = what.as_slice() {
+            return record(Logged::Inbound {
+                local: (*local).to_string(),
+                remote: (*remote).to_string(),
+            });
+        }
         let arrival = match what.as_slice() {
             ["chunk", r] => Arrival::Chunk {
                 round: Round(r.parse().ok()?),
@@ -54,8 +88,39 @@ impl ArrivalLog {
             ["control"] => Arrival::Control,
             _ => return None,
         };
-        Some((Duration::from_micros(micros), vn, peer, arrival))
+        record(Logged::Arrival(arrival))
     }
+
+    fn write_line(&self, at: Duration, vn: usize, peer: &PeerId, what: &str) {
+        // The wall clock, to line the log up with packet captures (a research log, not the engine's time).
+        #[allow(clippy::disallowed_methods)]
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
+        if let Ok(mut out) = self.out.lock() {
+            // A full disk loses observations, never the node.
+            let _ = writeln!(out, "{}\t{vn}\t{peer}\t{what}\t{wall}", at.as_micros());
+        }
+    }
+}
+
+/// One line of the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// Since the node started (the libp2p shell's clock).
+    pub at: Duration,
+    /// Microseconds since the Unix epoch when the line was written.
+    pub wall_us: Option<u64>,
+    pub vn: usize,
+    pub peer: PeerId,
+    pub what: Logged,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Logged {
+    Arrival(Arrival),
+    /// `peer` connected to the VN: `local` is the VN's address it reached, `remote` where it came from.
+    Inbound { local: String, remote: String },
 }
 
 impl Observer<PeerId> for ArrivalLog {
@@ -71,10 +136,20 @@ impl Observer<PeerId> for ArrivalLog {
             }
             Arrival::Control => "control".into(),
         };
-        if let Ok(mut out) = self.out.lock() {
-            // A full disk loses observations, never the node.
-            let _ = writeln!(out, "{}\t{vn}\t{from}\t{kind}", at.as_micros());
-        }
+        self.write_line(at, vn, from, &kind);
+    }
+
+    fn inbound_connection(
+        &self,
+        _node: usize,
+        vn: usize,
+        from: &PeerId,
+        at: Duration,
+        local: &str,
+        remote: &str,
+    ) {
+        // Multiaddrs hold no spaces or tabs.
+        self.write_line(at, vn, from, &format!("inbound {local} {remote}"));
     }
 }
 
@@ -113,5 +188,33 @@ mod tests {
             );
         }
         assert!(ArrivalLog::parse("garbage").is_none());
+        // Every line carries the wall clock, and connections read back as such (and not as arrivals).
+        let log = ArrivalLog::create(&path).unwrap();
+        let (local, remote) = ("/ip4/10.0.0.1/tcp/4", "/ip4/10.0.0.2/tcp/5");
+        log.inbound_connection(0, 2, &peer, Duration::from_micros(7), local, remote);
+        drop(log);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let last = text.lines().last().unwrap();
+        assert!(ArrivalLog::parse(last).is_none());
+        let r = ArrivalLog::parse_record(last).unwrap();
+        assert_eq!((r.at, r.vn, r.peer), (Duration::from_micros(7), 2, peer));
+        assert_eq!(
+            r.what,
+            Logged::Inbound {
+                local: local.into(),
+                remote: remote.into()
+            }
+        );
+        assert!(
+            r.wall_us.is_some_and(|w| w > 1_600_000_000_000_000),
+            "a wall clock after 2020"
+        );
+        assert!(text
+            .lines()
+            .all(|l| ArrivalLog::parse_record(l).is_some_and(|r| r.wall_us.is_some())));
+        // A line of the earlier format (no wall clock) still reads.
+        let old = format!("12\t0\t{peer}\tchunk 3");
+        assert_eq!(ArrivalLog::parse_record(&old).unwrap().wall_us, None);
+        assert!(ArrivalLog::parse(&old).is_some());
     }
 }

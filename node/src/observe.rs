@@ -51,6 +51,20 @@ pub trait Observer<I>: Send + Sync {
     /// A message from `from` arrived at VN `vn` of the node at `at` (the driver's clock), accepted or not.
     /// The simulator and the libp2p shell both report arrivals.
     fn arrival(&self, _node: usize, _vn: usize, _from: &I, _at: Duration, _what: Arrival) {}
+
+    /// `from` opened a connection to VN `vn` of the node: `local` is the address it reached (the VN's listen
+    /// address), `remote` the address it connects from (the source IP and port the VN's host sees). Only the
+    /// libp2p shell reports connections, and only when [`Observer::wants_arrivals`] says yes.
+    fn inbound_connection(
+        &self,
+        _node: usize,
+        _vn: usize,
+        _from: &I,
+        _at: Duration,
+        _local: &str,
+        _remote: &str,
+    ) {
+    }
 }
 
 /// Calls `round_start` if the observer wants this round, fetching the parameters only then.

@@ -232,6 +232,21 @@ pub struct Options {
     #[serde(default, alias = "own-ips")]
     pub own_ips: bool,
 
+    /// Procs mode (root, Linux): every node process and VN host runs in a network namespace of its own that
+    /// the run creates and deletes, joined to the others by veth pairs on a bridge in one more namespace, each
+    /// with its own address in 10.77.0.0/16 — which exists only inside these namespaces (no route leads out).
+    /// Peers then really connect from distinct source IPs: `summary.json` → `address_grouping.observed`
+    /// (with --observe-timing) scores the source addresses the VNs saw.
+    #[arg(long)]
+    #[serde(default)]
+    pub netns: bool,
+
+    /// Procs mode with --netns and --observe-timing: capture every observer's packets with `tcpdump` inside
+    /// its namespace and run the timing attack on packet arrival times (`summary.json` → `linkage_packets`).
+    #[arg(long)]
+    #[serde(default)]
+    pub capture: bool,
+
     /// Procs mode: every node logs what reaches its VNs and when (`arrivals = "arrivals.log"`), and the
     /// network observer's timing attack runs on those logs after the run (`summary.json` → `linkage`, as
     /// --audit gives in sim and inproc).
@@ -353,6 +368,8 @@ impl Options {
             kill: self.kill.or(file.kill),
             vn_hosts: self.vn_hosts.or(file.vn_hosts),
             own_ips: self.own_ips || file.own_ips,
+            netns: self.netns || file.netns,
+            capture: self.capture || file.capture,
             observe_timing: self.observe_timing || file.observe_timing,
             restart_after: self.restart_after.or(file.restart_after),
             pause: self.pause.or(file.pause),
@@ -380,7 +397,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, clip, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, send_pace_auto, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, observe_timing, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
+                 local_epochs, local_steps, clip, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, send_pace_auto, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, netns, capture, observe_timing, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
                 path.display(),
                 e.message().trim_end()
             )

@@ -32,6 +32,7 @@ pub mod audit;
 pub mod churn;
 pub mod cli;
 pub mod linkage;
+pub mod packets;
 pub mod pdmm_view;
 pub mod plots;
 pub mod progress;

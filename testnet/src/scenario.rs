@@ -85,6 +85,10 @@ pub struct Settings {
     pub vn_hosts: usize,
     /// `--own-ips`: each process on its own loopback IP (procs mode only).
     pub own_ips: bool,
+    /// `--netns`: each process in its own network namespace with its own address (procs mode only).
+    pub netns: bool,
+    /// `--capture`: packet captures in the observers' namespaces, and the timing attack on them.
+    pub capture: bool,
     /// `--observe-timing`: the timing attack on the nodes' arrival logs (procs mode only).
     pub observe_timing: bool,
     /// `--kill`, `--restart-after`, `--pause` (procs mode only).
@@ -327,6 +331,12 @@ impl Settings {
         if o.own_ips && mode != Mode::Procs {
             bail!("--own-ips gives node processes their own addresses: use it with --mode procs");
         }
+        if o.netns && mode != Mode::Procs {
+            bail!("--netns puts node processes in network namespaces: use it with --mode procs");
+        }
+        if o.capture && !(o.netns && o.observe_timing) {
+            bail!("--capture records packets inside the run's namespaces for the timing attack: use it with --netns and --observe-timing");
+        }
         let out = o.out.clone().unwrap_or_else(|| {
             Path::new("target").join("testnet").join(format!(
                 "{}-{mode}-{}",
@@ -365,6 +375,8 @@ impl Settings {
             dropout,
             vn_hosts,
             own_ips: o.own_ips,
+            netns: o.netns,
+            capture: o.capture,
             observe_timing: o.observe_timing,
             churn,
             send_jitter: o.send_jitter_ms.map(std::time::Duration::from_millis),

@@ -362,6 +362,57 @@ fn vn_hosts_on_their_own_ips_defeat_address_grouping() {
     assert!(link > 0.0, "the RN↔VN link carried the rounds");
 }
 
+/// Every process in its own network namespace (`--netns`, root only): peers really connect from distinct
+/// source IPs, so grouping VNs by the address they connect from links a node's VNs always when they run
+/// inside it, and at chance when hosts run them; the packet captures (`--capture`, needs tcpdump) are tied
+/// to VN identities and feed the timing attack; no namespace outlives the run.
+#[test]
+#[ignore = "root + tcpdump: `cargo build -p node && cargo test -p testnet --test smoke netns -- --ignored`"]
+fn netns_gives_real_source_addresses_and_packet_times() {
+    let run = |hosts: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = options(Mode::Procs, dir.path(), vec![2]);
+        o.nodes = Some(4);
+        o.rounds = Some(3);
+        o.vn_hosts = Some(hosts);
+        o.netns = true;
+        o.observe_timing = true;
+        o.capture = true;
+        let s = Settings::resolve(o).unwrap();
+        let report = testnet::run(&s).unwrap();
+        assert!(!report.failed);
+        check(dir.path(), 1, 4, 3, "procs");
+        let text = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()
+    };
+    let inside = run(0);
+    let seen = &inside["address_grouping"]["observed"];
+    assert_eq!(seen["sibling_linkage_auc"].as_f64(), Some(1.0), "{seen}");
+    // A VN that only ever accepted connections is not seen: most are.
+    let ips = seen["distinct_source_ips"].as_u64().unwrap();
+    assert!((3..=4).contains(&ips), "one per node: {seen}");
+    assert!(seen["vns_seen"].as_u64().unwrap() >= 6, "{seen}");
+    let packets = &inside["linkage_packets"];
+    let matched = packets["matched"].as_u64().unwrap();
+    let unmatched = packets["unmatched"].as_u64().unwrap();
+    // What is not matched is at the capture's edges; a node's own VNs talk over loopback (`local`).
+    assert!(matched > 0 && unmatched * 20 <= matched, "arrivals tied to packets: {packets}");
+    let data = packets["data_packets"].as_u64().unwrap();
+    assert!(packets["unmapped_packets"].as_u64().unwrap() * 20 <= data, "{packets}");
+    assert!(packets["last_packet"]["walks"]["pairs"].as_u64().unwrap() > 0, "{packets}");
+    let hosted = run(2);
+    let seen = &hosted["address_grouping"]["observed"];
+    assert_eq!(seen["distinct_source_ips"].as_u64(), Some(2), "one per host: {seen}");
+    assert!(seen["sibling_linkage_auc"].as_f64().unwrap() < 0.75, "{seen}");
+    assert!(hosted["linkage_packets"]["matched"].as_u64().unwrap() > 0);
+    let mine = format!("stn{}-", std::process::id());
+    let left: Vec<String> = testnet::run::netns::list()
+        .into_iter()
+        .filter(|n| n.starts_with(&mine))
+        .collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+}
+
 #[test]
 fn the_audit_runs_on_what_every_algorithms_receivers_get() {
     for algo in ["dpsgd", "el-local", "ghp:0.1", "chunking:2", "sparsify-topk:0.25"] {

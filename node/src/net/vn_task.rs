@@ -358,8 +358,26 @@ impl VnTask {
                 }
                 None
             }
-            SwarmEvent::ConnectionEstablished { peer_id, .. } if self.peers.is_allowed(&peer_id) => {
+            SwarmEvent::ConnectionEstablished {
+                peer_id, endpoint, ..
+            } if self.peers.is_allowed(&peer_id) => {
                 self.redialing.remove(&peer_id);
+                // A network observer notes where a peer connects from (its source address and port).
+                if let libp2p::core::ConnectedPoint::Listener {
+                    local_addr,
+                    send_back_addr,
+                } = &endpoint
+                    && let Some(o) = self.observer.as_deref().filter(|o| o.wants_arrivals())
+                {
+                    o.inbound_connection(
+                        self.node,
+                        self.index,
+                        &peer_id,
+                        self.epoch.elapsed(),
+                        &local_addr.to_string(),
+                        &send_back_addr.to_string(),
+                    );
+                }
                 None
             }
             SwarmEvent::Behaviour(VnBehaviourEvent::Identify(identify::Event::Received {

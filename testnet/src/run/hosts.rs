@@ -119,11 +119,19 @@ pub fn write(
 
 /// Starts `node vn` for each host config and waits until each listens for its nodes. The children die with
 /// their handles (`kill_on_drop`).
-pub async fn launch(bin: &Path, configs: &[PathBuf]) -> anyhow::Result<Vec<Child>> {
+/// With `netns`, host h runs in namespace `first + h` (`--netns`).
+pub async fn launch(
+    bin: &Path,
+    configs: &[PathBuf],
+    netns: Option<(&super::netns::Netns, usize)>,
+) -> anyhow::Result<Vec<Child>> {
     let mut children = Vec::with_capacity(configs.len());
-    for cfg in configs {
+    for (h, cfg) in configs.iter().enumerate() {
         let log_path = cfg.with_file_name("host.log");
-        let mut cmd = Command::new(bin);
+        let mut cmd = match netns {
+            Some((ns, first)) => ns.command(first + h, bin),
+            None => Command::new(bin),
+        };
         cmd.arg("vn")
             .arg("--config")
             .arg(cfg)

@@ -1,8 +1,10 @@
 //! One setting (one k) of an invocation, in the chosen mode. The modes share learners, partition and audit
 //! plan construction here; each mode's file runs the network its way.
 
+pub mod capture;
 pub mod hosts;
 pub mod inproc;
+pub mod netns;
 pub mod procs;
 pub mod sim;
 

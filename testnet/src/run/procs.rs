@@ -8,14 +8,15 @@
 //! Peak memory: every child's `VmHWM`, polled while it runs; the summary gives the sum over children (the
 //! network's footprint, comparable with inproc's single process) and `extra.peak_rss_bytes_max_process`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddrV4;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use libp2p::Multiaddr;
+use libp2p::{Multiaddr, PeerId};
 use models::data::DatasetSpec;
 use models::train::LocalWork;
 use node::engine::RoundMetrics;
@@ -26,6 +27,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
 use crate::RunOutput;
+use super::netns::Netns;
 use crate::churn::ChurnPlan;
 use crate::progress::Progress;
 use crate::scenario::{Setting, Settings, data_dir};
@@ -57,17 +59,65 @@ pub fn run(
         std::fs::remove_dir_all(&dir)
             .with_context(|| format!("removing the previous run's {}", dir.display()))?;
     }
-    let (configs, hosts, vn_ips) = write_deployment(s, setting, &dir)?;
+    let Deployment {
+        configs,
+        hosts,
+        vn_ips,
+        listen,
+        process_vns,
+        owner,
+    } = write_deployment(s, setting, &dir)?;
+    let n = configs.len();
+    // Declared before the runtime, so dropped after it: every child is gone before the namespaces are.
+    let netns = if s.netns {
+        let ns = Netns::create(n + hosts.configs.len())?;
+        progress.note(&format!(
+            "--netns: {} processes in namespaces {}…, addresses {}…",
+            ns.count(),
+            ns.name(0),
+            ns.ip(0)
+        ));
+        Some(ns)
+    } else {
+        None
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // The processes whose VNs observe: the nodes, or the hosts when the VNs run there.
+    let observers: Vec<usize> = if hosts.configs.is_empty() {
+        (0..n).collect()
+    } else {
+        (n..n + hosts.configs.len()).collect()
+    };
+    let process_dir = |p: usize| -> PathBuf {
+        let cfg = if p < n { &configs[p] } else { &hosts.configs[p - n] };
+        cfg.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
     rt.block_on(async {
+        let mut captures = Vec::new();
+        if let (true, Some(ns)) = (s.capture, &netns) {
+            for &p in &observers {
+                let file = process_dir(p).join("capture.pcap");
+                captures.push(super::capture::start(ns, p, &file).await?);
+            }
+        }
         // VN hosts first: a node sets its VNs up there as it starts (and retries while they come up).
-        let host_children = super::hosts::launch(&bin, &hosts.configs).await?;
-        let mut out = launch(setting, &bin, &configs, &s.churn, progress).await;
+        let host_children =
+            super::hosts::launch(&bin, &hosts.configs, netns.as_ref().map(|ns| (ns, n))).await?;
+        let mut out = launch(setting, &bin, &configs, &s.churn, netns.as_ref(), progress).await;
+        // The hosts go with the nodes (their logs complete) before the captures stop.
+        let host_count = host_children.len();
+        for mut c in host_children {
+            let _ = c.start_kill();
+            let _ = c.wait().await;
+        }
+        for c in captures {
+            c.stop().await;
+        }
         if let Ok(o) = &mut out {
-            if !host_children.is_empty() {
-                o.extra.insert("vn_hosts".into(), json!(host_children.len()));
+            if host_count > 0 {
+                o.extra.insert("vn_hosts".into(), json!(host_count));
                 o.extra.insert("vn_host_of".into(), json!(hosts.host_of));
                 // RN↔VN traffic: a node hands its chunks to its VNs and takes back what they received,
                 // (1 + r)·4d a round at full degree; with the VN↔VN 4·d·r, (2 + 1/r)× D-PSGD's 4·d·r.
@@ -85,28 +135,74 @@ pub fn run(
                     serde_json::to_value(timing_attack(&configs, &hosts.configs, setting.vns)?)?,
                 );
             }
-            // What any peer learns of every VN: the address it announces (Cyclon entries carry it).
-            o.extra.insert(
-                "address_grouping".into(),
-                json!({
-                    "sibling_linkage_auc": crate::linkage::address_grouping_auc(&vn_ips),
-                    "distinct_ips": vn_ips.iter().flatten().collect::<std::collections::BTreeSet<_>>().len(),
-                    "own_ips": s.own_ips,
-                }),
-            );
+            // What any peer learns of every VN: the address it announces (Cyclon entries carry it), and,
+            // from the arrival logs, the address it really connects from.
+            let mut grouping = json!({
+                "sibling_linkage_auc": crate::linkage::address_grouping_auc(&vn_ips),
+                "distinct_ips": vn_ips.iter().flatten().collect::<std::collections::BTreeSet<_>>().len(),
+                "own_ips": s.own_ips,
+                "netns": s.netns,
+            });
+            if s.observe_timing {
+                let logs: Vec<PathBuf> = (0..n + hosts.configs.len())
+                    .map(|p| process_dir(p).join("arrivals.log"))
+                    .collect();
+                let refs: Vec<&Path> = logs.iter().map(PathBuf::as_path).collect();
+                let (ips, seen) = crate::packets::observed_sources(&refs, &owner, n)?;
+                grouping["observed"] = json!({
+                    "sibling_linkage_auc": crate::linkage::address_grouping_auc(&ips),
+                    "vns_seen": seen,
+                    "distinct_source_ips": ips.iter().flatten().collect::<std::collections::BTreeSet<_>>().len(),
+                });
+            }
+            o.extra.insert("address_grouping".into(), grouping);
+            if s.capture
+                && let Some(ns) = &netns
+            {
+                let files: Vec<(usize, PathBuf, PathBuf)> = observers
+                    .iter()
+                    .map(|&p| {
+                        let dir = process_dir(p);
+                        (p, dir.join("arrivals.log"), dir.join("capture.pcap"))
+                    })
+                    .collect();
+                let obs: Vec<crate::packets::ObserverFiles<'_>> = files
+                    .iter()
+                    .map(|(p, a, c)| crate::packets::ObserverFiles {
+                        index: *p,
+                        ip: ns.ip(*p),
+                        vns: process_vns[*p].clone(),
+                        arrivals: a,
+                        capture: Some(c),
+                    })
+                    .collect();
+                let report = crate::packets::attack(&obs, &listen, &owner, setting.vns)?;
+                o.extra.insert("linkage_packets".into(), serde_json::to_value(report)?);
+            }
         }
-        drop(host_children);
         out
     })
 }
 
+/// What `write_deployment` wrote, and what the attacks need to know of it.
+pub struct Deployment {
+    /// Node i's config.
+    pub configs: Vec<PathBuf>,
+    pub hosts: super::hosts::HostFiles,
+    /// `vn_ips[i][s]`: the IP node i's VN s announces.
+    pub vn_ips: Vec<Vec<String>>,
+    /// Every VN's listen address.
+    pub listen: HashMap<SocketAddrV4, PeerId>,
+    /// Process p's VNs in the order it numbers them (nodes 0..n, then the hosts; a node whose VNs run at
+    /// hosts has none).
+    pub process_vns: Vec<Vec<PeerId>>,
+    /// Each VN's node: ground truth for the attacks.
+    pub owner: HashMap<PeerId, usize>,
+}
+
 /// Writes keys, the peer list, the node configs and (with `--vn-hosts`) the VN hosts' configs; returns the
 /// node config paths and the hosts.
-pub fn write_deployment(
-    s: &Settings,
-    setting: Setting,
-    dir: &Path,
-) -> anyhow::Result<(Vec<PathBuf>, super::hosts::HostFiles, Vec<Vec<String>>)> {
+pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::Result<Deployment> {
     let (n, k) = (s.nodes, setting.vns);
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
@@ -134,13 +230,16 @@ pub fn write_deployment(
         ports.as_mut_slice(),
         &mut sampling::derive_rng(s.learning.seed, u64::MAX - 2),
     );
-    // With --vn-hosts, where each VN runs; with --own-ips, each process's own loopback address.
+    // With --vn-hosts, where each VN runs; with --netns, the address of the namespace it runs in (node i's
+    // is namespace i, host h's n + h); with --own-ips, each process's own loopback address.
     let host_of = (s.vn_hosts > 0).then(|| super::hosts::deal(n, k, s.vn_hosts, s.learning.seed));
     let ip = |i: usize, vn: usize| -> String {
-        match (&host_of, s.own_ips) {
-            (_, false) => "127.0.0.1".into(),
-            (Some(h), true) => own_ip(2, h[i][vn]),
-            (None, true) => own_ip(1, i),
+        match (&host_of, s.netns, s.own_ips) {
+            (Some(h), true, _) => super::netns::ip(n + h[i][vn]).to_string(),
+            (None, true, _) => super::netns::ip(i).to_string(),
+            (_, false, false) => "127.0.0.1".into(),
+            (Some(h), false, true) => own_ip(2, h[i][vn]),
+            (None, false, true) => own_ip(1, i),
         }
     };
     let addr = |i: usize, vn: usize| -> Multiaddr {
@@ -158,7 +257,11 @@ pub fn write_deployment(
     let hosts = if let Some(host_of) = &host_of {
         let link: Vec<Multiaddr> = (0..s.vn_hosts)
             .map(|h| {
-                let ip = if s.own_ips { own_ip(2, h) } else { "127.0.0.1".into() };
+                let ip = match (s.netns, s.own_ips) {
+                    (true, _) => super::netns::ip(n + h).to_string(),
+                    (false, true) => own_ip(2, h),
+                    (false, false) => "127.0.0.1".into(),
+                };
                 format!("/ip4/{ip}/tcp/{}", link_ports[h]).parse().expect("valid multiaddr")
             })
             .collect();
@@ -240,7 +343,42 @@ pub fn write_deployment(
         configs.push(p);
     }
     let vn_ips = (0..n).map(|i| (0..k).map(|vn| ip(i, vn)).collect()).collect();
-    Ok((configs, hosts, vn_ips))
+    let listen = (0..n)
+        .flat_map(|i| (0..k).map(move |s| (i, s)))
+        .filter_map(|(i, s)| {
+            crate::packets::socket_of(&addr(i, s).to_string()).map(|a| (a, ids[i][s]))
+        })
+        .collect();
+    // A node runs its own VNs, or none (they are at the hosts); a host numbers its VNs in config order.
+    let mut process_vns: Vec<Vec<PeerId>> = if host_of.is_some() {
+        vec![Vec::new(); n]
+    } else {
+        ids.clone()
+    };
+    if let Some(h) = &host_of {
+        for host in 0..s.vn_hosts {
+            process_vns.push(
+                (0..n)
+                    .flat_map(|i| (0..k).map(move |s| (i, s)))
+                    .filter(|&(i, s)| h[i][s] == host)
+                    .map(|(i, s)| ids[i][s])
+                    .collect(),
+            );
+        }
+    }
+    let owner = ids
+        .iter()
+        .enumerate()
+        .flat_map(|(i, v)| v.iter().map(move |p| (*p, i)))
+        .collect();
+    Ok(Deployment {
+        configs,
+        hosts,
+        vn_ips,
+        listen,
+        process_vns,
+        owner,
+    })
 }
 
 /// The network observer's timing attack (`testnet/src/linkage.rs`) on the arrival logs every node process
@@ -289,6 +427,7 @@ async fn launch(
     bin: &Path,
     configs: &[PathBuf],
     churn: &ChurnPlan,
+    netns: Option<&Netns>,
     progress: &mut Progress,
 ) -> anyhow::Result<RunOutput> {
     let n = configs.len();
@@ -300,7 +439,7 @@ async fn launch(
     let mut logs = Vec::with_capacity(n);
     for (i, cfg) in configs.iter().enumerate() {
         let log = cfg.with_file_name("node.log");
-        let child = spawn_node(bin, cfg, &log, i, 0, false, tx.clone()).with_context(|| {
+        let child = spawn_node(bin, cfg, &log, i, 0, false, netns, tx.clone()).with_context(|| {
             format!("starting {} run --config {}", bin.display(), cfg.display())
         })?;
         children.push(child);
@@ -436,7 +575,7 @@ async fn launch(
                         let tx = tx.clone().expect("kept for restarts");
                         let log_path = configs[i].with_file_name(format!("node.{}.log", life[i]));
                         progress.note(&format!("churn: restarting node {i} with --resume (network at round {newest_round})"));
-                        children[i] = spawn_node(bin, &configs[i], &log_path, i, life[i], true, tx)
+                        children[i] = spawn_node(bin, &configs[i], &log_path, i, life[i], true, netns, tx)
                             .with_context(|| format!("restarting node {i}"))?;
                         pids[i] = children[i].id();
                         logs[i] = log_path;
@@ -715,6 +854,7 @@ fn sample(pids: &[Option<u32>], peaks: &mut [u64]) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn spawn_node(
     bin: &Path,
     cfg: &Path,
@@ -722,9 +862,14 @@ fn spawn_node(
     i: usize,
     life: u32,
     resume: bool,
+    netns: Option<&Netns>,
     tx: mpsc::Sender<(usize, u32, ChildEvent)>,
 ) -> anyhow::Result<Child> {
-    let mut cmd = Command::new(bin);
+    // With --netns, node i runs in namespace i.
+    let mut cmd = match netns {
+        Some(ns) => ns.command(i, bin),
+        None => Command::new(bin),
+    };
     cmd.arg("run").arg("--config").arg(cfg);
     if resume {
         cmd.arg("--resume");

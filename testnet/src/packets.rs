@@ -1,0 +1,470 @@
+//! The network observer's timing attack on packet arrival times (issue 13, `testnet --mode procs --netns
+//! --observe-timing --capture`): the same sibling-linkage scoring as `linkage.rs`, fed with the times at
+//! which the observer's host saw the packets (a `tcpdump` capture on the observer's interface inside its
+//! namespace, microsecond timestamps) instead of the times its libp2p shell handed messages over.
+//!
+//! The observer is a curious recipient: it decrypts what it receives, so it knows which message is a chunk and
+//! from which VN identity (its arrival log says so, with the wall clock). What it adds here is the packet
+//! timer. Packets are tied to VN identities by their TCP endpoints: every process logs each inbound connection
+//! with the address the peer connects from (`inbound LOCAL REMOTE` lines of the arrival log), and a VN's
+//! listen address is the deployment's, so each (source, destination) pair of a connection names its two VNs.
+//! A message's packet time is the last data packet from its sender to the receiving VN at or before the log
+//! line ("last packet"), and the first packet of the burst that packet ends (packets less than
+//! [`BURST_GAP_US`] apart; "burst start": when the sender's bytes began to arrive).
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use libp2p::PeerId;
+use node::arrival_log::{ArrivalLog, Logged};
+use node::observe::{Arrival, Observer};
+use serde::Serialize;
+
+use crate::linkage::{LinkageRecorder, LinkageReport};
+
+/// Packets closer than this belong to one burst.
+pub const BURST_GAP_US: u64 = 1_000;
+/// A log line more than this after the last packet of its connection is not matched (the packet was not
+/// captured, or the mapping is wrong).
+pub const MAX_LAG_US: u64 = 1_000_000;
+/// At most this many packets are read from one capture.
+pub const MAX_PACKETS: usize = 20_000_000;
+
+/// One captured TCP/IPv4 packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet {
+    /// Capture timestamp, microseconds since the Unix epoch.
+    pub t_us: u64,
+    pub src: SocketAddrV4,
+    pub dst: SocketAddrV4,
+    /// TCP payload bytes.
+    pub payload: u32,
+}
+
+/// Reads the TCP/IPv4 packets of a classic pcap file (micro- or nanosecond timestamps, either byte order;
+/// Ethernet or Linux cooked captures). Other packets are skipped.
+pub fn read_pcap(bytes: &[u8]) -> anyhow::Result<Vec<Packet>> {
+    if bytes.len() < 24 {
+        bail!("not a pcap file: {} bytes", bytes.len());
+    }
+    let magic = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
+    let (le, nanos) = match magic {
+        0xa1b2_c3d4 => (true, false),
+        0xa1b2_3c4d => (true, true),
+        0xd4c3_b2a1 => (false, false),
+        0x4d3c_b2a1 => (false, true),
+        m => bail!("not a pcap file (magic {m:#x})"),
+    };
+    let u32_at = |b: &[u8], at: usize| -> u32 {
+        let w: [u8; 4] = b[at..at + 4].try_into().expect("4 bytes");
+        if le {
+            u32::from_le_bytes(w)
+        } else {
+            u32::from_be_bytes(w)
+        }
+    };
+    let link = u32_at(bytes, 20);
+    let l2 = match link {
+        1 => 14,   // Ethernet
+        113 => 16, // Linux cooked (SLL)
+        276 => 20, // Linux cooked v2
+        _ => bail!("pcap link type {link} not handled"),
+    };
+    let mut out = Vec::new();
+    let mut at = 24;
+    while at + 16 <= bytes.len() && out.len() < MAX_PACKETS {
+        let (sec, frac, incl) = (
+            u64::from(u32_at(bytes, at)),
+            u64::from(u32_at(bytes, at + 4)),
+            u32_at(bytes, at + 8) as usize,
+        );
+        let data = at + 16;
+        let Some(pkt) = bytes.get(data..data + incl) else {
+            break; // a truncated last record (the capture was stopped mid-write)
+        };
+        at = data + incl;
+        let t_us = sec * 1_000_000 + if nanos { frac / 1000 } else { frac };
+        let ethertype = match link {
+            1 => pkt.get(12..14),
+            113 => pkt.get(14..16),
+            _ => pkt.get(0..2),
+        };
+        if ethertype != Some(&[0x08, 0x00]) {
+            continue;
+        }
+        let Some(ip) = pkt.get(l2..) else { continue };
+        if ip.len() < 20 || ip[0] >> 4 != 4 || ip[9] != 6 {
+            continue;
+        }
+        let ihl = usize::from(ip[0] & 0xf) * 4;
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        let Some(tcp) = ip.get(ihl..ihl + 20) else {
+            continue;
+        };
+        let doff = usize::from(tcp[12] >> 4) * 4;
+        let addr = |o: usize| Ipv4Addr::new(ip[o], ip[o + 1], ip[o + 2], ip[o + 3]);
+        let port = |o: usize| u16::from_be_bytes([tcp[o], tcp[o + 1]]);
+        out.push(Packet {
+            t_us,
+            src: SocketAddrV4::new(addr(12), port(0)),
+            dst: SocketAddrV4::new(addr(16), port(2)),
+            payload: total.saturating_sub(ihl + doff) as u32,
+        });
+    }
+    Ok(out)
+}
+
+/// `/ip4/A/tcp/P` (anything after is ignored) as a socket address.
+pub fn socket_of(multiaddr: &str) -> Option<SocketAddrV4> {
+    let mut f = multiaddr.split('/').skip(1);
+    match (f.next(), f.next(), f.next(), f.next()) {
+        (Some("ip4"), Some(ip), Some("tcp"), Some(port)) => {
+            Some(SocketAddrV4::new(ip.parse().ok()?, port.parse().ok()?))
+        }
+        _ => None,
+    }
+}
+
+/// One observing process: its address, the VN identities it runs (in the arrival log's VN order), its arrival
+/// log and its capture.
+pub struct ObserverFiles<'a> {
+    pub index: usize,
+    pub ip: Ipv4Addr,
+    pub vns: Vec<PeerId>,
+    pub arrivals: &'a Path,
+    pub capture: Option<&'a Path>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PacketLinkage {
+    /// The attack on the last packet of each message.
+    pub last_packet: LinkageReport,
+    /// The attack on the first packet of the burst that carried each message.
+    pub burst_start: LinkageReport,
+    /// The same attack on the arrival logs' wall clock (what the libp2p shell saw), for comparison.
+    pub log_wall: LinkageReport,
+    /// Chunk and first-hop walk arrivals matched to packets, and those that were not.
+    pub matched: usize,
+    pub unmatched: usize,
+    /// Arrivals from a VN of the observer's own process: they cross the namespace's loopback, not its
+    /// interface, so no capture sees them (the attack skips the observer's own VNs anyway).
+    pub local: usize,
+    /// Data packets captured towards the observers, and those whose endpoints no logged connection names.
+    pub data_packets: usize,
+    pub unmapped_packets: usize,
+    /// Packets the observers' captures lost (tcpdump: "dropped by kernel"), summed; `None` if not reported.
+    pub dropped_by_kernel: Option<u64>,
+    /// Log line time minus its message's last packet: median and 99th percentile, microseconds.
+    pub log_lag_us_median: Option<u64>,
+    pub log_lag_us_p99: Option<u64>,
+}
+
+/// Runs the attack. `listen` maps each VN's listen address to its identity, `owner` each VN to its node.
+pub fn attack(
+    observers: &[ObserverFiles<'_>],
+    listen: &HashMap<SocketAddrV4, PeerId>,
+    owner: &HashMap<PeerId, usize>,
+    k: usize,
+) -> anyhow::Result<PacketLinkage> {
+    // Every process's log, parsed once.
+    let mut logs = Vec::with_capacity(observers.len());
+    for o in observers {
+        let text = std::fs::read_to_string(o.arrivals)
+            .with_context(|| format!("reading {}", o.arrivals.display()))?;
+        logs.push(
+            text.lines()
+                .filter_map(ArrivalLog::parse_record)
+                .collect::<Vec<_>>(),
+        );
+    }
+    // Connections: (from, to) endpoints → (sender VN, receiving VN), both directions.
+    let mut endpoints: HashMap<(SocketAddrV4, SocketAddrV4), (PeerId, PeerId)> = HashMap::new();
+    for r in logs.iter().flatten() {
+        if let Logged::Inbound { local, remote } = &r.what
+            && let (Some(l), Some(rm)) = (socket_of(local), socket_of(remote))
+            && let Some(listener) = listen.get(&l)
+        {
+            endpoints.insert((rm, l), (r.peer, *listener));
+            endpoints.insert((l, rm), (*listener, r.peer));
+        }
+    }
+    let recorder = |owner: &HashMap<PeerId, usize>| {
+        let owner = owner.clone();
+        LinkageRecorder::new(k, move |p: &PeerId| owner.get(p).copied())
+    };
+    let (last, burst, wall) = (recorder(owner), recorder(owner), recorder(owner));
+    let (mut matched, mut unmatched, mut local, mut data_packets, mut unmapped) = (0, 0, 0, 0, 0);
+    let mut lags = Vec::new();
+    for (o, log) in observers.iter().zip(&logs) {
+        let Some(cap) = o.capture else { continue };
+        let bytes = std::fs::read(cap).with_context(|| format!("reading {}", cap.display()))?;
+        // Data packets into this observer, per (sender, receiver) in time order.
+        let mut flows: HashMap<(PeerId, PeerId), Vec<u64>> = HashMap::new();
+        for p in read_pcap(&bytes)
+            .with_context(|| format!("reading {}", cap.display()))?
+            .into_iter()
+            .filter(|p| p.payload > 0 && *p.dst.ip() == o.ip)
+        {
+            data_packets += 1;
+            match endpoints.get(&(p.src, p.dst)) {
+                Some(&pair) => flows.entry(pair).or_default().push(p.t_us),
+                None => unmapped += 1,
+            }
+        }
+        for times in flows.values_mut() {
+            times.sort_unstable();
+        }
+        for r in log {
+            let Logged::Arrival(what) = r.what else {
+                continue;
+            };
+            if !matches!(
+                what,
+                Arrival::Chunk { .. }
+                    | Arrival::Walk {
+                        first_hop: true,
+                        ..
+                    }
+            ) {
+                continue;
+            }
+            if o.vns.contains(&r.peer) {
+                local += 1;
+                continue;
+            }
+            let (Some(wall_us), Some(me)) = (r.wall_us, o.vns.get(r.vn)) else {
+                unmatched += 1;
+                continue;
+            };
+            wall.arrival(o.index, r.vn, &r.peer, Duration::from_micros(wall_us), what);
+            let times = flows.get(&(r.peer, *me)).map_or(&[][..], Vec::as_slice);
+            let i = times.partition_point(|&t| t <= wall_us);
+            if i == 0 || wall_us - times[i - 1] > MAX_LAG_US {
+                unmatched += 1;
+                continue;
+            }
+            matched += 1;
+            let end = times[i - 1];
+            lags.push(wall_us - end);
+            let mut j = i - 1;
+            while j > 0 && times[j] - times[j - 1] <= BURST_GAP_US {
+                j -= 1;
+            }
+            last.arrival(o.index, r.vn, &r.peer, Duration::from_micros(end), what);
+            burst.arrival(
+                o.index,
+                r.vn,
+                &r.peer,
+                Duration::from_micros(times[j]),
+                what,
+            );
+        }
+    }
+    lags.sort_unstable();
+    let pct = |q: f64| {
+        lags.get(((lags.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+    };
+    Ok(PacketLinkage {
+        last_packet: last.finish(),
+        burst_start: burst.finish(),
+        log_wall: wall.finish(),
+        matched,
+        unmatched,
+        local,
+        data_packets,
+        unmapped_packets: unmapped,
+        dropped_by_kernel: observers
+            .iter()
+            .filter_map(|o| o.capture)
+            .map(crate::run::capture::dropped)
+            .sum(),
+        log_lag_us_median: pct(0.5),
+        log_lag_us_p99: pct(0.99),
+    })
+}
+
+/// The address-grouping attack on the source addresses peers really connect from: every process's arrival
+/// log names, for each inbound connection, the peer and its remote address; a VN's source IP is the one it
+/// connected from most often. Returns `ips[i]`: the source IPs of node i's VNs that connected anywhere (for
+/// `linkage::address_grouping_auc`), and the number of VNs seen.
+pub fn observed_sources(
+    logs: &[&Path],
+    owner: &HashMap<PeerId, usize>,
+    nodes: usize,
+) -> anyhow::Result<(Vec<Vec<String>>, usize)> {
+    let mut seen: BTreeMap<PeerId, BTreeMap<String, usize>> = BTreeMap::new();
+    for path in logs {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        for r in text.lines().filter_map(ArrivalLog::parse_record) {
+            if let Logged::Inbound { remote, .. } = r.what
+                && let Some(sock) = socket_of(&remote)
+                && owner.contains_key(&r.peer)
+            {
+                *seen
+                    .entry(r.peer)
+                    .or_default()
+                    .entry(sock.ip().to_string())
+                    .or_default() += 1;
+            }
+        }
+    }
+    let mut ips = vec![Vec::new(); nodes];
+    for (peer, by_ip) in &seen {
+        let (ip, _) = by_ip
+            .iter()
+            .max_by_key(|(ip, c)| (**c, std::cmp::Reverse(*ip)))
+            .expect("non-empty");
+        if let Some(&i) = owner.get(peer).filter(|&&i| i < nodes) {
+            ips[i].push(ip.clone());
+        }
+    }
+    Ok((ips, seen.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pcap (µs, little-endian, Ethernet) of the given packets.
+    fn pcap(packets: &[Packet]) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend(0xa1b2_c3d4u32.to_le_bytes());
+        b.extend(2u16.to_le_bytes());
+        b.extend(4u16.to_le_bytes());
+        b.extend([0u8; 8]);
+        b.extend(65535u32.to_le_bytes());
+        b.extend(1u32.to_le_bytes());
+        for p in packets {
+            let mut frame = vec![0u8; 12];
+            frame.extend([0x08, 0x00]);
+            let total = 20 + 20 + p.payload as u16;
+            let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 6, 0, 0];
+            ip[2..4].copy_from_slice(&total.to_be_bytes());
+            ip.extend(p.src.ip().octets());
+            ip.extend(p.dst.ip().octets());
+            let mut tcp = vec![0u8; 20];
+            tcp[0..2].copy_from_slice(&p.src.port().to_be_bytes());
+            tcp[2..4].copy_from_slice(&p.dst.port().to_be_bytes());
+            tcp[12] = 5 << 4;
+            frame.extend(ip);
+            frame.extend(tcp);
+            // Captured headers only (snap length), as the run's capture does.
+            b.extend(((p.t_us / 1_000_000) as u32).to_le_bytes());
+            b.extend(((p.t_us % 1_000_000) as u32).to_le_bytes());
+            b.extend((frame.len() as u32).to_le_bytes());
+            b.extend((frame.len() as u32 + p.payload).to_le_bytes());
+            b.extend(frame);
+        }
+        b
+    }
+
+    fn sock(s: &str) -> SocketAddrV4 {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn pcap_packets_read_back() {
+        let ps = vec![
+            Packet {
+                t_us: 1_700_000_000_123_456,
+                src: sock("10.77.0.1:4000"),
+                dst: sock("10.77.0.2:5000"),
+                payload: 1448,
+            },
+            Packet {
+                t_us: 1_700_000_000_123_999,
+                src: sock("10.77.0.2:5000"),
+                dst: sock("10.77.0.1:4000"),
+                payload: 0,
+            },
+        ];
+        let mut bytes = pcap(&ps);
+        assert_eq!(read_pcap(&bytes).unwrap(), ps);
+        // A record cut short by a stopped capture is dropped, the rest kept.
+        bytes.truncate(bytes.len() - 3);
+        assert_eq!(read_pcap(&bytes).unwrap(), ps[..1]);
+        assert!(read_pcap(b"not a capture at all, no").is_err());
+        assert_eq!(
+            socket_of("/ip4/10.77.0.3/tcp/41000/p2p/x"),
+            Some(sock("10.77.0.3:41000"))
+        );
+        assert_eq!(socket_of("/ip6/::1/tcp/1"), None);
+    }
+
+    /// Two nodes of two VNs (a0, a1 | b0, b1) send chunks to an observer VN o; the logs see them all at the
+    /// same instant each round (the observer's event loop was busy), the packets tell siblings apart: a0
+    /// and a1's packets come together, b0 and b1's 300 ms later. Packet times link siblings; log times
+    /// cannot.
+    #[test]
+    fn packet_times_link_what_log_times_blur() {
+        let dir = tempfile::tempdir().unwrap();
+        let [a0, a1, b0, b1, o] = std::array::from_fn(|_| PeerId::random());
+        let owner: HashMap<PeerId, usize> = [(a0, 0), (a1, 0), (b0, 1), (b1, 1), (o, 2)].into();
+        let obs_ip = Ipv4Addr::new(10, 77, 0, 3);
+        let o_listen = sock("10.77.0.3:9000");
+        let listen: HashMap<SocketAddrV4, PeerId> = [(o_listen, o)].into();
+        let src =
+            |i: u16| SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1 + (i / 2) as u8), 40000 + i);
+        let senders = [a0, a1, b0, b1];
+        let mut log = String::new();
+        let base = 1_700_000_000_000_000u64;
+        for (i, p) in senders.iter().enumerate() {
+            log += &format!(
+                "1\t0\t{p}\tinbound /ip4/10.77.0.3/tcp/9000 /ip4/{}/tcp/{}\t{base}\n",
+                src(i as u16).ip(),
+                src(i as u16).port()
+            );
+        }
+        let mut packets = Vec::new();
+        for round in 0..5u64 {
+            let t0 = base + 1_000_000 * (round + 1);
+            for (i, p) in senders.iter().enumerate() {
+                let sent = t0 + if i < 2 { 0 } else { 300_000 } + i as u64 * 50;
+                for j in 0..3 {
+                    packets.push(Packet {
+                        t_us: sent + j * 100,
+                        src: src(i as u16),
+                        dst: o_listen,
+                        payload: 1448,
+                    });
+                }
+                // The log: every chunk of the round handed over at once, 400 ms after the round began.
+                log += &format!("2\t0\t{p}\tchunk {round}\t{}\n", t0 + 400_000);
+            }
+        }
+        packets.sort_by_key(|p| p.t_us);
+        let cap = dir.path().join("cap.pcap");
+        let arr = dir.path().join("arrivals.log");
+        std::fs::write(&cap, pcap(&packets)).unwrap();
+        std::fs::write(&arr, log).unwrap();
+        let obs = [ObserverFiles {
+            index: 2,
+            ip: obs_ip,
+            vns: vec![o],
+            arrivals: &arr,
+            capture: Some(&cap),
+        }];
+        let r = attack(&obs, &listen, &owner, 2).unwrap();
+        assert_eq!((r.matched, r.unmatched, r.local), (20, 0, 0));
+        assert_eq!((r.data_packets, r.unmapped_packets), (60, 0));
+        assert_eq!(r.last_packet.chunks.auc_pooled, Some(1.0));
+        assert_eq!(r.burst_start.chunks.auc_pooled, Some(1.0));
+        assert_eq!(
+            r.log_wall.chunks.auc_pooled,
+            Some(0.5),
+            "the log saw every chunk at once"
+        );
+        // Lags: a's chunks wait ~400 ms for the log, b's ~100 ms; the median (the 11th of 20) is one of a's.
+        assert_eq!(r.log_lag_us_median, Some(399_750));
+        // The observed sources: a's VNs from 10.77.0.1, b's from 10.77.0.2.
+        let (ips, seen) = observed_sources(&[&arr], &owner, 2).unwrap();
+        assert_eq!(seen, 4);
+        assert_eq!(crate::linkage::address_grouping_auc(&ips), Some(1.0));
+    }
+}
