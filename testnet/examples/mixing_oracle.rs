@@ -17,6 +17,10 @@
 //!   VNs s of other nodes, so every parameter is averaged over exactly r + 1 values (K independent ELs).
 //! - `rows:K`: like `shatter:K`, but chunks hold whole embedding rows (rows dealt to chunks by the shared seed)
 //!   instead of every row's factors spread over all chunks (matrix factorisation only).
+//! - `selfr:K`: like `shatter:K` (one graph over all n·K VNs, the paper's partition), but the node's own value
+//!   keeps EL's weight 1/(r + 1) whatever the number c of copies received, and the c copies share r/(r + 1)
+//!   equally (c = 0: the own value). Not the paper's rule: a probe of whether the own value's weight is what
+//!   differs (with equal weights it is 1/(c + 1), on average above 1/(r + 1) because c varies).
 //!
 //! Per round it writes the mean over nodes of the test metric (what `testnet` reports), the metric of the
 //! nodes' mean model, the consensus distance (mean over nodes of ‖θ_i − θ̄‖² / d) and the mean self-weight
@@ -51,6 +55,9 @@ struct Args {
     /// Per-round CSV (variant, seed, round, metric, mean-model metric, consensus distance, self weight).
     #[arg(long)]
     csv: Option<PathBuf>,
+    /// Evaluate every this many rounds (and in the last round).
+    #[arg(long, default_value_t = 1)]
+    eval_every: u64,
     /// The testnet options that set the data, model and learning (`--seed` and `--mode` are set here).
     #[command(flatten)]
     base: Options,
@@ -62,6 +69,7 @@ enum Variant {
     Shatter(usize),
     Aligned(usize),
     Rows(usize),
+    SelfR(usize),
 }
 
 impl Variant {
@@ -78,14 +86,15 @@ impl Variant {
             Some(("shatter", v)) => Variant::Shatter(k(v)?),
             Some(("aligned", v)) => Variant::Aligned(k(v)?),
             Some(("rows", v)) => Variant::Rows(k(v)?),
-            _ => bail!("unknown variant {s} (el, shatter:K, aligned:K, rows:K)"),
+            Some(("selfr", v)) => Variant::SelfR(k(v)?),
+            _ => bail!("unknown variant {s} (el, shatter:K, aligned:K, rows:K, selfr:K)"),
         })
     }
 
     fn k(self) -> usize {
         match self {
             Variant::El => 1,
-            Variant::Shatter(k) | Variant::Aligned(k) | Variant::Rows(k) => k,
+            Variant::Shatter(k) | Variant::Aligned(k) | Variant::Rows(k) | Variant::SelfR(k) => k,
         }
     }
 }
@@ -210,16 +219,36 @@ fn main() -> anyhow::Result<()> {
                             }
                         }
                     }
-                    let scale: Vec<f32> = copies.iter().map(|&c| 1.0 / (c + 1) as f32).collect();
+                    // Per chunk (own weight, weight of each copy).
+                    let weights: Vec<(f32, f32)> = copies
+                        .iter()
+                        .map(|&c| match (variant, c) {
+                            (_, 0) => (1.0, 0.0),
+                            (Variant::SelfR(_), c) => {
+                                (1.0 / (r + 1) as f32, r as f32 / ((r + 1) as f32 * c as f32))
+                            }
+                            (_, c) => (1.0 / (c + 1) as f32, 1.0 / (c + 1) as f32),
+                        })
+                        .collect();
                     let mut out = own.clone();
                     for (p, (o, &id)) in out.iter_mut().zip(&chunk_of).enumerate() {
-                        let f = scale[usize::from(id)];
-                        self_weight += f as f64;
-                        if f != 1.0 {
-                            *o = (*o + sums[p]) * f;
+                        let (w_own, w_copy) = weights[usize::from(id)];
+                        self_weight += w_own as f64;
+                        if w_own != 1.0 {
+                            *o = if w_own == w_copy {
+                                (*o + sums[p]) * w_own
+                            } else {
+                                *o * w_own + sums[p] * w_copy
+                            };
                         }
                     }
                     next.push(out);
+                }
+                for (l, m) in learners.iter_mut().zip(&next) {
+                    l.model.set_flat_params(m)?;
+                }
+                if !(round + 1 == s.rounds || round % a.eval_every.max(1) == 0) {
+                    continue;
                 }
                 let mut mean = vec![0.0f64; d];
                 for m in &next {
