@@ -745,9 +745,7 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
                 chunk,
                 label: if self.reading.index_slots { chunk } else { 0 },
                 coordinates,
-                values: recovered
-                    .or(values)
-                    .unwrap_or_else(|| frame.values.clone()),
+                values: recovered.or(values).unwrap_or_else(|| frame.values.clone()),
                 base,
                 victim_start: st
                     .base
@@ -803,7 +801,8 @@ impl ItemsSummary {
         if scores.is_empty() {
             return None;
         }
-        let mean = |f: fn(&ItemsScore) -> f64| scores.iter().map(f).sum::<f64>() / scores.len() as f64;
+        let mean =
+            |f: fn(&ItemsScore) -> f64| scores.iter().map(f).sum::<f64>() / scores.len() as f64;
         Some(Self {
             chunks: scores.len(),
             auc_victim_start_mean: mean(|s| s.auc_victim_start),

@@ -68,7 +68,10 @@ fn check(
     assert_eq!(&header[..4], ["vns", "algo", "node", "round"]);
     let rows: Vec<&str> = rows.collect();
     assert_eq!(rows.len(), settings * nodes * rounds);
-    assert!(rows.iter().all(|r| r.split(',').count() == header.len()), "{csv}");
+    assert!(
+        rows.iter().all(|r| r.split(',').count() == header.len()),
+        "{csv}"
+    );
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     let list = match summary {
@@ -177,7 +180,12 @@ fn sim_audit_reports_every_round_and_is_deterministic() {
         let chunks = audit["overall"]["chunks"].as_u64().unwrap();
         assert!(chunks > 0 && chunks <= 4 * 2 * (2 * k).min(8), "{audit}");
         assert_eq!(audit["rounds"].as_array().unwrap().len(), 2);
-        for key in ["mia_auc_mean", "mia_auc_median", "la_success", "la_assignment_success"] {
+        for key in [
+            "mia_auc_mean",
+            "mia_auc_median",
+            "la_success",
+            "la_assignment_success",
+        ] {
             let v = audit["last"][key].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&v), "{key} = {v}");
         }
@@ -217,7 +225,10 @@ fn sim_audit_runs_for_sparsification_and_muffliato() {
         assert!(!report.failed, "{algo}");
         let list = check(dir.path(), 1, 4, 2, "sim");
         let audit = &list[0]["audit"];
-        assert!(audit["errors"].as_array().unwrap().is_empty(), "{algo}: {audit}");
+        assert!(
+            audit["errors"].as_array().unwrap().is_empty(),
+            "{algo}: {audit}"
+        );
         let chunks = audit["overall"]["chunks"].as_u64().unwrap();
         if algo.starts_with("muffliato") {
             assert!(chunks > 4 * 2 * 3, "{algo}: {chunks} attacked");
@@ -328,7 +339,9 @@ fn el_local_runs_over_node_processes() {
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
             .unwrap();
-    assert!(summary["final_metric"].as_f64().unwrap() > summary["initial_metric"].as_f64().unwrap());
+    assert!(
+        summary["final_metric"].as_f64().unwrap() > summary["initial_metric"].as_f64().unwrap()
+    );
     assert!(summary["chunk_bytes_per_rn_per_round"].as_f64().unwrap() > 0.0);
 }
 
@@ -347,11 +360,16 @@ fn vn_hosts_on_their_own_ips_defeat_address_grouping() {
         let report = testnet::run(&s).unwrap();
         assert!(!report.failed);
         check(dir.path(), 1, 4, 2, "procs");
-        let summary: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
-                .unwrap();
-        let auc = summary["address_grouping"]["sibling_linkage_auc"].as_f64().unwrap();
-        let link = summary["link_bytes_per_rn_per_round"].as_f64().unwrap_or(0.0);
+        let summary: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        let auc = summary["address_grouping"]["sibling_linkage_auc"]
+            .as_f64()
+            .unwrap();
+        let link = summary["link_bytes_per_rn_per_round"]
+            .as_f64()
+            .unwrap_or(0.0);
         (auc, link)
     };
     let (inside, no_link) = grouping(0);
@@ -364,7 +382,13 @@ fn vn_hosts_on_their_own_ips_defeat_address_grouping() {
 
 #[test]
 fn the_audit_runs_on_what_every_algorithms_receivers_get() {
-    for algo in ["dpsgd", "el-local", "ghp:0.1", "chunking:2", "sparsify-topk:0.25"] {
+    for algo in [
+        "dpsgd",
+        "el-local",
+        "ghp:0.1",
+        "chunking:2",
+        "sparsify-topk:0.25",
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let mut o = options(Mode::Sim, dir.path(), vec![1]);
         o.nodes = Some(4);
@@ -372,10 +396,20 @@ fn the_audit_runs_on_what_every_algorithms_receivers_get() {
         o.algo = Some(algo.parse().unwrap());
         let s = Settings::resolve(o).unwrap();
         let report = testnet::run(&s).unwrap();
-        assert!(report.tables.contains("LA success"), "{algo}: {}", report.tables);
+        assert!(
+            report.tables.contains("LA success"),
+            "{algo}: {}",
+            report.tables
+        );
         let list = check(dir.path(), 1, 4, 2, "sim");
-        assert!(list[0]["audit"]["overall"]["chunks"].as_u64().unwrap() > 0, "{algo}");
-        assert!(list[0]["audit"]["errors"].as_array().unwrap().is_empty(), "{algo}");
+        assert!(
+            list[0]["audit"]["overall"]["chunks"].as_u64().unwrap() > 0,
+            "{algo}"
+        );
+        assert!(
+            list[0]["audit"]["errors"].as_array().unwrap().is_empty(),
+            "{algo}"
+        );
     }
     // Muffliato and sparsify-random: `sim_audit_runs_for_sparsification_and_muffliato`.
 }

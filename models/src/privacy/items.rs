@@ -81,10 +81,7 @@ pub fn infer_rated_items(
     for (&i, &v) in indices.iter().zip(values) {
         let i = i as usize;
         let base = *reference.get(i).ok_or_else(|| {
-            ModelsError::Config(format!(
-                "index {i} outside a model of {}",
-                reference.len()
-            ))
+            ModelsError::Config(format!("index {i} outside a model of {}", reference.len()))
         })?;
         if table.range.contains(&i) {
             let row = (i - table.range.start) / table.factors;

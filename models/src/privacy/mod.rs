@@ -45,7 +45,7 @@ pub use dlg::{DlgConfig, DlgResult, dlg_invert, second_order_enabled};
 pub use gia::{
     FcLayer, HeldGradient, Reconstruction, fc_row_candidates, invert_fc, pseudo_gradient,
 };
-pub use items::{ItemInference, ItemTable, infer_rated_items};
 pub use image::{normalize_unit, psnr, ssim, to_unit_range, write_png_grid};
+pub use items::{ItemInference, ItemTable, infer_rated_items};
 pub use linkability::{LinkResult, link, link_from_losses, success_rate};
 pub use mia::{MiaConfig, MiaResult, loss_mia, mia_from_losses, nonmembers_for};
