@@ -52,6 +52,9 @@ struct Args {
     /// Seeds per variant (1, 2, …).
     #[arg(long, default_value_t = 3)]
     seeds: u64,
+    /// The first seed (runs seeds first-seed, first-seed + 1, …; to split a sweep over processes).
+    #[arg(long, default_value_t = 1)]
+    first_seed: u64,
     /// Per-round CSV (variant, seed, round, metric, mean-model metric, consensus distance, self weight).
     #[arg(long)]
     csv: Option<PathBuf>,
@@ -160,7 +163,7 @@ fn main() -> anyhow::Result<()> {
     for (vi, &variant) in variants.iter().enumerate() {
         let name = &a.variants[vi];
         let (mut fin, mut fin_mean) = (Vec::new(), Vec::new());
-        for seed in 1..=a.seeds {
+        for seed in a.first_seed..a.first_seed + a.seeds {
             let s = Settings::resolve(Options {
                 mode: Some(Mode::Sim),
                 seed: Some(seed),
