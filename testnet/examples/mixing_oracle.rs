@@ -131,10 +131,13 @@ fn draw_round(
     let mut out = vec![vec![Vec::new(); k]; n];
     match variant {
         Variant::Aligned(_) => {
-            for s in 0..k {
-                let g = sampling::uniform::random_regular(n, r, rng);
-                for (i, adj) in g.iter().enumerate() {
-                    out[i][s].extend(adj.iter().map(|&j| (j as usize, s)));
+            // Drawn in chunk order, one graph per chunk index.
+            let graphs: Vec<Vec<Vec<u32>>> = (0..k)
+                .map(|_| sampling::uniform::random_regular(n, r, rng))
+                .collect();
+            for (i, slots) in out.iter_mut().enumerate() {
+                for (s, (slot, g)) in slots.iter_mut().zip(&graphs).enumerate() {
+                    slot.extend(g[i].iter().map(|&j| (j as usize, s)));
                 }
             }
         }
