@@ -26,7 +26,8 @@
 //! - `chunking.rs`: [`chunking::ChunkPartition`], the static seeded partition of `[0, d)` into k chunks.
 //! - `aggregate.rs`: [`aggregate::Aggregator`], per-parameter averaging of received chunks.
 //! - `privacy/`: attacks that audit a run (§2.1, §6): chunk completion, exact ROC-AUC, loss-based membership
-//!   inference, linkability, gradient inversion of a leading FC layer, PSNR/SSIM and PNG grids, and the
+//!   inference, linkability, gradient inversion of a leading FC layer, PSNR/SSIM and PNG grids, rated-items
+//!   inference for matrix factorisation, and the
 //!   per-chunk [`privacy::Auditor`] the testnet `--audit` harness calls (see `privacy/mod.rs`).
 //! - `schemes/`: engine-independent maths of issue 17 — static graphs and combination weights,
 //!   graph-homomorphic perturbations and the random-noise baseline, the DP accountant and per-sample clipping,

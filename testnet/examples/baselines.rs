@@ -136,6 +136,14 @@ struct CellStats {
     gia_psnr: Option<(f64, f64)>,
     gia_ssim: Option<(f64, f64)>,
     gia_coverage: Option<(f64, f64)>,
+    /// Rated-items inference in the last audited round (matrix factorisation): ROC-AUC against the victim's
+    /// round start and against the attacker's own, and the share of rated items found.
+    #[serde(default)]
+    items_auc_victim_start: Option<(f64, f64)>,
+    #[serde(default)]
+    items_auc_own_start: Option<(f64, f64)>,
+    #[serde(default)]
+    items_found: Option<(f64, f64)>,
 }
 
 impl CellStats {
@@ -154,6 +162,9 @@ impl CellStats {
         };
         let gia = |f: &dyn Fn(&testnet::audit::GiaSummary) -> Option<f64>| {
             over(&|s| f(s.audit.as_ref()?.last.as_ref()?.gia.as_ref()?))
+        };
+        let items = |f: fn(&testnet::audit::ItemsSummary) -> f64| {
+            over(&|s| Some(f(s.audit.as_ref()?.last.as_ref()?.items.as_ref()?)))
         };
         let audited: Vec<&models::privacy::AuditSummary> = sums
             .iter()
@@ -189,6 +200,9 @@ impl CellStats {
             gia_psnr: gia(&|g| Some(g.psnr_mean)),
             gia_ssim: gia(&|g| g.ssim_mean),
             gia_coverage: gia(&|g| Some(g.coverage_mean)),
+            items_auc_victim_start: items(|i| i.auc_victim_start_mean),
+            items_auc_own_start: items(|i| i.auc_own_start_mean),
+            items_found: items(|i| i.found_mean),
         })
     }
 }
@@ -418,15 +432,16 @@ fn main() -> anyhow::Result<()> {
         .collect::<Vec<_>>()
         .join(", then ");
     let mut csv = String::from(
-        "algo,vns,dropout,send_jitter_ms,seeds,final_mean,final_std,best_mean,best_std,round_seconds_mean,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn,chunk_linkage_auc_mean,chunk_linkage_auc_std,walk_linkage_auc_mean,walk_linkage_auc_std,mia_auc_mean,mia_auc_mean_std,mia_auc_median,mia_auc_median_std,la_argmin,la_argmin_std,la_assignment,la_assignment_std,la_chance,chunks_attacked,gia_psnr,gia_psnr_std,gia_ssim,gia_ssim_std,gia_coverage,gia_coverage_std\n",
+        "algo,vns,dropout,send_jitter_ms,seeds,final_mean,final_std,best_mean,best_std,round_seconds_mean,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn,chunk_linkage_auc_mean,chunk_linkage_auc_std,walk_linkage_auc_mean,walk_linkage_auc_std,mia_auc_mean,mia_auc_mean_std,mia_auc_median,mia_auc_median_std,la_argmin,la_argmin_std,la_assignment,la_assignment_std,la_chance,chunks_attacked,gia_psnr,gia_psnr_std,gia_ssim,gia_ssim_std,gia_coverage,gia_coverage_std,items_auc_victim_start,items_auc_victim_start_std,items_auc_own_start,items_auc_own_start_std,items_found,items_found_std\n",
     );
     let audited = stats.iter().any(|s| s.mia_auc_mean.is_some());
     let inverted = stats.iter().any(|s| s.gia_psnr.is_some());
+    let items = stats.iter().any(|s| s.items_auc_victim_start.is_some());
     let mut md = format!(
         "{} ({}), {} nodes, r = {}, {} rounds, simulator; mean ± sample std over {} seeds.\n\
          Regenerate: {regenerate}\n\n\
-         | algorithm | k | dropout | send jitter | final {m} | best {m} | round s | chunk bytes / RN / round | messages / RN / round | neighbours / VN | sibling linkage AUC: chunks | walks |{}\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|{}\n",
+         | algorithm | k | dropout | send jitter | final {m} | best {m} | round s | chunk bytes / RN / round | messages / RN / round | neighbours / VN | sibling linkage AUC: chunks | walks |{}{}\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|{}{}\n",
         first.dataset,
         first.model,
         first.nodes,
@@ -440,11 +455,17 @@ fn main() -> anyhow::Result<()> {
                 " MIA AUC mean | MIA AUC median | LA arg-min | LA assignment (chance) |",
             _ => "",
         },
+        if items {
+            " rated items AUC (victim's start) | rated items AUC (own start) | rated items found |"
+        } else {
+            ""
+        },
         match (audited, inverted) {
             (true, true) => "---|---|---|---|---|---|---|",
             (true, false) => "---|---|---|---|",
             _ => "",
         },
+        if items { "---|---|---|" } else { "" },
         m = first.metric_name,
     );
     let csv_pair = |p: Option<(f64, f64)>| p.map_or(",".into(), |(m, s)| format!("{m:.4},{s:.4}"));
@@ -454,7 +475,7 @@ fn main() -> anyhow::Result<()> {
         let jitter = st.send_jitter_ms.map_or(String::new(), |j| j.to_string());
         writeln!(
             csv,
-            "{},{},{},{jitter},{},{},{},{:.3},{:.0},{:.1},{:.2},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{jitter},{},{},{},{:.3},{:.0},{:.1},{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             st.algo,
             st.vns,
             st.dropout,
@@ -476,6 +497,9 @@ fn main() -> anyhow::Result<()> {
             csv_pair(st.gia_psnr),
             csv_pair(st.gia_ssim),
             csv_pair(st.gia_coverage),
+            csv_pair(st.items_auc_victim_start),
+            csv_pair(st.items_auc_own_start),
+            csv_pair(st.items_found),
         )?;
         write!(
             md,
@@ -512,6 +536,15 @@ fn main() -> anyhow::Result<()> {
                 md_pair(st.gia_psnr),
                 md_pair(st.gia_ssim),
                 md_pair(st.gia_coverage)
+            )?;
+        }
+        if items {
+            write!(
+                md,
+                " {} | {} | {} |",
+                md_pair(st.items_auc_victim_start),
+                md_pair(st.items_auc_own_start),
+                md_pair(st.items_found)
             )?;
         }
         md.push('\n');

@@ -34,9 +34,9 @@ use models::data::Inputs;
 use models::data::{Dataset, Split};
 use models::nn::{ModelSpec, TaskInfo};
 use models::privacy::{
-    AuditConfig, AuditSummary, AuditTarget, Auditor, FcLayer, HeldGradient, invert_fc,
-    la_truth_index, link_by_assignment, median, nonmembers_for, psnr, ssim, summarize,
-    to_unit_range,
+    AuditConfig, AuditSummary, AuditTarget, Auditor, FcLayer, HeldGradient, ItemTable,
+    infer_rated_items, invert_fc, la_truth_index, link_by_assignment, median, nonmembers_for, psnr,
+    ssim, summarize, to_unit_range,
 };
 use node::algo::{AlgoSpec, OneChunk};
 use node::observe::Observer;
@@ -173,10 +173,14 @@ impl AuditPlan {
             &models::device::best_device(),
         )
         .context("building the audit model")?;
+        let probe =
+            models::nn::Model::new(&self.spec, &self.info, 0, &models::device::best_device()).ok();
+        // Matrix factorisation: which items the victim's users rated (image inversion does not apply).
+        let items = probe.as_ref().and_then(|m| item_table(m, &self.info));
         // GIA only where the first layer sees the raw input (an MLP): the analytic FC inversion.
-        let gia = models::nn::Model::new(&self.spec, &self.info, 0, &models::device::best_device())
-            .ok()
-            .and_then(|m| FcLayer::first_of(&m).ok())
+        let gia = probe
+            .as_ref()
+            .and_then(|m| FcLayer::first_of(m).ok())
             .map(|layer| Gia {
                 layer,
                 lr: self.lr,
@@ -188,6 +192,7 @@ impl AuditPlan {
         Ok(Worker {
             auditor,
             gia,
+            items,
             partition: self.partition.clone(),
             data: self.data.clone(),
             seed: self.seed,
@@ -279,6 +284,48 @@ pub struct ChunkRecord {
     /// GIA (MLP models only): PSNR and SSIM of the analytic FC inversion against the victim's best-matching
     /// training sample, and the share of input features it recovered.
     pub gia: Option<GiaScore>,
+    /// Rated-items inference (matrix factorisation only).
+    pub items: Option<ItemsScore>,
+}
+
+/// One chunk's rated-items inference (`models::privacy::items`): the ROC-AUC with which the item rows the
+/// chunk shows moving name the victim's rated items, against the victim's own round start (ground truth,
+/// the strongest attacker) and against the attacker's own round start (what an attacker holds), and the
+/// share of the victim's rated items found exactly (a held coordinate moved, victim's start).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ItemsScore {
+    pub auc_victim_start: f64,
+    pub auc_own_start: f64,
+    pub found: f64,
+}
+
+/// The item embedding of a matrix-factorisation model, `None` for any other model.
+fn item_table(model: &models::nn::Model, info: &TaskInfo) -> Option<ItemTable> {
+    let TaskInfo::Rating { num_items, .. } = *info else {
+        return None;
+    };
+    let mut offset = 0;
+    for (name, n) in model.param_layout() {
+        if name == models::nn::mf::ITEMS && num_items > 0 && n % num_items == 0 {
+            return Some(ItemTable {
+                range: offset..offset + n,
+                factors: n / num_items,
+            });
+        }
+        offset += n;
+    }
+    None
+}
+
+/// The item ids a node's training ratings name, sorted, once each.
+fn rated_items(train: &Dataset) -> Vec<u32> {
+    let Inputs::Pairs { pairs, .. } = train.inputs() else {
+        return Vec::new();
+    };
+    let mut items: Vec<u32> = pairs.iter().map(|p| p[1]).collect();
+    items.sort_unstable();
+    items.dedup();
+    items
 }
 
 /// One chunk's gradient inversion.
@@ -376,6 +423,7 @@ struct Job {
 struct Worker {
     auditor: Auditor,
     gia: Option<Gia>,
+    items: Option<ItemTable>,
     partition: Arc<ChunkPartition>,
     data: Arc<AuditData>,
     seed: u64,
@@ -447,6 +495,31 @@ impl Worker {
             Some(Ok(g)) => Some(g),
             None => None,
         };
+        let items = match (&self.items, &job.victim_start, &audited) {
+            (Some(table), Some(start), Ok(_)) => {
+                let indices = match &job.coordinates {
+                    Coordinates::Static => self.partition.indices(job.chunk),
+                    Coordinates::Cut(cut) => cut.indices(job.chunk),
+                    Coordinates::Named(ix) => ix,
+                };
+                let rated = rated_items(&data.train[job.victim]);
+                let score = |reference: &[f32]| {
+                    infer_rated_items(reference, indices, &job.values, table, &rated)
+                };
+                match (score(start), score(&job.base)) {
+                    (Ok(v), Ok(o)) => Some(ItemsScore {
+                        auc_victim_start: v.auc,
+                        auc_own_start: o.auc,
+                        found: v.found,
+                    }),
+                    (Err(e), _) | (_, Err(e)) => {
+                        self.note_error(&job, &e);
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         match audited {
             Ok(a) => self.records.push(ChunkRecord {
                 round: job.round,
@@ -461,6 +534,7 @@ impl Worker {
                 truth,
                 mean_losses: a.la.mean_losses,
                 gia,
+                items,
             }),
             Err(e) => self.note_error(&job, &e),
         }
@@ -671,9 +745,7 @@ impl<I: Send + Sync> Observer<I> for AuditObserver<I> {
                 chunk,
                 label: if self.reading.index_slots { chunk } else { 0 },
                 coordinates,
-                values: recovered
-                    .or(values)
-                    .unwrap_or_else(|| frame.values.clone()),
+                values: recovered.or(values).unwrap_or_else(|| frame.values.clone()),
                 base,
                 victim_start: st
                     .base
@@ -709,6 +781,35 @@ pub struct RoundAudit {
     /// Gradient inversion of the round's chunks (MLP runs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gia: Option<GiaSummary>,
+    /// Rated-items inference on the round's chunks (matrix factorisation only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub items: Option<ItemsSummary>,
+}
+
+/// Rated-items inference over a set of chunks: means of [`ItemsScore`]'s figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct ItemsSummary {
+    pub chunks: usize,
+    pub auc_victim_start_mean: f64,
+    pub auc_own_start_mean: f64,
+    pub found_mean: f64,
+}
+
+impl ItemsSummary {
+    fn of(rs: &[&ChunkRecord]) -> Option<Self> {
+        let scores: Vec<ItemsScore> = rs.iter().filter_map(|r| r.items).collect();
+        if scores.is_empty() {
+            return None;
+        }
+        let mean =
+            |f: fn(&ItemsScore) -> f64| scores.iter().map(f).sum::<f64>() / scores.len() as f64;
+        Some(Self {
+            chunks: scores.len(),
+            auc_victim_start_mean: mean(|s| s.auc_victim_start),
+            auc_own_start_mean: mean(|s| s.auc_own_start),
+            found_mean: mean(|s| s.found),
+        })
+    }
 }
 
 /// Gradient inversion over a set of chunks: PSNR (dB) and SSIM against the victim's best-matching training
@@ -752,6 +853,9 @@ pub struct AuditReport {
     /// Gradient inversion over every attacked chunk (MLP runs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gia: Option<GiaSummary>,
+    /// Rated-items inference over every attacked chunk (matrix factorisation only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub items: Option<ItemsSummary>,
     /// The last audited round (the trained model: the paper's figures).
     pub last: Option<RoundAudit>,
     pub rounds: Vec<RoundAudit>,
@@ -797,6 +901,7 @@ impl AuditReport {
                 round,
                 summary: sum(rs),
                 gia: GiaSummary::of(rs),
+                items: ItemsSummary::of(rs),
             })
             .collect();
         let all: Vec<&ChunkRecord> = records.iter().collect();
@@ -805,6 +910,7 @@ impl AuditReport {
             every: settings.every,
             overall: sum(&all),
             gia: GiaSummary::of(&all),
+            items: ItemsSummary::of(&all),
             last: rounds.last().cloned(),
             rounds,
             per_victim_auc: by_victim
@@ -903,6 +1009,7 @@ mod tests {
             truth,
             mean_losses,
             gia: None,
+            items: None,
         }
     }
 

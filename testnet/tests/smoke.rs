@@ -68,7 +68,10 @@ fn check(
     assert_eq!(&header[..4], ["vns", "algo", "node", "round"]);
     let rows: Vec<&str> = rows.collect();
     assert_eq!(rows.len(), settings * nodes * rounds);
-    assert!(rows.iter().all(|r| r.split(',').count() == header.len()), "{csv}");
+    assert!(
+        rows.iter().all(|r| r.split(',').count() == header.len()),
+        "{csv}"
+    );
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     let list = match summary {
@@ -177,7 +180,12 @@ fn sim_audit_reports_every_round_and_is_deterministic() {
         let chunks = audit["overall"]["chunks"].as_u64().unwrap();
         assert!(chunks > 0 && chunks <= 4 * 2 * (2 * k).min(8), "{audit}");
         assert_eq!(audit["rounds"].as_array().unwrap().len(), 2);
-        for key in ["mia_auc_mean", "mia_auc_median", "la_success", "la_assignment_success"] {
+        for key in [
+            "mia_auc_mean",
+            "mia_auc_median",
+            "la_success",
+            "la_assignment_success",
+        ] {
             let v = audit["last"][key].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&v), "{key} = {v}");
         }
@@ -217,7 +225,10 @@ fn sim_audit_runs_for_sparsification_and_muffliato() {
         assert!(!report.failed, "{algo}");
         let list = check(dir.path(), 1, 4, 2, "sim");
         let audit = &list[0]["audit"];
-        assert!(audit["errors"].as_array().unwrap().is_empty(), "{algo}: {audit}");
+        assert!(
+            audit["errors"].as_array().unwrap().is_empty(),
+            "{algo}: {audit}"
+        );
         let chunks = audit["overall"]["chunks"].as_u64().unwrap();
         if algo.starts_with("muffliato") {
             assert!(chunks > 4 * 2 * 3, "{algo}: {chunks} attacked");
@@ -328,7 +339,9 @@ fn el_local_runs_over_node_processes() {
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
             .unwrap();
-    assert!(summary["final_metric"].as_f64().unwrap() > summary["initial_metric"].as_f64().unwrap());
+    assert!(
+        summary["final_metric"].as_f64().unwrap() > summary["initial_metric"].as_f64().unwrap()
+    );
     assert!(summary["chunk_bytes_per_rn_per_round"].as_f64().unwrap() > 0.0);
 }
 
@@ -347,11 +360,16 @@ fn vn_hosts_on_their_own_ips_defeat_address_grouping() {
         let report = testnet::run(&s).unwrap();
         assert!(!report.failed);
         check(dir.path(), 1, 4, 2, "procs");
-        let summary: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
-                .unwrap();
-        let auc = summary["address_grouping"]["sibling_linkage_auc"].as_f64().unwrap();
-        let link = summary["link_bytes_per_rn_per_round"].as_f64().unwrap_or(0.0);
+        let summary: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        let auc = summary["address_grouping"]["sibling_linkage_auc"]
+            .as_f64()
+            .unwrap();
+        let link = summary["link_bytes_per_rn_per_round"]
+            .as_f64()
+            .unwrap_or(0.0);
         (auc, link)
     };
     let (inside, no_link) = grouping(0);
@@ -415,7 +433,13 @@ fn netns_gives_real_source_addresses_and_packet_times() {
 
 #[test]
 fn the_audit_runs_on_what_every_algorithms_receivers_get() {
-    for algo in ["dpsgd", "el-local", "ghp:0.1", "chunking:2", "sparsify-topk:0.25"] {
+    for algo in [
+        "dpsgd",
+        "el-local",
+        "ghp:0.1",
+        "chunking:2",
+        "sparsify-topk:0.25",
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let mut o = options(Mode::Sim, dir.path(), vec![1]);
         o.nodes = Some(4);
@@ -423,10 +447,68 @@ fn the_audit_runs_on_what_every_algorithms_receivers_get() {
         o.algo = Some(algo.parse().unwrap());
         let s = Settings::resolve(o).unwrap();
         let report = testnet::run(&s).unwrap();
-        assert!(report.tables.contains("LA success"), "{algo}: {}", report.tables);
+        assert!(
+            report.tables.contains("LA success"),
+            "{algo}: {}",
+            report.tables
+        );
         let list = check(dir.path(), 1, 4, 2, "sim");
-        assert!(list[0]["audit"]["overall"]["chunks"].as_u64().unwrap() > 0, "{algo}");
-        assert!(list[0]["audit"]["errors"].as_array().unwrap().is_empty(), "{algo}");
+        assert!(
+            list[0]["audit"]["overall"]["chunks"].as_u64().unwrap() > 0,
+            "{algo}"
+        );
+        assert!(
+            list[0]["audit"]["errors"].as_array().unwrap().is_empty(),
+            "{algo}"
+        );
     }
     // Muffliato and sparsify-random: `sim_audit_runs_for_sparsification_and_muffliato`.
+}
+
+/// Matrix factorisation is audited for which items the sender's users rated (image inversion does not
+/// apply). In EL a received chunk is the sender's whole trained model, and with the sender's own round start
+/// as reference exactly the item rows of its rated items moved: the attack names them (AUC near 1) and finds
+/// every one of them. With k = 4 a chunk holds a quarter of every row's factors: still most rated items.
+#[test]
+fn sim_audit_infers_rated_items_for_matrix_factorisation() {
+    use rand::{Rng, SeedableRng};
+    let data = tempfile::tempdir().unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    let mut csv = String::from("userId,movieId,rating,timestamp\n");
+    // 16 users, each rating 24 of 120 movies.
+    for user in 1..=16u32 {
+        for _ in 0..24 {
+            let movie = rng.random_range(1..=120u32);
+            let stars = rng.random_range(1..=10u32) as f32 / 2.0;
+            csv.push_str(&format!("{user},{movie},{stars},0\n"));
+        }
+    }
+    std::fs::write(data.path().join("ratings.csv"), csv).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut o = options(Mode::Sim, out.path(), vec![1, 4]);
+    o.nodes = Some(4);
+    o.dataset = Some("movielens".into());
+    o.data_dir = Some(data.path().to_path_buf());
+    o.model = Some("mf:8".into());
+    o.local_steps = None;
+    o.local_epochs = Some(2);
+    o.audit = true;
+    let report = testnet::run(&Settings::resolve(o).unwrap()).unwrap();
+    assert!(!report.failed);
+    let list = check(out.path(), 2, 4, 2, "sim");
+    for s in &list {
+        let k = s["vns"].as_u64().unwrap();
+        let audit = &s["audit"];
+        assert!(audit["errors"].as_array().unwrap().is_empty(), "{audit}");
+        let items = &audit["last"]["items"];
+        let victim_start = items["auc_victim_start_mean"].as_f64().unwrap();
+        let own_start = items["auc_own_start_mean"].as_f64().unwrap();
+        let found = items["found_mean"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&own_start), "{items}");
+        if k == 1 {
+            assert!(victim_start > 0.99 && found == 1.0, "k = 1: {items}");
+        } else {
+            assert!(victim_start > 0.8 && found > 0.6, "k = {k}: {items}");
+        }
+    }
 }

@@ -15,6 +15,8 @@
 //! - `dlg.rs`: optimisation-based gradient matching (DLG) on the held coordinates ([`dlg_invert`]); needs
 //!   Candle's second-order mode (see there).
 //! - `image.rs`: PSNR, SSIM and PNG image grids for GIA reconstructions.
+//! - `items.rs`: for matrix factorisation, where image inversion does not apply: which items a sender's users
+//!   rated, from the item rows a chunk shows moving ([`infer_rated_items`]).
 //! - `audit.rs`: [`Auditor::audit_chunk`], the per-chunk audit the testnet `--audit` harness runs, and
 //!   [`summarize`] for per-round metrics.
 //!
@@ -29,6 +31,7 @@ pub mod completion;
 pub mod dlg;
 pub mod gia;
 pub mod image;
+pub mod items;
 pub mod linkability;
 pub mod mia;
 
@@ -43,5 +46,6 @@ pub use gia::{
     FcLayer, HeldGradient, Reconstruction, fc_row_candidates, invert_fc, pseudo_gradient,
 };
 pub use image::{normalize_unit, psnr, ssim, to_unit_range, write_png_grid};
+pub use items::{ItemInference, ItemTable, infer_rated_items};
 pub use linkability::{LinkResult, link, link_from_losses, success_rate};
 pub use mia::{MiaConfig, MiaResult, loss_mia, mia_from_losses, nonmembers_for};
