@@ -35,7 +35,7 @@ pub const CATCH_UP_WITNESSES: usize = 3;
 /// of the run (measured in procs mode: 14-33 rounds ahead, alone, its final accuracy 0.81-0.85 against
 /// 0.87-0.90). Two: one round ahead is ordinary skew (the others are finishing the round it starts), and
 /// two is where a round's overlay is negotiated a whole window apart once a round lasts half a window.
-pub const HOLD_LEAD: u64 = MAX_FUTURE_ROUNDS;
+pub const HOLD_LEAD: u64 = 2;
 
 /// Peers whose latest claim is kept. More senders than this (a view of c = 20 plus the overlay's partners)
 /// are ignored until old claims are dropped; the bound only limits memory.

@@ -1784,6 +1784,17 @@ mod tests {
     }
 
     /// Control bytes from `from` (its own envelope).
+    /// `from` walks a proposal for `round` through `e`: a claim that `from` is at least that far (catch-up).
+    fn claim(e: &mut VnEngine<u32>, now: Duration, from: u32, round: u64) -> Vec<VnOutput<u32>> {
+        let msg = ControlMsg::Overlay(OverlayMsg::Propose {
+            round: Round(round),
+            origin: from,
+            nonce: 1,
+            ttl: 1,
+        });
+        e.handle(now, VnInput::Control { from, bytes: control(from, msg) })
+    }
+
     fn control(from: u32, msg: ControlMsg<u32>) -> Vec<u8> {
         protocol::codec::encode_control(&ControlEnvelope { sender: from, msg }).unwrap()
     }
@@ -2705,15 +2716,6 @@ mod tests {
             e.on_frozen(Duration::ZERO, Round(0), vec![], &mut Vec::new());
             e
         };
-        let claim = |e: &mut VnEngine<u32>, now: Duration, from: u32, round: u64| {
-            let msg = ControlMsg::Overlay(OverlayMsg::Propose {
-                round: Round(round),
-                origin: from,
-                nonce: 1,
-                ttl: 1,
-            });
-            e.handle(now, VnInput::Control { from, bytes: control(from, msg) })
-        };
         let t = Duration::from_millis(10);
         let mut e = alone();
         assert!(done_of(&e.handle(t, VnInput::FromRn(own_frame(10, 1.0)))).is_some(), "nobody heard: at once");
@@ -2915,15 +2917,6 @@ mod tests {
     #[test]
     fn a_probe_needs_a_majority_ahead_and_is_bounded() {
         let t = Duration::ZERO;
-        let claim = |e: &mut VnEngine<u32>, now: Duration, from: u32, round: u64| {
-            let msg = ControlMsg::Overlay(OverlayMsg::Propose {
-                round: Round(round),
-                origin: from,
-                nonce: 1,
-                ttl: 1,
-            });
-            e.handle(now, VnInput::Control { from, bytes: control(from, msg) })
-        };
         let mut e = probing(None);
         assert!(queries(&e.join(t, 1..=12)).is_empty(), "not resumed: no probe at join");
         e.handle(t, VnInput::StartRound(Round(5)));
