@@ -42,7 +42,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha12Rng;
 
 pub use cyclon::{Cyclon, CyclonConfig, CyclonInput, CyclonOutput};
-pub use overlay::{OverlayBuilder, OverlayConfig, OverlayInput, OverlayOutput};
+pub use overlay::{OverlayBuilder, OverlayConfig, OverlayInput, OverlayOutput, RoundTiming};
 pub use sampler::{Protocol, Sampler, SamplerConfig, SamplerInput, SamplerOutput};
 
 /// What a peer identity must support. Ordered (not just hashed) so iteration order, and with it every

@@ -109,7 +109,37 @@ impl OverlayConfig {
 
     /// Time from the local round start to the freeze.
     pub fn deadline(&self) -> Duration {
-        self.substep * (self.substeps + self.repair_steps) + self.grace
+        self.timing().deadline(self.substeps + self.repair_steps)
+    }
+
+    /// The configured timing of a round.
+    pub fn timing(&self) -> RoundTiming {
+        RoundTiming {
+            substep: self.substep,
+            reserve_timeout: self.reserve_timeout,
+            retransmit: self.retransmit,
+            grace: self.grace,
+        }
+    }
+
+    /// The timing of a round run with sub-steps of `substep` instead of the configured one: the reservation,
+    /// retransmission and grace periods scale with it (each is a number of sub-steps' worth of round trips).
+    /// The configured sub-step gives exactly [`Self::timing`].
+    pub fn timing_with_substep(&self, substep: Duration) -> RoundTiming {
+        if substep == self.substep {
+            return self.timing();
+        }
+        // Integer nanoseconds, so a given stretch gives the same durations on every platform.
+        let (num, den) = (substep.as_nanos(), self.substep.as_nanos().max(1));
+        let scale = |d: Duration| {
+            Duration::from_nanos(u64::try_from(d.as_nanos() * num / den).unwrap_or(u64::MAX))
+        };
+        RoundTiming {
+            substep,
+            reserve_timeout: scale(self.reserve_timeout),
+            retransmit: scale(self.retransmit),
+            grace: scale(self.grace),
+        }
     }
 
     pub fn validate(&self) -> Result<(), Error> {
@@ -131,6 +161,23 @@ impl OverlayConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// The durations one round is negotiated with, fixed when it starts ([`OverlayBuilder::set_substep`] changes
+/// them for rounds started later, never for a running one: its sub-step boundaries must not move).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoundTiming {
+    pub substep: Duration,
+    pub reserve_timeout: Duration,
+    pub retransmit: Duration,
+    pub grace: Duration,
+}
+
+impl RoundTiming {
+    /// Time from the round's start to its freeze, over `steps` sub-steps (proposal and repair).
+    pub fn deadline(&self, steps: u32) -> Duration {
+        self.substep * steps + self.grace
     }
 }
 
@@ -235,6 +282,7 @@ struct SpliceLock<I> {
 #[derive(Debug, Clone)]
 struct RoundState<I> {
     start: Duration,
+    timing: RoundTiming,
     frozen: bool,
     links: BTreeMap<I, Link<I>>,
     /// Next sub-step boundary to process (0 .. S + repair_steps).
@@ -271,6 +319,8 @@ impl<I: PeerId> RoundState<I> {
 pub struct OverlayBuilder<I> {
     me: I,
     cfg: OverlayConfig,
+    /// The timing of rounds started from now on (the configured one unless `set_substep` changed it).
+    timing: RoundTiming,
     rng: ChaCha12Rng,
     rounds: BTreeMap<Round, RoundState<I>>,
 }
@@ -281,6 +331,7 @@ impl<I: PeerId> OverlayBuilder<I> {
         cfg.validate()?;
         Ok(Self {
             me,
+            timing: cfg.timing(),
             cfg,
             rng,
             rounds: BTreeMap::new(),
@@ -293,6 +344,24 @@ impl<I: PeerId> OverlayBuilder<I> {
 
     pub fn config(&self) -> &OverlayConfig {
         &self.cfg
+    }
+
+    /// Sub-steps of `substep` (at least one nanosecond) for the rounds started from now on; rounds already
+    /// running keep theirs. A driver that measures its round trips stretches the sub-step when replies come
+    /// late (a busy network), so that negotiations slow down instead of missing their sub-steps.
+    pub fn set_substep(&mut self, substep: Duration) {
+        self.timing = self
+            .cfg
+            .timing_with_substep(substep.max(Duration::from_nanos(1)));
+    }
+
+    /// Time from a round's start to its freeze, for a round started now.
+    pub fn deadline(&self) -> Duration {
+        self.timing.deadline(self.total_substeps())
+    }
+
+    fn total_substeps(&self) -> u32 {
+        self.cfg.substeps + self.cfg.repair_steps
     }
 
     /// Established neighbours of `round` (sorted), whether frozen or not; `None` if the round is unknown.
@@ -324,7 +393,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     pub fn freeze_time(&self, round: Round) -> Option<Duration> {
         self.rounds
             .get(&round)
-            .map(|s| s.start + self.cfg.deadline())
+            .map(|s| s.start + s.timing.deadline(self.total_substeps()))
     }
 
     /// Rounds currently kept (open or frozen).
@@ -339,9 +408,9 @@ impl<I: PeerId> OverlayBuilder<I> {
         let mut best: Option<Duration> = None;
         let mut consider = |t: Duration| best = Some(best.map_or(t, |b: Duration| b.min(t)));
         for s in self.rounds.values().filter(|s| !s.frozen) {
-            consider(s.start + self.cfg.deadline());
+            consider(s.start + s.timing.deadline(total));
             if s.next_substep < total {
-                consider(s.start + self.cfg.substep * s.next_substep);
+                consider(s.start + s.timing.substep * s.next_substep);
             }
             for l in s.links.values() {
                 match l {
@@ -431,6 +500,7 @@ impl<I: PeerId> OverlayBuilder<I> {
             round,
             RoundState {
                 start: now,
+                timing: self.timing,
                 frozen: false,
                 links: BTreeMap::new(),
                 next_substep: 0,
@@ -459,10 +529,11 @@ impl<I: PeerId> OverlayBuilder<I> {
             .collect();
         for round in keys {
             let s = self.rounds.get_mut(&round).expect("listed");
-            let deadline = s.start + cfg.deadline();
+            let timing = s.timing;
+            let deadline = s.start + timing.deadline(total);
             // Sub-step boundaries, in order (several if the caller was late).
             while s.next_substep < total
-                && s.start + cfg.substep * s.next_substep <= now.min(deadline)
+                && s.start + timing.substep * s.next_substep <= now.min(deadline)
             {
                 let i = s.next_substep;
                 s.next_substep += 1;
@@ -525,7 +596,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                         retx: Some(t),
                         splice,
                     } if *t <= now => {
-                        *t = now + cfg.retransmit;
+                        *t = now + timing.retransmit;
                         let msg = match splice {
                             Some(SpliceRole::Splitter { .. }) => OverlayMsg::SpliceAccept {
                                 round,
@@ -750,8 +821,9 @@ impl<I: PeerId> OverlayBuilder<I> {
         else {
             return;
         };
-        let (degree, until) = (self.cfg.degree, now + self.cfg.reserve_timeout);
+        let degree = self.cfg.degree;
         let s = self.rounds.get_mut(&round).expect("checked by on_message");
+        let until = now + s.timing.reserve_timeout;
         // `role` is Acceptor only inside a sub-step of this VN's own clock (reset at each boundary).
         if !s.frozen
             && s.role == Role::Acceptor
@@ -785,8 +857,8 @@ impl<I: PeerId> OverlayBuilder<I> {
         else {
             return;
         };
-        let until = now + self.cfg.reserve_timeout;
         let s = self.rounds.get_mut(&round).expect("checked by on_message");
+        let until = now + s.timing.reserve_timeout;
         let candidates: Vec<I> = s.established();
         if !s.frozen
             && s.lock.is_none()
@@ -826,8 +898,9 @@ impl<I: PeerId> OverlayBuilder<I> {
         nonce: u64,
         out: &mut Vec<OverlayOutput<I>>,
     ) {
-        let (degree, retx) = (self.cfg.degree, now + self.cfg.retransmit);
+        let degree = self.cfg.degree;
         let s = self.state(round);
+        let retx = now + s.timing.retransmit;
         let mine = !s.frozen && s.walks.get(&nonce) == Some(&Walk::Propose);
         if mine {
             s.walks.remove(&nonce);
@@ -956,9 +1029,10 @@ impl<I: PeerId> OverlayBuilder<I> {
         other: I,
         out: &mut Vec<OverlayOutput<I>>,
     ) {
-        let (degree, retx) = (self.cfg.degree, now + self.cfg.retransmit);
+        let degree = self.cfg.degree;
         let me = self.me.clone();
         let s = self.state(round);
+        let retx = now + s.timing.retransmit;
         let mine = !s.frozen && s.walks.get(&nonce) == Some(&Walk::Splice);
         if mine {
             s.walks.remove(&nonce);
@@ -1244,5 +1318,34 @@ mod tests {
             "{} hand-overs recorded",
             handed_over.len()
         );
+    }
+
+    #[test]
+    fn a_new_substep_times_the_rounds_started_after_it_and_leaves_running_ones_alone() {
+        let cfg = OverlayConfig::new(4, Duration::from_millis(10));
+        let mut b = OverlayBuilder::new(0u32, cfg.clone(), derive_rng(3, 2)).unwrap();
+        let (view, mut out) = ([1, 2, 3], Vec::new());
+        let at = |ms: u64| Duration::from_millis(ms);
+        b.handle(at(0), OverlayInput::StartRound { round: Round(0) }, &view, &mut out);
+        b.set_substep(at(30));
+        assert_eq!(b.deadline(), cfg.deadline() * 3);
+        b.handle(at(5), OverlayInput::StartRound { round: Round(1) }, &view, &mut out);
+        assert_eq!(b.freeze_time(Round(0)), Some(cfg.deadline()));
+        assert_eq!(b.freeze_time(Round(1)), Some(at(5) + cfg.deadline() * 3));
+        // The scaled round's reservation, retransmission and grace periods are the configured ones times 3.
+        let t = cfg.timing_with_substep(at(30));
+        assert_eq!(
+            (t.reserve_timeout, t.retransmit, t.grace),
+            (cfg.reserve_timeout * 3, cfg.retransmit * 3, cfg.grace * 3)
+        );
+        assert_eq!(cfg.timing_with_substep(cfg.substep), cfg.timing());
+        // Round 0 freezes on its own schedule, round 1 three times later.
+        b.handle(cfg.deadline(), OverlayInput::Tick, &view, &mut out);
+        assert_eq!(b.is_frozen(Round(0)), Some(true));
+        assert_eq!(b.is_frozen(Round(1)), Some(false));
+        assert_eq!(b.next_timeout().map(|t| t <= at(5) + cfg.deadline() * 3), Some(true));
+        b.handle(at(5) + cfg.deadline() * 3, OverlayInput::Tick, &view, &mut out);
+        assert_eq!(b.is_frozen(Round(1)), Some(true));
+        b.check_invariants().unwrap();
     }
 }

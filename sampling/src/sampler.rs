@@ -129,6 +129,11 @@ impl<I: PeerId> Sampler<I> {
         &self.overlay
     }
 
+    /// Sub-steps of `substep` for the overlays started from now on ([`OverlayBuilder::set_substep`]).
+    pub fn set_substep(&mut self, substep: std::time::Duration) {
+        self.overlay.set_substep(substep);
+    }
+
     /// Restores a saved Cyclon view ([`Cyclon::restore`]); join afterwards to fill the rest.
     pub fn restore_view(&mut self, now: Duration, saved: Vec<protocol::control::ViewEntry<I>>) {
         self.cyclon.restore(now, saved);

@@ -11,6 +11,7 @@ pub mod dropout;
 pub mod metrics;
 pub mod rate;
 pub mod rn;
+pub mod round_trips;
 pub mod route;
 pub mod values;
 pub mod vn;

@@ -64,6 +64,7 @@ use sampling::{Protocol, Sampler, SamplerConfig, SamplerInput, SamplerOutput};
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::behind::{AheadWitnesses, CATCH_UP_WITNESSES};
+use super::round_trips::RoundTrips;
 use super::counters::Counters;
 use super::rate::{PerPeer, Rate};
 use super::values::ValueBounds;
@@ -186,6 +187,9 @@ pub enum VnInput<I> {
     RoundAnswer { from: I, bytes: Vec<u8> },
     /// Our round query to `to` got no answer (dial failure, timeout, closed).
     RoundQueryFailed { to: I },
+    /// A control message we sent was acknowledged `rtt` after it left (as the driver measured it): paces
+    /// the overlay's sub-steps (`round_trips.rs`). A driver that does not measure never sends it.
+    ControlRoundTrip { rtt: Duration },
     /// Time passed: due timers fire.
     Tick,
 }
@@ -350,6 +354,9 @@ pub struct VnEngine<I> {
     round_query_rate: PerPeer<I>,
     /// Directed push ([`VnEngine::with_push`]): no overlay, r targets drawn from the Cyclon view.
     push: bool,
+    /// Control round trips the driver measured (`VnInput::ControlRoundTrip`): they stretch the sub-steps of
+    /// the overlays this VN starts when the network is busy (`round_trips.rs`). None in the simulator.
+    round_trips: RoundTrips,
 }
 
 /// One catch-up probe: whom it asked, what they answered, when it gives up waiting.
@@ -439,6 +446,7 @@ impl<I: VnIdentity> VnEngine<I> {
             probe_rng,
             round_query_rate,
             push: false,
+            round_trips: RoundTrips::default(),
         })
     }
 
@@ -616,6 +624,7 @@ impl<I: VnIdentity> VnEngine<I> {
                     p.waiting.remove(&to);
                 }
             }
+            VnInput::ControlRoundTrip { rtt } => self.round_trips.record(rtt),
             VnInput::Tick => self.sampler_input(now, SamplerInput::Tick, &mut out),
         }
         self.decide_probe(now, &mut out);
@@ -659,6 +668,7 @@ impl<I: VnIdentity> VnEngine<I> {
             self.forget_old_rounds(out);
             return;
         }
+        self.pace_overlays();
         let spacing = self.start_spacing();
         let ahead_max = if self.cfg.static_graph {
             0
@@ -731,8 +741,19 @@ impl<I: VnIdentity> VnEngine<I> {
     fn start_spacing(&self) -> Duration {
         match self.cfg.lookahead {
             0 => Duration::ZERO,
-            l => self.cfg.sampler.overlay.deadline() / l as u32,
+            l => self.sampler.overlay().deadline() / l as u32,
         }
+    }
+
+    /// The sub-step of the overlays started from now on: the configured one, stretched by the round trips
+    /// measured (`round_trips.rs`). A stretched window also spaces the starts further apart, so a busy
+    /// network gets fewer negotiations per second, not only longer ones.
+    fn pace_overlays(&mut self) {
+        let substep = self.round_trips.next_substep(self.cfg.sampler.overlay.substep);
+        if substep != self.sampler.overlay().config().substep {
+            tracing::debug!(?substep, rtt = ?self.round_trips.typical(), "overlay sub-step stretched");
+        }
+        self.sampler.set_substep(substep);
     }
 
     /// Starts the negotiations whose time has come.
@@ -743,6 +764,9 @@ impl<I: VnIdentity> VnEngine<I> {
             .filter(|(_, r)| r.start_at.is_some_and(|t| t <= now))
             .map(|(&u, _)| u)
             .collect();
+        if !due.is_empty() {
+            self.pace_overlays();
+        }
         for round in due {
             let r = self.rounds.get_mut(&round).expect("listed");
             r.start_at = None;
@@ -1616,7 +1640,7 @@ impl<I: VnIdentity> VnEngine<I> {
     fn finish(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
         self.send_due(now, out);
         // Peers heard within one overlay window: those in step speak to us every few sub-steps.
-        let fresh = self.cfg.sampler.overlay.deadline();
+        let fresh = self.sampler.overlay().deadline();
         for (&round, r) in self.rounds.iter_mut() {
             let Some(deadline) = r.deadline else { continue };
             if r.done {

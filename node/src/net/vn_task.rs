@@ -107,6 +107,9 @@ pub struct VnTask {
     /// Peers whose last connection closed with an error and that we are dialling again: if that fails they
     /// are gone (`VnInput::PeerGone`).
     pub redialing: HashSet<PeerId>,
+    /// When each control request in flight left: its acknowledgement's round trip goes to the engine
+    /// (`VnInput::ControlRoundTrip`). Every request ends in a response or a failure, which removes it.
+    pub control_sent: HashMap<OutboundRequestId, Instant>,
 }
 
 impl VnTask {
@@ -287,13 +290,21 @@ impl VnTask {
                         bytes: request,
                     })
                 }
-                Message::Response { .. } => None,
+                // The acknowledgement: its round trip paces the overlay's sub-steps.
+                Message::Response { request_id, .. } => {
+                    let sent = self.control_sent.remove(&request_id)?;
+                    Some(VnInput::ControlRoundTrip {
+                        rtt: sent.elapsed(),
+                    })
+                }
             },
             SwarmEvent::Behaviour(VnBehaviourEvent::Control(Event::OutboundFailure {
                 peer,
+                request_id,
                 error,
                 ..
             })) => {
+                self.control_sent.remove(&request_id);
                 tracing::debug!(vn = self.index, %peer, %error, "control message not delivered");
                 match error {
                     // A late acknowledgement is a busy peer, not a gone one: the message went out on a live
@@ -457,6 +468,7 @@ impl VnTask {
             outbound_chunks,
             addrs,
             wake,
+            control_sent: &mut self.control_sent,
             epoch: self.epoch,
             log: &mut self.log,
             observer: self.observer.as_deref(),
@@ -493,6 +505,7 @@ struct SwarmPort<'a> {
     outbound_chunks: &'a mut HashMap<OutboundRequestId, (PeerId, Round)>,
     addrs: &'a HashMap<PeerId, Multiaddr>,
     wake: &'a mut Option<Instant>,
+    control_sent: &'a mut HashMap<OutboundRequestId, Instant>,
     epoch: Instant,
     log: &'a mut RefusalLog,
     observer: Option<&'a dyn Observer<PeerId>>,
@@ -502,10 +515,17 @@ struct SwarmPort<'a> {
 impl VnDriver<VnAddr> for SwarmPort<'_> {
     fn send_control(&mut self, to: VnAddr, bytes: Vec<u8>) {
         let a = dial_addrs(&to, self.addrs);
-        self.swarm
+        // Only a message over a connection that is already up measures the network's round trip; one that
+        // dials first also waits for a handshake, a one-time cost that must not stretch the sub-steps.
+        let connected = self.swarm.is_connected(&to.peer);
+        let id = self
+            .swarm
             .behaviour_mut()
             .control
             .send_request_with_addresses(&to.peer, bytes, a);
+        if connected {
+            self.control_sent.insert(id, Instant::now());
+        }
     }
 
     fn send_chunk(&mut self, to: VnAddr, round: Round, bytes: Arc<Vec<u8>>) {

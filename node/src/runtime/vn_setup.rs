@@ -181,6 +181,7 @@ impl VnSetup {
             view_board: place.view_board,
             round_channels: Default::default(),
             redialing: Default::default(),
+            control_sent: Default::default(),
         };
         Ok((task, tx, me))
     }

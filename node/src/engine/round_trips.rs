@@ -1,0 +1,165 @@
+//! [`RoundTrips`]: the control round trips one VN measured, and the overlay sub-step they call for.
+//!
+//! The overlay protocol is timed in sub-steps that must each hold a round trip (a proposal's walk, its
+//! acceptance and the commitment). A fixed sub-step fails in one direction: when the machines or the network
+//! are busier than it was chosen for, replies miss their sub-steps, rounds freeze short, short VNs propose
+//! more, and the extra messages make everyone busier still: the overlay collapsed (0.28 of 4 neighbours on a
+//! two-core machine with 40 ms sub-steps, control round trips at a median of 0.9 s) instead of slowing down.
+//! Stretching the sub-step of the rounds a VN starts to a multiple of the round trips it measured closes that
+//! loop the other way, as TCP's retransmission timer does: slower rounds send fewer messages per second, the
+//! queues drain, and the sub-step comes back down to the configured floor when the round trips do.
+//!
+//! Each VN measures and decides for itself (its own schedule, DESIGN §5). The driver measures: the engine
+//! reads no clock. A peer that answers late on purpose can only move a high percentile of the samples it is
+//! part of, and the stretch is capped.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Round trips kept: about the control messages of one or two sub-steps of a busy VN, so that the estimate
+/// follows load within a round.
+pub const SAMPLES: usize = 64;
+
+/// Sub-step length in round trips (of the [`PERCENTILE`] one): a walk of a few hops, an acceptance and a
+/// commitment fit in it.
+pub const SUBSTEP_PER_ROUND_TRIP: u32 = 4;
+
+/// Which round trip of the recent ones sets the pace, in percent: high enough that most replies fit, low
+/// enough that a minority of slow (or hostile) peers does not set it.
+pub const PERCENTILE: usize = 75;
+
+/// The longest sub-step, in multiples of the configured one: a bound on how far a busy network (or peers
+/// that answer late on purpose) can slow this VN's negotiations.
+pub const MAX_STRETCH: u32 = 8;
+
+/// The first round's sub-step, in multiples of the configured one, easing down from there. Before its first
+/// rounds a VN has measured only the quiet network of the warm-up, and every VN then opens `lookahead + 1`
+/// negotiations at once (and most of its connections): started at the floor, they were the ones that failed
+/// (measured: round 0..4 at 1.5-2.7 of 4 neighbours, then 4.0).
+pub const INITIAL_STRETCH: u32 = 4;
+
+/// How much the sub-step shrinks per round started once the round trips allow it, in percent.
+pub const EASE_PERCENT: u32 = 10;
+
+/// Recent control round trips of one VN.
+#[derive(Debug, Clone, Default)]
+pub struct RoundTrips {
+    recent: VecDeque<Duration>,
+    /// The sub-step last chosen.
+    substep: Option<Duration>,
+}
+
+impl RoundTrips {
+    /// One control message's round trip: from its send to its acknowledgement.
+    pub fn record(&mut self, rtt: Duration) {
+        if self.recent.len() == SAMPLES {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(rtt);
+    }
+
+    /// The [`PERCENTILE`] round trip of the recent ones; `None` before any.
+    pub fn typical(&self) -> Option<Duration> {
+        if self.recent.is_empty() {
+            return None;
+        }
+        let mut v: Vec<Duration> = self.recent.iter().copied().collect();
+        let i = (v.len() - 1) * PERCENTILE / 100;
+        Some(*v.select_nth_unstable(i).1)
+    }
+
+    /// The sub-step for a round started now: [`SUBSTEP_PER_ROUND_TRIP`] typical round trips, at least the
+    /// configured `floor` and at most [`MAX_STRETCH`] times it. It rises at once when the round trips do and
+    /// comes down by [`EASE_PERCENT`] per round started when they fall (a direct map from round trips to
+    /// sub-steps oscillates: slow rounds drain the queues, the next rounds go back to the floor and fill them
+    /// again), from [`INITIAL_STRETCH`] at the first round. A driver that measures nothing (the simulator)
+    /// gets the floor: without round trips there is no pacing.
+    pub fn next_substep(&mut self, floor: Duration) -> Duration {
+        let Some(rtt) = self.typical() else {
+            return floor;
+        };
+        let target = (rtt * SUBSTEP_PER_ROUND_TRIP).clamp(floor, floor * MAX_STRETCH);
+        let eased = self
+            .substep
+            .map_or(floor * INITIAL_STRETCH, |s| s * (100 - EASE_PERCENT) / 100);
+        let next = target.max(eased).max(floor);
+        self.substep = Some(next);
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FLOOR: Duration = Duration::from_millis(40);
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    fn filled(rtt: Duration) -> RoundTrips {
+        let mut t = RoundTrips::default();
+        for _ in 0..SAMPLES {
+            t.record(rtt);
+        }
+        t
+    }
+
+    #[test]
+    fn a_driver_that_measures_nothing_gets_the_configured_substep() {
+        let mut t = RoundTrips::default();
+        for _ in 0..10 {
+            assert_eq!(t.next_substep(FLOOR), FLOOR);
+        }
+    }
+
+    #[test]
+    fn the_first_rounds_start_stretched_and_ease_down_to_the_floor_on_a_quiet_network() {
+        let mut t = filled(Duration::from_micros(900));
+        let mut seen = vec![t.next_substep(FLOOR)];
+        assert_eq!(seen[0], FLOOR * INITIAL_STRETCH);
+        while *seen.last().unwrap() > FLOOR {
+            seen.push(t.next_substep(FLOOR));
+            assert!(seen.len() < 50, "never reached the floor: {seen:?}");
+        }
+        assert!(seen.windows(2).all(|w| w[1] < w[0]), "{seen:?}");
+        assert_eq!(t.next_substep(FLOOR), FLOOR);
+    }
+
+    #[test]
+    fn slow_replies_stretch_the_substep_at_once_and_it_eases_back_when_they_are_fast_again() {
+        let mut t = filled(ms(1));
+        while t.next_substep(FLOOR) > FLOOR {}
+        for _ in 0..SAMPLES {
+            t.record(ms(30));
+        }
+        assert_eq!(t.next_substep(FLOOR), ms(120));
+        for _ in 0..SAMPLES {
+            t.record(ms(1));
+        }
+        assert_eq!(t.next_substep(FLOOR), ms(108));
+        assert_eq!(t.next_substep(FLOOR), Duration::from_micros(97_200));
+    }
+
+    #[test]
+    fn a_minority_of_late_peers_does_not_set_the_pace_and_the_stretch_is_capped() {
+        let mut t = RoundTrips::default();
+        for i in 0..SAMPLES {
+            // One reply in five from a peer that holds its acknowledgements for ten seconds.
+            t.record(if i % 5 == 0 { ms(10_000) } else { ms(2) });
+        }
+        assert_eq!(t.typical(), Some(ms(2)));
+        let mut t = filled(ms(10_000));
+        assert_eq!(t.next_substep(FLOOR), FLOOR * MAX_STRETCH);
+    }
+
+    #[test]
+    fn only_the_recent_samples_count() {
+        let mut t = filled(ms(500));
+        for _ in 0..SAMPLES {
+            t.record(ms(20));
+        }
+        assert_eq!(t.typical(), Some(ms(20)));
+    }
+}
