@@ -8,6 +8,9 @@
 //!   round start (`StartRound`); clocks need not agree. At the start of each sub-step a VN whose degree is
 //!   below r (reserved, committed and established edges all count) becomes proposer or acceptor with
 //!   probability ½ (otherwise idle).
+//!   The sub-step (and with it the reservation, retransmission and grace periods) is fixed for a round when
+//!   it starts: [`OverlayBuilder::set_substep`] lets a driver that measures its round trips stretch it for the
+//!   rounds it starts later (the node does, `node::engine::round_trips`; the simulator keeps the configured one).
 //! * **Proposal.** A proposer sends one `Propose{origin: self, ttl}` to a random view entry. A receiver
 //!   that is an acceptor *in its own current sub-step*, has not accepted in this sub-step, has degree < r, is
 //!   not the origin and not already linked to it, reserves a slot and sends `Accept` straight to the origin.

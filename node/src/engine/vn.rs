@@ -2608,6 +2608,31 @@ mod tests {
         assert_ne!(a, b, "another VN (another seed) keeps its own phase");
     }
 
+    /// Slow acknowledgements stretch the overlays this VN starts afterwards; without round trips (the
+    /// simulator) the configured timing holds.
+    #[test]
+    fn measured_round_trips_stretch_the_overlays_started_after_them() {
+        let configured = sampling::OverlayConfig::new(2, Duration::from_millis(10));
+        let mut quiet = engine(|_| true);
+        quiet.handle(Duration::ZERO, VnInput::StartRound(Round(0)));
+        let freeze = |e: &VnEngine<u32>, r: u64| e.sampler.overlay().freeze_time(Round(r));
+        assert_eq!(freeze(&quiet, 0), Some(configured.deadline()));
+
+        let mut busy = engine(|_| true);
+        for _ in 0..crate::engine::round_trips::SAMPLES {
+            busy.handle(
+                Duration::ZERO,
+                VnInput::ControlRoundTrip {
+                    rtt: Duration::from_millis(15),
+                },
+            );
+        }
+        busy.handle(Duration::ZERO, VnInput::StartRound(Round(0)));
+        // Four round trips of 15 ms: sub-steps of 60 ms instead of 10.
+        assert_eq!(freeze(&busy, 0), Some(configured.deadline() * 6));
+        busy.check_invariants().unwrap();
+    }
+
     #[test]
     fn stale_rounds_and_unlisted_senders_are_refused() {
         let mut e = engine(|p| *p != 66);

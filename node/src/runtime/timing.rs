@@ -21,7 +21,9 @@ pub struct Timing {
     pub cyclon_period_ms: u64,
     /// A shuffle without reply after this long removes its target.
     pub shuffle_timeout_ms: u64,
-    /// One overlay sub-step; must exceed a round trip. The overlay takes (4r + r + 4) sub-steps.
+    /// One overlay sub-step; must exceed a round trip. The overlay takes (4r + r + 4) sub-steps. This is the
+    /// floor: a VN whose control messages come back late stretches the sub-steps of the rounds it starts, up
+    /// to 8× (`node::engine::round_trips`).
     pub substep_ms: u64,
     /// Rounds whose overlay a VN negotiates ahead of its node's round (0 ..= `protocol::control::MAX_LOOKAHEAD`):
     /// rounds stop waiting for the overlay once this is at least the overlay window / the round's work.
@@ -76,13 +78,16 @@ impl Timing {
             substep_ms: 40,
             // Rounds down to ~0.08 s (r = 4) or ~0.15 s (r = 8) do not wait for the overlay. Each open
             // negotiation adds its walks to the control traffic, and a VN's event loop that falls behind makes
-            // replies miss their sub-step, rounds freeze short and short VNs propose more: past the cores'
-            // capacity the overlay collapses instead of slowing down. Measured on two cores (README,
-            // `cargo bench -p testnet --bench rounds`): release, 12 gives 0.098 s rounds at MovieLens k = 2
-            // with 3.98 of 4 neighbours (16: 0.08 s there, but k = 4 saturates: 3.81 neighbours, 0.21 s);
-            // a debug build handles messages several times slower and holds 4 (`cargo run -p testnet`:
-            // 4.0 neighbours, 0.24 s rounds; 8: 3.5 neighbours, 0.37 s). Pacing that adapts to load is an
-            // open issue: a VN cannot back off alone, every VN must negotiate a round at about the same time.
+            // replies miss their sub-step, rounds freeze short and short VNs propose more. With fixed
+            // sub-steps the overlay collapsed past the cores' capacity instead of slowing down (a slower
+            // two-core machine: 0.28 of 4 neighbours in the default release run, control round trips at a
+            // median of 0.9 s); the sub-steps are now paced by the round trips each VN measures
+            // (`node::engine::round_trips`: 3.92 there), which also spaces the negotiations further apart.
+            // Measured on a faster two-core machine before the pacing (README, `cargo bench -p testnet
+            // --bench rounds`): release, 12 gives 0.098 s rounds at MovieLens k = 2 with 3.98 of 4
+            // neighbours (16: 0.08 s there, but k = 4 saturates: 3.81 neighbours, 0.21 s); a debug build
+            // handles messages several times slower and holds 4 (`cargo run -p testnet`: 4.0 neighbours,
+            // 0.24 s rounds; 8: 3.5 neighbours, 0.37 s).
             overlay_lookahead: if cfg!(debug_assertions) {
                 4
             } else {
