@@ -72,16 +72,20 @@ impl RoundTrips {
     /// configured `floor` and at most [`MAX_STRETCH`] times it. It rises at once when the round trips do and
     /// comes down by [`EASE_PERCENT`] per round started when they fall (a direct map from round trips to
     /// sub-steps oscillates: slow rounds drain the queues, the next rounds go back to the floor and fill them
-    /// again), from [`INITIAL_STRETCH`] at the first round. A driver that measures nothing (the simulator)
-    /// gets the floor: without round trips there is no pacing.
-    pub fn next_substep(&mut self, floor: Duration) -> Duration {
+    /// again), from [`INITIAL_STRETCH`] at the first round if it is the network's start (`cold_start`; a VN
+    /// that resumes into a running network starts from what it measured: stretched, its first rounds took
+    /// so long that the network ran ahead of it again). A driver that measures nothing (the simulator) gets
+    /// the floor: without round trips there is no pacing.
+    pub fn next_substep(&mut self, floor: Duration, cold_start: bool) -> Duration {
         let Some(rtt) = self.typical() else {
             return floor;
         };
         let target = (rtt * SUBSTEP_PER_ROUND_TRIP).clamp(floor, floor * MAX_STRETCH);
         let eased = self
             .substep
-            .map_or(floor * INITIAL_STRETCH, |s| s * (100 - EASE_PERCENT) / 100);
+            .map_or(if cold_start { floor * INITIAL_STRETCH } else { floor }, |s| {
+                s * (100 - EASE_PERCENT) / 100
+            });
         let next = target.max(eased).max(floor);
         self.substep = Some(next);
         next
@@ -110,36 +114,44 @@ mod tests {
     fn a_driver_that_measures_nothing_gets_the_configured_substep() {
         let mut t = RoundTrips::default();
         for _ in 0..10 {
-            assert_eq!(t.next_substep(FLOOR), FLOOR);
+            assert_eq!(t.next_substep(FLOOR, true), FLOOR);
         }
     }
 
     #[test]
     fn the_first_rounds_start_stretched_and_ease_down_to_the_floor_on_a_quiet_network() {
         let mut t = filled(Duration::from_micros(900));
-        let mut seen = vec![t.next_substep(FLOOR)];
+        let mut seen = vec![t.next_substep(FLOOR, true)];
         assert_eq!(seen[0], FLOOR * INITIAL_STRETCH);
         while *seen.last().unwrap() > FLOOR {
-            seen.push(t.next_substep(FLOOR));
+            seen.push(t.next_substep(FLOOR, true));
             assert!(seen.len() < 50, "never reached the floor: {seen:?}");
         }
         assert!(seen.windows(2).all(|w| w[1] < w[0]), "{seen:?}");
-        assert_eq!(t.next_substep(FLOOR), FLOOR);
+        assert_eq!(t.next_substep(FLOOR, true), FLOOR);
+    }
+
+    #[test]
+    fn a_vn_resuming_into_a_running_network_starts_from_what_it_measured() {
+        let mut t = filled(ms(1));
+        assert_eq!(t.next_substep(FLOOR, false), FLOOR);
+        let mut t = filled(ms(20));
+        assert_eq!(t.next_substep(FLOOR, false), ms(80));
     }
 
     #[test]
     fn slow_replies_stretch_the_substep_at_once_and_it_eases_back_when_they_are_fast_again() {
         let mut t = filled(ms(1));
-        while t.next_substep(FLOOR) > FLOOR {}
+        while t.next_substep(FLOOR, true) > FLOOR {}
         for _ in 0..SAMPLES {
             t.record(ms(30));
         }
-        assert_eq!(t.next_substep(FLOOR), ms(120));
+        assert_eq!(t.next_substep(FLOOR, true), ms(120));
         for _ in 0..SAMPLES {
             t.record(ms(1));
         }
-        assert_eq!(t.next_substep(FLOOR), ms(108));
-        assert_eq!(t.next_substep(FLOOR), Duration::from_micros(97_200));
+        assert_eq!(t.next_substep(FLOOR, true), ms(108));
+        assert_eq!(t.next_substep(FLOOR, true), Duration::from_micros(97_200));
     }
 
     #[test]
@@ -151,7 +163,7 @@ mod tests {
         }
         assert_eq!(t.typical(), Some(ms(2)));
         let mut t = filled(ms(10_000));
-        assert_eq!(t.next_substep(FLOOR), FLOOR * MAX_STRETCH);
+        assert_eq!(t.next_substep(FLOOR, true), FLOOR * MAX_STRETCH);
     }
 
     #[test]

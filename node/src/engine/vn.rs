@@ -749,7 +749,11 @@ impl<I: VnIdentity> VnEngine<I> {
     /// measured (`round_trips.rs`). A stretched window also spaces the starts further apart, so a busy
     /// network gets fewer negotiations per second, not only longer ones.
     fn pace_overlays(&mut self) {
-        let substep = self.round_trips.next_substep(self.cfg.sampler.overlay.substep);
+        // The network's start: every VN opens its first negotiations (and connections) at once.
+        let cold_start = self.newest.is_none_or(|n| n == Round::ZERO);
+        let substep = self
+            .round_trips
+            .next_substep(self.cfg.sampler.overlay.substep, cold_start);
         if substep != self.sampler.overlay().config().substep {
             tracing::debug!(?substep, rtt = ?self.round_trips.typical(), "overlay sub-step stretched");
         }
