@@ -81,11 +81,14 @@ impl RoundTrips {
             return floor;
         };
         let target = (rtt * SUBSTEP_PER_ROUND_TRIP).clamp(floor, floor * MAX_STRETCH);
-        let eased = self
-            .substep
-            .map_or(if cold_start { floor * INITIAL_STRETCH } else { floor }, |s| {
-                s * (100 - EASE_PERCENT) / 100
-            });
+        let eased = self.substep.map_or(
+            if cold_start {
+                floor * INITIAL_STRETCH
+            } else {
+                floor
+            },
+            |s| s * (100 - EASE_PERCENT) / 100,
+        );
         let next = target.max(eased).max(floor);
         self.substep = Some(next);
         next

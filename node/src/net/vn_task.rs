@@ -107,9 +107,10 @@ pub struct VnTask {
     /// Peers whose last connection closed with an error and that we are dialling again: if that fails they
     /// are gone (`VnInput::PeerGone`).
     pub redialing: HashSet<PeerId>,
-    /// When each control request in flight left: its acknowledgement's round trip goes to the engine
-    /// (`VnInput::ControlRoundTrip`). Every request ends in a response or a failure, which removes it.
-    pub control_sent: HashMap<OutboundRequestId, Instant>,
+    /// When each control request in flight left (time since `epoch`): its acknowledgement's round trip goes
+    /// to the engine (`VnInput::ControlRoundTrip`). Every request ends in a response or a failure, which
+    /// removes it.
+    pub control_sent: HashMap<OutboundRequestId, Duration>,
 }
 
 impl VnTask {
@@ -294,7 +295,7 @@ impl VnTask {
                 Message::Response { request_id, .. } => {
                     let sent = self.control_sent.remove(&request_id)?;
                     Some(VnInput::ControlRoundTrip {
-                        rtt: sent.elapsed(),
+                        rtt: self.epoch.elapsed().saturating_sub(sent),
                     })
                 }
             },
@@ -505,7 +506,7 @@ struct SwarmPort<'a> {
     outbound_chunks: &'a mut HashMap<OutboundRequestId, (PeerId, Round)>,
     addrs: &'a HashMap<PeerId, Multiaddr>,
     wake: &'a mut Option<Instant>,
-    control_sent: &'a mut HashMap<OutboundRequestId, Instant>,
+    control_sent: &'a mut HashMap<OutboundRequestId, Duration>,
     epoch: Instant,
     log: &'a mut RefusalLog,
     observer: Option<&'a dyn Observer<PeerId>>,
@@ -524,7 +525,7 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
             .control
             .send_request_with_addresses(&to.peer, bytes, a);
         if connected {
-            self.control_sent.insert(id, Instant::now());
+            self.control_sent.insert(id, self.epoch.elapsed());
         }
     }
 
