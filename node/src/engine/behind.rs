@@ -147,8 +147,10 @@ impl<I: Ord + Clone> AheadWitnesses<I> {
 
     /// Whether the network is behind `exchange`: at least [`CATCH_UP_WITNESSES`] peers showed an exchange
     /// within `fresh` of `now`, and most of them are [`HOLD_LEAD`] or more exchanges behind it. Claims are
-    /// lower bounds (an overlay message says its sender is at least its round minus the lookahead), so a
-    /// VN in step sees its peers at its own exchange or one behind, not a majority two behind.
+    /// lower bounds (an overlay message says its sender is at least its round minus the lookahead), and they
+    /// run several rounds low in step too (each is the newest round a peer happened to mention, and paced
+    /// negotiations open fewer rounds ahead): the engine asks only for exchanges short of partners, and
+    /// subtracts its own negotiation lag from `exchange` (`VnEngine::finish`).
     pub fn network_behind(&self, now: Duration, exchange: Round, fresh: Duration) -> bool {
         let (mut voters, mut behind) = (0usize, 0usize);
         for (r, seen) in self.claims.values() {
