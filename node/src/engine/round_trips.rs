@@ -38,7 +38,8 @@ pub const MAX_STRETCH: u32 = 8;
 /// (measured: round 0..4 at 1.5-2.7 of 4 neighbours, then 4.0).
 pub const INITIAL_STRETCH: u32 = 4;
 
-/// How much the sub-step shrinks per round started once the round trips allow it, in percent.
+/// How much the sub-step shrinks at each pacing decision once the round trips allow it, in percent. The
+/// engine decides when its node starts a round and when due negotiations start, so about twice a round.
 pub const EASE_PERCENT: u32 = 10;
 
 /// Recent control round trips of one VN.
@@ -70,7 +71,7 @@ impl RoundTrips {
 
     /// The sub-step for a round started now: [`SUBSTEP_PER_ROUND_TRIP`] typical round trips, at least the
     /// configured `floor` and at most [`MAX_STRETCH`] times it. It rises at once when the round trips do and
-    /// comes down by [`EASE_PERCENT`] per round started when they fall (a direct map from round trips to
+    /// comes down by [`EASE_PERCENT`] per decision when they fall (a direct map from round trips to
     /// sub-steps oscillates: slow rounds drain the queues, the next rounds go back to the floor and fill them
     /// again), from [`INITIAL_STRETCH`] at the first round if it is the network's start (`cold_start`; a VN
     /// that resumes into a running network starts from what it measured: stretched, its first rounds took

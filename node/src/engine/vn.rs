@@ -1645,8 +1645,7 @@ impl<I: VnIdentity> VnEngine<I> {
     /// exact when negotiations run the full lookahead ahead, but paced sub-steps space the starts further
     /// apart, and the last rounds of a run have nothing beyond them to negotiate, so peers in step then claim
     /// less. Peers on the same network lag about as this VN does: the hold compares their claims with its
-    /// exchange less this lag (measured before: default release run, held exchanges in 5 of 20 rounds of a
-    /// clean network, one of them 4.6 s).
+    /// exchange less this lag.
     fn negotiation_lag(&self) -> u64 {
         if self.cfg.static_graph || self.push {
             return 0;
