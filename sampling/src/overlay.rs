@@ -112,7 +112,12 @@ impl OverlayConfig {
 
     /// Time from the local round start to the freeze.
     pub fn deadline(&self) -> Duration {
-        self.timing().deadline(self.substeps + self.repair_steps)
+        self.timing().deadline(self.total_substeps())
+    }
+
+    /// Sub-steps of a round: proposal and repair.
+    pub fn total_substeps(&self) -> u32 {
+        self.substeps + self.repair_steps
     }
 
     /// The configured timing of a round.
@@ -129,10 +134,8 @@ impl OverlayConfig {
     /// retransmission and grace periods scale with it (each is a number of sub-steps' worth of round trips).
     /// The configured sub-step gives exactly [`Self::timing`].
     pub fn timing_with_substep(&self, substep: Duration) -> RoundTiming {
-        if substep == self.substep {
-            return self.timing();
-        }
-        // Integer nanoseconds, so a given stretch gives the same durations on every platform.
+        // Integer nanoseconds, so a given stretch gives the same durations on every platform (and the
+        // configured sub-step exactly the configured timing).
         let (num, den) = (substep.as_nanos(), self.substep.as_nanos().max(1));
         let scale = |d: Duration| {
             Duration::from_nanos(u64::try_from(d.as_nanos() * num / den).unwrap_or(u64::MAX))
@@ -360,11 +363,7 @@ impl<I: PeerId> OverlayBuilder<I> {
 
     /// Time from a round's start to its freeze, for a round started now.
     pub fn deadline(&self) -> Duration {
-        self.timing.deadline(self.total_substeps())
-    }
-
-    fn total_substeps(&self) -> u32 {
-        self.cfg.substeps + self.cfg.repair_steps
+        self.timing.deadline(self.cfg.total_substeps())
     }
 
     /// Established neighbours of `round` (sorted), whether frozen or not; `None` if the round is unknown.
@@ -396,7 +395,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     pub fn freeze_time(&self, round: Round) -> Option<Duration> {
         self.rounds
             .get(&round)
-            .map(|s| s.start + s.timing.deadline(self.total_substeps()))
+            .map(|s| s.start + s.timing.deadline(self.cfg.total_substeps()))
     }
 
     /// Rounds currently kept (open or frozen).
@@ -407,7 +406,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     /// The earliest time the caller must call `handle(.., Tick)` (the `poll_timeout` contract: ask after every
     /// `handle`; there is no timer output).
     pub fn next_timeout(&self) -> Option<Duration> {
-        let total = self.cfg.substeps + self.cfg.repair_steps;
+        let total = self.cfg.total_substeps();
         let mut best: Option<Duration> = None;
         let mut consider = |t: Duration| best = Some(best.map_or(t, |b: Duration| b.min(t)));
         for s in self.rounds.values().filter(|s| !s.frozen) {
@@ -523,7 +522,7 @@ impl<I: PeerId> OverlayBuilder<I> {
 
     fn fire_timers(&mut self, now: Duration, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
         let cfg = self.cfg.clone();
-        let total = cfg.substeps + cfg.repair_steps;
+        let total = cfg.total_substeps();
         let keys: Vec<Round> = self
             .rounds
             .iter()
@@ -1166,7 +1165,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     /// within the schedule; at most r + 1 links of any kind; at most one open walk per sub-step run; at most r hand-overs; at most
     /// [`MAX_KEPT_ROUNDS`] rounds. An `Err` names the round and what broke.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let total = self.cfg.substeps + self.cfg.repair_steps;
+        let total = self.cfg.total_substeps();
         for (round, s) in &self.rounds {
             let fail = |what: &str| Err(format!("overlay of {:?}, round {round}: {what}", self.me));
             if s.links.contains_key(&self.me) {
