@@ -8,7 +8,7 @@ import json, statistics, sys
 from pathlib import Path
 
 out = Path(sys.argv[1] if len(sys.argv) > 1 else "results/churn-procs")
-KINDS = ("clean", "kill", "kill-3s", "pause")
+KINDS = ("clean", "kill", "kill-3s", "pause", "clean-lookahead-1", "kill-lookahead-1")
 
 
 def runs(kind):
@@ -47,16 +47,18 @@ def since(x, key):
 # Which node indices are victims in each churn kind (from the runs themselves); clean runs are split the
 # same way as the kill runs' victims.
 victims_of = {}
-for kind in ("kill", "kill-3s", "pause"):
+for kind in ("kill", "kill-3s", "pause", "kill-lookahead-1"):
     for _, s in runs(kind):
         c = s.get("churn") or {}
         victims_of[kind] = sorted(x["node"] for x in c.get("killed", []) + c.get("paused", []))
         break
 victims_of["clean"] = victims_of.get("kill", [])
+victims_of["clean-lookahead-1"] = victims_of.get("kill-lookahead-1", [])
 
 groups = {k: {"all": [], "victims": [], "others": []} for k in KINDS}
 per_node = {k: {"victims": [], "others": []} for k in KINDS}
-rejoin_cmd, rejoin_listen, rejoin_cont = [], [], []
+rejoin_cmd, rejoin_listen, rejoin_cont = {}, {}, []
+round_secs = {k: [] for k in KINDS}
 
 print("| run | seed | final metric: all nodes | victims | others | victims' last round | victims skipped "
       "| victims in step after: network rounds since the restart command (s) | since the restarted process "
@@ -66,6 +68,8 @@ print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for kind in KINDS:
     for seed, s in runs(kind):
         finals = s.get("final_metric_per_node") or []
+        if s.get("mean_round_seconds") is not None:
+            round_secs[kind].append(s["mean_round_seconds"])
         vic = victims_of.get(kind, [])
         v_f = [finals[i] for i in vic if i < len(finals) and finals[i] is not None]
         o_f = [f for i, f in enumerate(finals) if i not in vic and f is not None]
@@ -89,9 +93,9 @@ for kind in KINDS:
         for x in c["killed"]:
             r = x.get("restart", {})
             if r.get("in_step_since_restart"):
-                rejoin_cmd.append(r["in_step_since_restart"]["network_rounds"])
+                rejoin_cmd.setdefault(kind, []).append(r["in_step_since_restart"]["network_rounds"])
             if r.get("in_step_since_listening"):
-                rejoin_listen.append(r["in_step_since_listening"]["network_rounds"])
+                rejoin_listen.setdefault(kind, []).append(r["in_step_since_listening"]["network_rounds"])
         for x in c["paused"]:
             if x.get("in_step_since_continue"):
                 rejoin_cont.append(x["in_step_since_continue"]["network_rounds"])
@@ -115,5 +119,10 @@ print("Per node, mean ± sample std over every node of every seed:", ", ".join(
     f"{k} victims {spread(per_node[k]['victims'])} / others {spread(per_node[k]['others'])}" for k in KINDS))
 print()
 fmt = lambda xs: f"{min(xs)}-{max(xs)} (median {statistics.median(xs)})" if xs else "-"
-print(f"Killed nodes in step after (network rounds): since the restart command {fmt(rejoin_cmd)}; since their "
-      f"process listened {fmt(rejoin_listen)}. Paused node in step after SIGCONT: {fmt(rejoin_cont)}.")
+print("Mean network round (s), mean ± std over seeds:", ", ".join(f"{k} {spread(round_secs[k])}" for k in KINDS))
+print()
+for kind in rejoin_cmd:
+    print(f"Killed nodes in step after (network rounds), {kind}: since the restart command "
+          f"{fmt(rejoin_cmd[kind])}; since their process listened {fmt(rejoin_listen.get(kind, []))}.")
+print()
+print(f"Paused node in step after SIGCONT (network rounds): {fmt(rejoin_cont)}.")
