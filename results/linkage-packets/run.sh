@@ -8,7 +8,7 @@
 # (200 ms overlay sub-steps: the loopback timing's 40 ms let the overlay collapse on a machine as loaded as the
 # one these figures come from) with the loopback timing's 20 ms send jitter unless a variant says otherwise;
 # variants: no defence, VNs in 4 VN hosts, the defences (200 ms jitter + 150 ms pace, with and without
-# hosts; a 1 s jitter); seeds 1-3. Needs root (network namespaces) and installs tcpdump if missing. About 10 minutes; run
+# hosts; a 1 s jitter, with and without hosts); seeds 1-3. Needs root (network namespaces) and installs tcpdump if missing. About 10 minutes; run
 # from the repository root.
 set -euo pipefail
 if ! command -v tcpdump > /dev/null; then
@@ -33,6 +33,7 @@ run hosts-no-pace --vn-hosts 4 --send-jitter-ms 20
 run jitter-200ms-pace-150ms --send-jitter-ms 200 --send-pace-ms 150
 run hosts-jitter-200ms-pace-150ms --vn-hosts 4 --send-jitter-ms 200 --send-pace-ms 150
 run jitter-1s --send-jitter-ms 1000
+run hosts-jitter-1s --vn-hosts 4 --send-jitter-ms 1000
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 # Nothing of the run's namespaces may be left.
 if ip netns list | grep -q '^stn'; then echo "namespaces left behind:"; ip netns list | grep '^stn'; fi
@@ -42,9 +43,16 @@ out = pathlib.Path(sys.argv[1])
 def ms(xs):
     xs = [x for x in xs if x is not None]
     return f"{st.mean(xs):.3f} ± {st.stdev(xs):.3f}" if len(xs) > 1 else (f"{xs[0]:.3f}" if xs else "–")
-names = ["no-pace", "hosts-no-pace", "jitter-200ms-pace-150ms", "hosts-jitter-200ms-pace-150ms", "jitter-1s"]
-print("| variant | chunk AUC, last packet | chunk AUC, burst start | chunk AUC, log (wall clock) | walk AUC, last packet | matched / unmatched arrivals | unmapped data packets | log − packet lag µs (median / p99) | neighbours / VN | round s |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+def gaps(p):
+    c = [x["last_packet"]["chunks"] for x in p]
+    if any(x.get("sibling_gap_ms_median") is None for x in c):
+        return "–"
+    return (f"{st.mean(x['sibling_gap_ms_median'] for x in c):.0f} / "
+            f"{st.mean(x['stranger_gap_ms_median'] for x in c):.0f}")
+names = ["no-pace", "hosts-no-pace", "jitter-200ms-pace-150ms", "hosts-jitter-200ms-pace-150ms", "jitter-1s",
+         "hosts-jitter-1s"]
+print("| variant | chunk AUC, last packet | chunk AUC, burst start | chunk AUC, log (wall clock) | median gap ms, siblings / strangers (chunks, last packet) | walk AUC, last packet | matched / unmatched arrivals | unmapped data packets | log − packet lag µs (median / p99) | neighbours / VN | round s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 rows = {}
 for name in names:
     rs = [json.loads((out / name / f"seed-{s}/summary.json").read_text()) for s in (1, 2, 3)]
@@ -54,6 +62,7 @@ for name in names:
     print(f"| {name} | {ms([x['last_packet']['chunks']['auc_pooled'] for x in p])} | "
           f"{ms([x['burst_start']['chunks']['auc_pooled'] for x in p])} | "
           f"{ms([x['log_wall']['chunks']['auc_pooled'] for x in p])} | "
+          f"{gaps(p)} | "
           f"{ms([x['last_packet']['walks']['auc_pooled'] for x in p])} | "
           f"{sum(x['matched'] for x in p)} / {sum(x['unmatched'] for x in p)} | "
           f"{sum(x['unmapped_packets'] for x in p)} of {sum(x['data_packets'] for x in p)} | {lags} | "

@@ -53,6 +53,10 @@ pub struct FeatureLinkage {
     /// Pairs scored (pooled), sibling pairs among them.
     pub pairs: usize,
     pub sibling_pairs: usize,
+    /// The median, over sibling pairs and over stranger pairs, of each pair's score (its median gap), in ms:
+    /// what the AUC compares, on a scale that says how much delay a defence has to cover.
+    pub sibling_gap_ms_median: Option<f64>,
+    pub stranger_gap_ms_median: Option<f64>,
 }
 
 /// The largest share of a victim's k chunks one attacker assembled in one round, linking within a window.
@@ -133,7 +137,18 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
             }
             pooled.extend(scored);
         }
+        let gap_ms = |siblings: bool| {
+            let mut g: Vec<f64> = pooled
+                .iter()
+                .filter(|p| p.1 == siblings)
+                .map(|p| -p.0 * 1e3)
+                .collect();
+            g.sort_by(f64::total_cmp);
+            g.get(g.len() / 2).copied()
+        };
         FeatureLinkage {
+            sibling_gap_ms_median: gap_ms(true),
+            stranger_gap_ms_median: gap_ms(false),
             auc_pooled: auc(&pooled),
             auc_mean: (!aucs.is_empty()).then(|| aucs.iter().sum::<f64>() / aucs.len() as f64),
             pairs: pooled.len(),
@@ -322,6 +337,10 @@ mod tests {
         let rep = r.finish();
         assert_eq!(rep.chunks.auc_pooled, Some(1.0));
         assert_eq!((rep.chunks.pairs, rep.chunks.sibling_pairs), (6, 2));
+        // Sibling gaps 2 and 3 ms, stranger gaps 398-403 ms: the upper medians.
+        let near = |x: Option<f64>, want: f64| x.is_some_and(|x| (x - want).abs() < 1e-6);
+        assert!(near(rep.chunks.sibling_gap_ms_median, 3.0), "{rep:?}");
+        assert!(near(rep.chunks.stranger_gap_ms_median, 401.0), "{rep:?}");
         assert_eq!(rep.walks.auc_pooled, None, "no walks recorded");
         // Within 5 ms each node's two chunks form a pure group: the whole model (k = 2) of a victim.
         assert_eq!(rep.assembled[0].max_share, 1.0);
