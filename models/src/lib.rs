@@ -24,6 +24,8 @@
 //!     that name the file and the line or byte offset.
 //!   - `partition.rs`: IID, Dirichlet(α) non-IID and by-user assignment of samples to nodes.
 //! - `chunking.rs`: [`chunking::ChunkPartition`], the static seeded partition of `[0, d)` into k chunks.
+//! - `threads.rs`: fixes the CPU matmul thread count once per process (Candle 0.11 otherwise reads
+//!   `/proc/cpuinfo` on every matmul).
 //! - `aggregate.rs`: [`aggregate::Aggregator`], per-parameter averaging of received chunks.
 //! - `privacy/`: attacks that audit a run (§2.1, §6): chunk completion, exact ROC-AUC, loss-based membership
 //!   inference, linkability, gradient inversion of a leading FC layer, PSNR/SSIM and PNG grids, rated-items
@@ -44,6 +46,7 @@ pub mod nn;
 pub mod params;
 pub mod privacy;
 pub mod schemes;
+pub mod threads;
 pub mod train;
 
 pub use error::ModelsError;

@@ -63,6 +63,8 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // First, before any thread or socket: Candle's matmul thread count, fixed for the process.
+    let reexec = models::threads::reexec_with_matmul_threads();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -72,6 +74,9 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Err(e) = reexec {
+        tracing::warn!(%e, "could not restart with RAYON_NUM_THREADS set: matmuls will read /proc/cpuinfo each time");
+    }
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

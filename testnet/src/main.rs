@@ -8,6 +8,8 @@ use testnet::cli::Options;
 use testnet::scenario::Settings;
 
 fn main() -> ExitCode {
+    // First, before any thread or socket: Candle's matmul thread count, fixed for the process.
+    let reexec = models::threads::reexec_with_matmul_threads();
     // Warnings only: the progress display is the output; RUST_LOG=info shows the nodes' logs.
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -18,6 +20,9 @@ fn main() -> ExitCode {
         // No escape codes in CI logs or redirected output.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    if let Err(e) = reexec {
+        tracing::warn!(%e, "could not restart with RAYON_NUM_THREADS set: matmuls will read /proc/cpuinfo each time");
+    }
     match run(Options::parse()) {
         Ok(code) => code,
         Err(e) => {
