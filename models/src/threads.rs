@@ -4,8 +4,9 @@
 //! Unless `RAYON_NUM_THREADS` is set, that ends in `num_cpus::get_physical`, which opens, reads and parses
 //! `/proc/cpuinfo` — on every matmul, so several times per SGD step. Measured on the default testnet run
 //! (`target/release/testnet`, 8 nodes training an MLP in one process, two cores): local training took
-//! 0.020 s per round without the variable and 0.0078 s with `RAYON_NUM_THREADS=2`, and a profile of the run
-//! without it had 2-4 % of all CPU time in reading `/proc/cpuinfo`.
+//! 0.020 s per round without the variable and 0.007-0.008 s with it (set by hand to 2, or by
+//! [`reexec_with_matmul_threads`]), and a profile of the run without it had 2-4 % of all CPU time in reading
+//! `/proc/cpuinfo`.
 //!
 //! The variable has to be in the environment before the first matmul, and Rust can only set the process's own
 //! environment with `unsafe` (which this workspace forbids). So [`reexec_with_matmul_threads`] starts the
@@ -23,7 +24,11 @@ pub const CPU_MASK_VAR: &str = "CANDLE_CPU_MASK";
 
 /// The value to give [`THREADS_VAR`], or `None` when the environment already fixes the count: Candle's
 /// default, the physical cores.
-pub fn threads_to_set(threads: Option<OsString>, cpu_mask: Option<OsString>, physical: usize) -> Option<String> {
+pub fn threads_to_set(
+    threads: Option<OsString>,
+    cpu_mask: Option<OsString>,
+    physical: usize,
+) -> Option<String> {
     if threads.is_some() || cpu_mask.is_some() {
         return None;
     }
@@ -64,8 +69,20 @@ mod tests {
     #[test]
     fn only_an_unset_environment_gets_the_physical_cores() {
         assert_eq!(threads_to_set(None, None, 4), Some("4".into()));
-        assert_eq!(threads_to_set(None, None, 0), Some("1".into()), "never zero");
-        assert_eq!(threads_to_set(Some("2".into()), None, 4), None, "the user's choice stands");
-        assert_eq!(threads_to_set(None, Some("0-3".into()), 4), None, "Candle caches its mask");
+        assert_eq!(
+            threads_to_set(None, None, 0),
+            Some("1".into()),
+            "never zero"
+        );
+        assert_eq!(
+            threads_to_set(Some("2".into()), None, 4),
+            None,
+            "the user's choice stands"
+        );
+        assert_eq!(
+            threads_to_set(None, Some("0-3".into()), 4),
+            None,
+            "Candle caches its mask"
+        );
     }
 }

@@ -73,7 +73,9 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     // As the binaries do: Candle's matmul thread count fixed for the process (`models::threads`).
     if let Err(e) = models::threads::reexec_with_matmul_threads() {
-        eprintln!("could not restart with RAYON_NUM_THREADS set ({e}): matmuls read /proc/cpuinfo each time");
+        eprintln!(
+            "could not restart with RAYON_NUM_THREADS set ({e}): matmuls read /proc/cpuinfo each time"
+        );
     }
     let a = Args::parse();
     let d: usize = MOVIELENS_LAYOUT.iter().sum();
