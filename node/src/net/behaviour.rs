@@ -1,5 +1,6 @@
-//! The libp2p behaviour of one virtual node: an allow-list (permissioning), identify, ping, and the three
-//! Shatter request-response protocols (chunks, control, and the round query of catch-up).
+//! The libp2p behaviour of one virtual node: an allow-list (permissioning), identify, ping, two Shatter
+//! request-response protocols (chunks, and the round query of catch-up) and the streams that carry control
+//! messages (`super::control_link`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +20,8 @@ use super::limits;
 pub struct Timeouts {
     /// A chunk request: one chunk of ResNet-18 at k = 1 is 45 MB, which a slow link needs well over 10 s for.
     pub chunk_request: Duration,
-    /// A control message: small, and a lost one is cheaper to time out fast (Cyclon drops the target).
+    /// A control stream's opening (dial included) and a round query: small, and a lost one is cheaper to
+    /// time out fast (Cyclon drops the target).
     pub control_request: Duration,
     /// A connection with no stream: rounds include local training, often longer than libp2p's 10 s, and
     /// re-dialling every round costs a handshake per neighbour.
@@ -63,7 +65,8 @@ pub struct VnBehaviour {
     pub ping: ping::Behaviour,
     /// Chunk frames travel shared ([`FrameCodec`] of `Arc<Vec<u8>>`): one encoding for all r neighbours.
     pub chunk: request_response::Behaviour<FrameCodec<Arc<Vec<u8>>>>,
-    pub control: request_response::Behaviour<FrameCodec>,
+    /// Control messages: one long-lived stream per peer and direction (`super::control_link`).
+    pub stream: libp2p_stream::Behaviour,
     /// "Which exchange are you at?" (catch-up, `engine/vn.rs` probes): tiny, bounded both ways.
     pub round: request_response::Behaviour<FrameCodec>,
 }
@@ -84,17 +87,6 @@ impl VnBehaviour {
             request_response::Config::default()
                 .with_request_timeout(timeouts.chunk_request)
                 .with_max_concurrent_streams(limits::CHUNK_STREAMS_PER_CONNECTION),
-        );
-        let control = request_response::Behaviour::with_codec(
-            // Control replies are empty acknowledgements: every message travels as its own request.
-            FrameCodec::new(protocol::codec::MAX_CONTROL_BYTES, 0),
-            [(
-                StreamProtocol::new(protocol::names::CONTROL),
-                ProtocolSupport::Full,
-            )],
-            request_response::Config::default()
-                .with_request_timeout(timeouts.control_request)
-                .with_max_concurrent_streams(limits::CONTROL_STREAMS_PER_CONNECTION),
         );
         let round = request_response::Behaviour::with_codec(
             FrameCodec::new(MAX_ROUND_QUERY_BYTES, MAX_ROUND_ANSWER_BYTES),
@@ -120,7 +112,7 @@ impl VnBehaviour {
             ),
             ping: ping::Behaviour::new(ping::Config::new()),
             chunk,
-            control,
+            stream: libp2p_stream::Behaviour::new(),
             round,
         }
     }

@@ -68,7 +68,7 @@ impl<Req> FrameCodec<Req> {
 /// per byte), so memory follows what the peer actually sent.
 const INITIAL_READ_BYTES: usize = 64 * 1024;
 
-async fn read_frame<T: AsyncRead + Unpin + Send>(io: &mut T, max: usize) -> io::Result<Vec<u8>> {
+pub(crate) async fn read_frame<T: AsyncRead + Unpin + Send>(io: &mut T, max: usize) -> io::Result<Vec<u8>> {
     let mut prefix = [0u8; protocol::frame::LENGTH_PREFIX_BYTES];
     io.read_exact(&mut prefix).await?;
     let len = protocol::frame::decode_prefix(prefix, max)

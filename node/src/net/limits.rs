@@ -1,6 +1,7 @@
 //! Connection and stream limits of one VN's Swarm: what anyone who can reach a port, and what one listed peer,
-//! can make a VN hold. Enforced by libp2p's own `connection_limits` behaviour, the transport's upgrade timeout
-//! and request-response's per-connection stream cap; the numbers live here, each with the reason for its size.
+//! can make a VN hold. Enforced by libp2p's own `connection_limits` behaviour, the transport's upgrade timeout,
+//! request-response's per-connection stream cap and the control links' own bounds (`super::control_link`); the
+//! numbers live here, each with the reason for its size.
 //!
 //! Bounds that follow (per VN; `F` = the run's largest chunk frame, `protocol::chunk::chunk_frame_bytes`):
 //! - unauthenticated sockets: at most [`MAX_PENDING_INCOMING`] at once, each closed
@@ -9,9 +10,9 @@
 //! - established: at most [`MAX_CONNECTIONS_PER_PEER`] per listed peer (an unlisted peer's connection is closed
 //!   by the allow-list as soon as its handshake reveals who it is).
 //! - inbound bytes held for one peer: at most `MAX_CONNECTIONS_PER_PEER` × [`CHUNK_STREAMS_PER_CONNECTION`] × F in
-//!   chunk frames plus `MAX_CONNECTIONS_PER_PEER` × [`CONTROL_STREAMS_PER_CONNECTION`] ×
-//!   `protocol::codec::MAX_CONTROL_BYTES` in control frames ([`inbound_bytes_per_peer`]). Frame reads grow with
-//!   the bytes that arrive, so a stream that announces a large frame and trickles costs what it sent.
+//!   chunk frames plus one control frame (`protocol::codec::MAX_CONTROL_BYTES`) and its reader's buffer: a peer
+//!   has one control stream to a VN, a newer one replacing the older ([`inbound_bytes_per_peer`]). Frame reads
+//!   grow with the bytes that arrive, so a stream that announces a large frame and trickles costs what it sent.
 
 use std::time::Duration;
 
@@ -41,11 +42,6 @@ pub const MAX_CONNECTIONS_PER_PEER: u32 = 4;
 pub const CHUNK_STREAMS_PER_CONNECTION: usize =
     2 * (protocol::control::MAX_FUTURE_ROUNDS as usize + 1) + 2;
 
-/// Control-protocol streams on one connection. Each control message is its own short request; a VN negotiating
-/// `MAX_LOOKAHEAD` rounds can send a peer a burst of walks, splices and shuffles in one sub-step. libp2p's own
-/// default (100), named here so that the bound below is stated.
-pub const CONTROL_STREAMS_PER_CONNECTION: usize = 100;
-
 /// libp2p's connection-limits behaviour with the limits above. Outbound connections are our own choice and
 /// not limited here.
 pub fn connection_limits() -> connection_limits::Behaviour {
@@ -71,7 +67,9 @@ pub fn memory_limits() -> memory_connection_limits::Behaviour {
 pub const fn inbound_bytes_per_peer(max_chunk_frame: usize) -> usize {
     MAX_CONNECTIONS_PER_PEER as usize
         * (CHUNK_STREAMS_PER_CONNECTION * max_chunk_frame
-            + CONTROL_STREAMS_PER_CONNECTION * protocol::codec::MAX_CONTROL_BYTES)
+)
+        + protocol::codec::MAX_CONTROL_BYTES
+        + super::control_link::READ_BUFFER
 }
 
 #[cfg(test)]
@@ -84,8 +82,8 @@ mod tests {
         let frame = protocol::chunk::chunk_frame_bytes(103_340);
         let bound = inbound_bytes_per_peer(frame);
         assert_eq!(CHUNK_STREAMS_PER_CONNECTION, 8);
-        // 4 × (8 × 413 KB + 100 × 64 KiB) ≈ 39.4 MB: bounded and independent of what a frame announces.
-        assert!(bound < 40_000_000, "{bound}");
+        // 4 × 8 × 413 KB + 64 KiB + 4 KiB ≈ 13.3 MB: bounded and independent of what a frame announces.
+        assert!(bound < 14_000_000, "{bound}");
         assert!(bound > 4 * 8 * frame);
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod behaviour;
 pub mod codec;
+pub mod control_link;
 pub mod limits;
 pub mod link;
 pub mod transport;

@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::behaviour::{VnBehaviour, VnBehaviourEvent};
+use super::control_link::{Closed, ControlLinks, LinkEvent};
 use crate::VnAddr;
 use crate::engine::rate::{Rate, TokenBucket};
 use crate::engine::{RefusalKind, ReplyToken, VnDriver, VnEngine, VnInput, VnOutput, route_vn};
@@ -107,10 +108,9 @@ pub struct VnTask {
     /// Peers whose last connection closed with an error and that we are dialling again: if that fails they
     /// are gone (`VnInput::PeerGone`).
     pub redialing: HashSet<PeerId>,
-    /// When each control request in flight left (time since `epoch`): its acknowledgement's round trip goes
-    /// to the engine (`VnInput::ControlRoundTrip`). Every request ends in a response or a failure, which
-    /// removes it.
-    pub control_sent: HashMap<OutboundRequestId, Duration>,
+    /// Control messages to and from peers, over one stream per peer and direction; their acknowledgements'
+    /// round trips go to the engine (`VnInput::ControlRoundTrip`).
+    pub links: ControlLinks,
 }
 
 impl VnTask {
@@ -152,6 +152,10 @@ impl VnTask {
                     Some(VnCommand::Rn(msg)) => VnInput::FromRn(msg),
                 },
                 _ = sleep => { wake = None; VnInput::Tick }
+                ev = self.links.next() => match self.on_link_event(ev, &addrs) {
+                    Some(input) => input,
+                    None => continue,
+                },
                 ev = self.swarm.select_next_some() => {
                     match self.on_swarm_event(ev, &mut channels, &mut next_token, &mut outbound_chunks, &mut addrs) {
                         Some(input) => input,
@@ -213,6 +217,41 @@ impl VnTask {
         true
     }
 
+    /// A control link's event as an engine input, if it is one.
+    fn on_link_event(
+        &mut self,
+        ev: LinkEvent,
+        addrs: &HashMap<PeerId, Multiaddr>,
+    ) -> Option<VnInput<VnAddr>> {
+        match ev {
+            LinkEvent::Message { peer, bytes } => {
+                if self.refuse_unlisted(peer) {
+                    return None;
+                }
+                self.observe_arrival(&peer, || crate::observe::classify_control::<VnAddr>(&bytes));
+                Some(VnInput::Control {
+                    from: Self::addr_of(peer, addrs),
+                    bytes,
+                })
+            }
+            // The acknowledgement of a message: its round trip paces the overlay's sub-steps.
+            LinkEvent::RoundTrip(rtt) => Some(VnInput::ControlRoundTrip { rtt }),
+            LinkEvent::Closed { peer, link, why } => {
+                self.links.closed(peer, link);
+                let to = Self::addr_of(peer, addrs);
+                match why {
+                    // Dialled and not reached: gone, as a failed dial of a request was.
+                    Closed::Unreachable => Some(VnInput::PeerGone { peer: to }),
+                    // A late or lost acknowledgement alone never ends a link (a busy peer is not a gone one:
+                    // counting late acknowledgements as failures once drained Cyclon views in an overloaded
+                    // network); a stream that failed or was closed under us is a failed send.
+                    Closed::Broken => Some(VnInput::SendFailed { to }),
+                    Closed::Slow | Closed::Idle => None,
+                }
+            }
+        }
+    }
+
     fn on_swarm_event(
         &mut self,
         ev: SwarmEvent<VnBehaviourEvent>,
@@ -265,57 +304,6 @@ impl VnTask {
                 outbound_chunks.remove(&request_id);
                 tracing::debug!(vn = self.index, %peer, %error, "chunk not delivered");
                 Some(Self::failed_send(peer, &error, addrs))
-            }
-            SwarmEvent::Behaviour(VnBehaviourEvent::Control(Event::Message {
-                peer,
-                message,
-                ..
-            })) => match message {
-                Message::Request {
-                    request, channel, ..
-                } => {
-                    if self.refuse_unlisted(peer) {
-                        return None;
-                    }
-                    self.observe_arrival(&peer, || {
-                        crate::observe::classify_control::<VnAddr>(&request)
-                    });
-                    // Every control message is its own request; the response is an empty acknowledgement.
-                    let _ = self
-                        .swarm
-                        .behaviour_mut()
-                        .control
-                        .send_response(channel, Vec::new());
-                    Some(VnInput::Control {
-                        from: Self::addr_of(peer, addrs),
-                        bytes: request,
-                    })
-                }
-                // The acknowledgement: its round trip paces the overlay's sub-steps.
-                Message::Response { request_id, .. } => {
-                    let sent = self.control_sent.remove(&request_id)?;
-                    Some(VnInput::ControlRoundTrip {
-                        rtt: self.epoch.elapsed().saturating_sub(sent),
-                    })
-                }
-            },
-            SwarmEvent::Behaviour(VnBehaviourEvent::Control(Event::OutboundFailure {
-                peer,
-                request_id,
-                error,
-                ..
-            })) => {
-                self.control_sent.remove(&request_id);
-                tracing::debug!(vn = self.index, %peer, %error, "control message not delivered");
-                match error {
-                    // A late acknowledgement is a busy peer, not a gone one: the message went out on a live
-                    // connection. Counting it as a failed send removed the peer from the Cyclon view, and in
-                    // an overloaded network (512 VNs in one process on two cores) late acks drained views
-                    // until VNs had no one left to gossip with. Cyclon's own shuffle timeout and the overlay's
-                    // reservation and retransmission timers already handle messages whose answer never comes.
-                    request_response::OutboundFailure::Timeout => None,
-                    _ => Some(Self::failed_send(peer, &error, addrs)),
-                }
             }
             SwarmEvent::Behaviour(VnBehaviourEvent::Round(Event::Message {
                 peer,
@@ -469,7 +457,7 @@ impl VnTask {
             outbound_chunks,
             addrs,
             wake,
-            control_sent: &mut self.control_sent,
+            links: &mut self.links,
             epoch: self.epoch,
             log: &mut self.log,
             observer: self.observer.as_deref(),
@@ -506,7 +494,7 @@ struct SwarmPort<'a> {
     outbound_chunks: &'a mut HashMap<OutboundRequestId, (PeerId, Round)>,
     addrs: &'a HashMap<PeerId, Multiaddr>,
     wake: &'a mut Option<Instant>,
-    control_sent: &'a mut HashMap<OutboundRequestId, Duration>,
+    links: &'a mut ControlLinks,
     epoch: Instant,
     log: &'a mut RefusalLog,
     observer: Option<&'a dyn Observer<PeerId>>,
@@ -515,18 +503,20 @@ struct SwarmPort<'a> {
 
 impl VnDriver<VnAddr> for SwarmPort<'_> {
     fn send_control(&mut self, to: VnAddr, bytes: Vec<u8>) {
-        let a = dial_addrs(&to, self.addrs);
         // Only a message over a connection that is already up measures the network's round trip; one that
         // dials first also waits for a handshake, a one-time cost that must not stretch the sub-steps.
         let connected = self.swarm.is_connected(&to.peer);
-        let id = self
-            .swarm
-            .behaviour_mut()
-            .control
-            .send_request_with_addresses(&to.peer, bytes, a);
-        if connected {
-            self.control_sent.insert(id, self.epoch.elapsed());
+        if !connected {
+            // The stream behaviour dials by peer id alone: the addresses come from here. A dial already
+            // under way is not started twice.
+            let opts = DialOpts::peer_id(to.peer)
+                .addresses(dial_addrs(&to, self.addrs))
+                .condition(PeerCondition::DisconnectedAndNotDialing)
+                .build();
+            let _ = self.swarm.dial(opts);
         }
+        let sent = connected.then(|| self.epoch.elapsed());
+        self.links.send(to.peer, bytes, sent, !connected);
     }
 
     fn send_chunk(&mut self, to: VnAddr, round: Round, bytes: Arc<Vec<u8>>) {

@@ -165,6 +165,12 @@ impl VnSetup {
             .into_iter()
             .filter(|b| b.peer != peer)
             .collect();
+        let links = crate::net::control_link::ControlLinks::new(
+            swarm.behaviour().stream.new_control(),
+            place.peers.clone(),
+            place.epoch,
+            self.timeouts().control_request,
+        )?;
         let task = VnTask {
             index: place.index,
             swarm,
@@ -181,7 +187,7 @@ impl VnSetup {
             view_board: place.view_board,
             round_channels: Default::default(),
             redialing: Default::default(),
-            control_sent: Default::default(),
+            links,
         };
         Ok((task, tx, me))
     }

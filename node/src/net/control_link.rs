@@ -1,0 +1,370 @@
+//! Control messages between VNs (Cyclon shuffles, overlay negotiation) over one long-lived stream per peer
+//! and direction (`/shatter/control/2`), instead of one request-response stream per message.
+//!
+//! Why: a VN sends a few dozen control messages per round, each a few hundred bytes. As its own
+//! request-response stream, each cost a stream opening and closing, a protocol negotiation, an empty response
+//! and a per-request timer: about 9 `send` syscalls and 11 futex calls per message in the default run (measured
+//! with `perf stat -e syscalls:sys_enter_sendto`), most of the CPU a round spends outside training. On a
+//! stream that stays open a message is one length-prefixed frame ([`super::codec`]'s framing).
+//!
+//! The receiver acknowledges what it read: after each burst, the count of messages read so far on the stream
+//! (a little-endian u64). The sender turns the acknowledgement of its latest message into a round trip
+//! (`VnInput::ControlRoundTrip`, which paces the overlay's sub-steps), measured from when its VN sent the
+//! message to when the receiver had handed it to its VN's bounded queue, so a busy receiver still reads slow.
+//!
+//! Tasks: a writer per peer we send to (opens the stream, writes what its queue holds, reads the
+//! acknowledgements) and, for streams peers open to us, one reader per listed peer; all report to the VN's
+//! event loop through one bounded channel. Bounds: a writer's queue ([`QUEUE_PER_PEER`]: past it messages are
+//! dropped and counted, as a busy network loses them), its unacknowledged record ([`MAX_UNACKED`]), a reader's
+//! buffer (one frame of at most `protocol::codec::MAX_CONTROL_BYTES` plus [`READ_BUFFER`]); a peer opening a
+//! second stream replaces its first. Writers close their stream after [`IDLE`] without traffic, so that
+//! connections to peers no longer talked to can idle out.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::io::BufReader;
+use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
+use libp2p::{PeerId, Stream, StreamProtocol};
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+use crate::peers::PeerList;
+
+/// Messages queued for one peer while its stream opens or its receiver is slow: a VN negotiating
+/// `MAX_LOOKAHEAD` rounds sends one peer at most a few dozen per sub-step.
+pub const QUEUE_PER_PEER: usize = 256;
+
+/// Events (received messages, round trips, closed links) waiting for the VN's event loop. Small on purpose:
+/// a reader waits for room before acknowledging, so a VN that falls behind shows in its peers' round trips.
+pub const EVENTS: usize = 32;
+
+/// A writer with nothing to send or to hear for this long closes its stream.
+pub const IDLE: Duration = Duration::from_secs(30);
+
+/// Sent messages whose acknowledgement is awaited; past it the oldest are forgotten (their round trips are
+/// not measured), so a peer that never acknowledges costs a bounded record.
+pub const MAX_UNACKED: usize = 1024;
+
+/// A reader's buffer: several control messages, read in one go.
+pub const READ_BUFFER: usize = 4096;
+
+/// Why a link (one writer and its stream) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// Its stream could not be opened: the peer was dialled and could not be reached.
+    Unreachable,
+    /// Its stream failed, or the peer closed it or acknowledged what was never sent.
+    Broken,
+    /// Its stream did not open in time (a busy peer or network, not a gone one).
+    Slow,
+    /// Nothing to send for [`IDLE`], or the VN is stopping.
+    Idle,
+}
+
+/// What the links tell the VN's event loop.
+#[derive(Debug)]
+pub enum LinkEvent {
+    /// A control message from a peer, in the order that peer sent it.
+    Message { peer: PeerId, bytes: Vec<u8> },
+    /// The round trip of a message sent on a connection that was already up.
+    RoundTrip(Duration),
+    /// The link `link` to `peer` ended; messages still queued on it are lost.
+    Closed {
+        peer: PeerId,
+        link: u64,
+        why: Closed,
+    },
+}
+
+/// Aborts a task when dropped: a VN's links end with it.
+struct AbortOnDrop(AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+struct Outgoing {
+    bytes: Vec<u8>,
+    /// When the VN sent it (time since the epoch), if its acknowledgement measures a round trip.
+    sent: Option<Duration>,
+}
+
+struct Link {
+    id: u64,
+    queue: mpsc::Sender<Outgoing>,
+    _writer: AbortOnDrop,
+}
+
+/// One VN's control links.
+pub struct ControlLinks {
+    control: libp2p_stream::Control,
+    epoch: Instant,
+    open_timeout: Duration,
+    links: HashMap<PeerId, Link>,
+    next_id: u64,
+    events_tx: mpsc::Sender<LinkEvent>,
+    events: mpsc::Receiver<LinkEvent>,
+    _accept: AbortOnDrop,
+    dropped: u64,
+}
+
+impl ControlLinks {
+    /// Accepts control streams from listed peers and sends through `control` (the VN Swarm's
+    /// `libp2p_stream::Behaviour`). `open_timeout`: how long a stream may take to open, dial included. Must
+    /// be called inside a tokio runtime.
+    pub fn new(
+        mut control: libp2p_stream::Control,
+        peers: Arc<PeerList>,
+        epoch: Instant,
+        open_timeout: Duration,
+    ) -> crate::Result<Self> {
+        let incoming = control
+            .accept(protocol_name())
+            .map_err(|e| crate::NodeError::Network(format!("control protocol: {e}")))?;
+        let (events_tx, events) = mpsc::channel(EVENTS);
+        let accept = tokio::spawn(accept_streams(incoming, peers, events_tx.clone()));
+        Ok(Self {
+            control,
+            epoch,
+            open_timeout,
+            links: HashMap::new(),
+            next_id: 0,
+            events_tx,
+            events,
+            _accept: AbortOnDrop(accept.abort_handle()),
+            dropped: 0,
+        })
+    }
+
+    /// Queues `bytes` for `peer`, opening a link if there is none. `sent`: when the VN sent it, if its
+    /// acknowledgement should measure a round trip (a message that waits for a dial would also time the
+    /// handshake). `dialled`: the caller started a dial for it, so a failure to open means unreachable.
+    pub fn send(&mut self, peer: PeerId, bytes: Vec<u8>, sent: Option<Duration>, dialled: bool) {
+        let mut msg = Outgoing { bytes, sent };
+        if let Some(link) = self.links.get(&peer) {
+            match link.queue.try_send(msg) {
+                Ok(()) => return,
+                Err(TrySendError::Full(_)) => {
+                    self.dropped += 1;
+                    tracing::debug!(%peer, dropped = self.dropped, "control queue full; message dropped");
+                    return;
+                }
+                // Its writer ended and the event saying so is still on its way: open a new one.
+                Err(TrySendError::Closed(m)) => msg = m,
+            }
+        }
+        let (tx, rx) = mpsc::channel(QUEUE_PER_PEER);
+        let _ = tx.try_send(msg);
+        self.next_id += 1;
+        let writer = tokio::spawn(write_link(
+            Writer {
+                control: self.control.clone(),
+                peer,
+                epoch: self.epoch,
+                open_timeout: self.open_timeout,
+                dialled,
+                events: self.events_tx.clone(),
+            },
+            self.next_id,
+            rx,
+        ));
+        self.links.insert(
+            peer,
+            Link {
+                id: self.next_id,
+                queue: tx,
+                _writer: AbortOnDrop(writer.abort_handle()),
+            },
+        );
+    }
+
+    /// The next event; pending forever if there is none (the links hold a sender themselves).
+    pub async fn next(&mut self) -> LinkEvent {
+        match self.events.recv().await {
+            Some(ev) => ev,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Forgets link `id` to `peer` once its end is reported (a newer link to the peer stays).
+    pub fn closed(&mut self, peer: PeerId, id: u64) {
+        if self.links.get(&peer).is_some_and(|l| l.id == id) {
+            self.links.remove(&peer);
+        }
+    }
+
+    /// Messages dropped so far because a peer's queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Links open now.
+    pub fn open(&self) -> usize {
+        self.links.len()
+    }
+}
+
+fn protocol_name() -> StreamProtocol {
+    StreamProtocol::new(protocol::names::CONTROL)
+}
+
+/// Accepts control streams; one reader per listed peer (a newer stream replaces the older one).
+async fn accept_streams(
+    mut incoming: libp2p_stream::IncomingStreams,
+    peers: Arc<PeerList>,
+    events: mpsc::Sender<LinkEvent>,
+) {
+    let mut readers: HashMap<PeerId, AbortOnDrop> = HashMap::new();
+    while let Some((peer, stream)) = incoming.next().await {
+        if !peers.is_allowed(&peer) {
+            continue; // dropping it closes it; the allow-list closes the connection
+        }
+        readers.retain(|_, r| !r.0.is_finished());
+        let reader = tokio::spawn(read_link(peer, stream, events.clone()));
+        readers.insert(peer, AbortOnDrop(reader.abort_handle()));
+    }
+}
+
+/// Reads one peer's messages, handing each to the VN and acknowledging each burst.
+async fn read_link(peer: PeerId, stream: Stream, events: mpsc::Sender<LinkEvent>) {
+    let (rd, mut wr) = stream.split();
+    let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
+    let mut count = 0u64;
+    while let Ok(bytes) =
+        super::codec::read_frame(&mut rd, protocol::codec::MAX_CONTROL_BYTES).await
+    {
+        count += 1;
+        if events
+            .send(LinkEvent::Message { peer, bytes })
+            .await
+            .is_err()
+        {
+            return;
+        }
+        // Acknowledge once what arrived together has been handed over.
+        if rd.buffer().is_empty()
+            && (wr.write_all(&count.to_le_bytes()).await.is_err() || wr.flush().await.is_err())
+        {
+            return;
+        }
+    }
+}
+
+/// What a writer needs besides its queue.
+struct Writer {
+    control: libp2p_stream::Control,
+    peer: PeerId,
+    epoch: Instant,
+    open_timeout: Duration,
+    dialled: bool,
+    events: mpsc::Sender<LinkEvent>,
+}
+
+async fn write_link(mut w: Writer, id: u64, mut queue: mpsc::Receiver<Outgoing>) {
+    let why = w.run(&mut queue).await;
+    if why != Closed::Idle {
+        tracing::debug!(peer = %w.peer, ?why, "control link ended");
+    }
+    let _ = w
+        .events
+        .send(LinkEvent::Closed {
+            peer: w.peer,
+            link: id,
+            why,
+        })
+        .await;
+}
+
+impl Writer {
+    async fn run(&mut self, queue: &mut mpsc::Receiver<Outgoing>) -> Closed {
+        let opened = tokio::time::timeout(
+            self.open_timeout,
+            self.control.open_stream(self.peer, protocol_name()),
+        )
+        .await;
+        let stream = match opened {
+            Ok(Ok(s)) => s,
+            Ok(Err(libp2p_stream::OpenStreamError::Io(e)))
+                if e.kind() == io::ErrorKind::NotConnected && self.dialled =>
+            {
+                return Closed::Unreachable;
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(peer = %self.peer, %e, "control stream not opened");
+                return Closed::Broken;
+            }
+            Err(_) => return Closed::Slow,
+        };
+        let (rd, mut wr) = stream.split();
+        // A stream of acknowledgements, kept across the select below (a read it interrupts is not lost).
+        let mut acks = Box::pin(futures::stream::unfold(rd, |mut rd| async move {
+            let mut b = [0u8; 8];
+            rd.read_exact(&mut b).await.ok()?;
+            Some((u64::from_le_bytes(b), rd))
+        }));
+        // (sequence number, when the VN sent it if measured), oldest first.
+        let mut unacked: VecDeque<(u64, Option<Duration>)> = VecDeque::new();
+        let mut written = 0u64;
+        let mut frame = Vec::new();
+        loop {
+            tokio::select! {
+                next = tokio::time::timeout(IDLE, queue.recv()) => {
+                    let Ok(Some(first)) = next else {
+                        let _ = wr.close().await;
+                        return Closed::Idle;
+                    };
+                    // Everything queued goes out before one flush.
+                    let mut m = Some(first);
+                    while let Some(msg) = m {
+                        frame.clear();
+                        let Ok(prefix) = protocol::frame::encode_prefix(
+                            msg.bytes.len(),
+                            protocol::codec::MAX_CONTROL_BYTES,
+                        ) else {
+                            m = queue.try_recv().ok();
+                            continue; // the engine never makes one this large; not worth the link
+                        };
+                        frame.extend_from_slice(&prefix);
+                        frame.extend_from_slice(&msg.bytes);
+                        if wr.write_all(&frame).await.is_err() {
+                            return Closed::Broken;
+                        }
+                        unacked.push_back((written, msg.sent));
+                        written += 1;
+                        if unacked.len() > MAX_UNACKED {
+                            unacked.pop_front();
+                        }
+                        m = queue.try_recv().ok();
+                    }
+                    if wr.flush().await.is_err() {
+                        return Closed::Broken;
+                    }
+                }
+                ack = acks.next() => {
+                    let Some(count) = ack.filter(|&c| c <= written) else {
+                        return Closed::Broken;
+                    };
+                    let mut latest = None;
+                    while unacked.front().is_some_and(|(seq, _)| *seq < count) {
+                        if let Some((_, Some(sent))) = unacked.pop_front() {
+                            latest = Some(sent);
+                        }
+                    }
+                    if let Some(sent) = latest {
+                        let rtt = self.epoch.elapsed().saturating_sub(sent);
+                        if self.events.send(LinkEvent::RoundTrip(rtt)).await.is_err() {
+                            return Closed::Idle;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

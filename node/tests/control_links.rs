@@ -1,0 +1,293 @@
+//! Control links (`node::net::control_link`) between real Swarms (the node's own stack and behaviour over
+//! libp2p's in-process memory transport): messages arrive in order with round trips measured; a stream from
+//! a peer not on the list is dropped; a receiver that acknowledges what was never sent, an oversized frame
+//! and an unreachable peer each end only their own link, with the reason the VN acts on.
+
+// The links time round trips from an epoch, as a VN task does; no engine reads it.
+#![allow(clippy::disallowed_methods)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
+use libp2p::identity::Keypair;
+use libp2p::swarm::SwarmEvent;
+use libp2p::swarm::dial_opts::DialOpts;
+use libp2p::{Multiaddr, PeerId, StreamProtocol, Swarm};
+use node::net::behaviour::{Timeouts, VnBehaviour};
+use node::net::control_link::{Closed, ControlLinks, LinkEvent};
+use node::net::transport::build_swarm;
+use node::net::vn_task::listen;
+use node::peers::PeerList;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// One Swarm, driven in a task; dials go in and established connections come out through channels (the
+/// task owns the Swarm).
+struct Vn {
+    id: PeerId,
+    addr: Multiaddr,
+    stream: libp2p_stream::Control,
+    dial: mpsc::UnboundedSender<(PeerId, Multiaddr)>,
+    connected: mpsc::UnboundedReceiver<PeerId>,
+}
+
+impl Vn {
+    /// Dials `to` and waits for the connection, so that the links find it up (as a VN's do, which dial
+    /// before they send).
+    async fn connect(&mut self, to: &Vn) {
+        self.dial.send((to.id, to.addr.clone())).unwrap();
+        tokio::time::timeout(LIMIT, async {
+            while self.connected.recv().await != Some(to.id) {}
+        })
+        .await
+        .expect("connected in time");
+    }
+}
+
+/// A Swarm for `key` that allows `allow` at the connection level.
+async fn vn(key: Keypair, allow: &[PeerId]) -> Vn {
+    let mut swarm: Swarm<VnBehaviour> =
+        build_swarm(key.clone(), None, Timeouts::default(), 1 << 16).unwrap();
+    for p in allow {
+        swarm.behaviour_mut().allow.allow_peer(*p);
+    }
+    let addr = listen(&mut swarm, "/memory/0".parse().unwrap())
+        .await
+        .unwrap();
+    let stream = swarm.behaviour().stream.new_control();
+    let (dial, mut dials) = mpsc::unbounded_channel::<(PeerId, Multiaddr)>();
+    let (up, connected) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                ev = swarm.select_next_some() => {
+                    if let SwarmEvent::ConnectionEstablished { peer_id, .. } = ev {
+                        let _ = up.send(peer_id);
+                    }
+                }
+                Some((peer, addr)) = dials.recv() => {
+                    let _ = swarm.dial(DialOpts::peer_id(peer).addresses(vec![addr]).build());
+                }
+            }
+        }
+    });
+    Vn {
+        id: key.public().to_peer_id(),
+        addr,
+        stream,
+        dial,
+        connected,
+    }
+}
+
+/// `n` Swarms, each allowing all the others at the connection level.
+async fn vns(n: usize) -> Vec<Vn> {
+    let keys: Vec<Keypair> = (0..n).map(|_| Keypair::generate_ed25519()).collect();
+    let peers: Vec<PeerId> = keys.iter().map(|k| k.public().to_peer_id()).collect();
+    let mut out = Vec::new();
+    for key in keys {
+        out.push(vn(key, &peers).await);
+    }
+    out
+}
+
+fn links(v: &Vn, listed: &[&Vn], epoch: Instant) -> ControlLinks {
+    let list = PeerList::from_entries(listed.iter().map(|p| (p.id, Some(p.addr.clone()))));
+    ControlLinks::new(
+        v.stream.clone(),
+        Arc::new(list),
+        epoch,
+        Duration::from_secs(5),
+    )
+    .unwrap()
+}
+
+async fn next(l: &mut ControlLinks) -> LinkEvent {
+    tokio::time::timeout(LIMIT, l.next())
+        .await
+        .expect("an event in time")
+}
+
+#[tokio::test]
+async fn messages_arrive_in_order_and_their_acknowledgements_time_round_trips() {
+    let mut v = vns(2).await;
+    let (x, y) = v.split_at_mut(1);
+    x[0].connect(&y[0]).await;
+    let epoch = Instant::now();
+    let mut a = links(&v[0], &[&v[1]], epoch);
+    let mut b = links(&v[1], &[&v[0]], epoch);
+    const N: usize = 200;
+    for i in 0..N {
+        a.send(v[1].id, vec![i as u8; 1 + i], Some(epoch.elapsed()), true);
+    }
+    assert_eq!(a.open(), 1, "one link per peer, however many messages");
+    for i in 0..N {
+        match next(&mut b).await {
+            LinkEvent::Message { peer, bytes } => {
+                assert_eq!(peer, v[0].id);
+                assert_eq!(
+                    bytes,
+                    vec![i as u8; 1 + i],
+                    "message {i} in order and whole"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let mut trips = 0;
+    while trips == 0 {
+        match next(&mut a).await {
+            LinkEvent::RoundTrip(rtt) => {
+                assert!(rtt < LIMIT, "{rtt:?}");
+                trips += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // The reverse direction has its own link; b's messages reach a.
+    b.send(v[0].id, b"back".to_vec(), None, false);
+    loop {
+        match next(&mut a).await {
+            LinkEvent::Message { peer, bytes } => {
+                assert_eq!((peer, bytes.as_slice()), (v[1].id, b"back".as_slice()));
+                break;
+            }
+            LinkEvent::RoundTrip(_) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(a.dropped(), 0);
+}
+
+#[tokio::test]
+async fn a_stream_from_a_peer_off_the_list_is_dropped_unread() {
+    // Connections are allowed all round; only b's control links do not list c.
+    let mut v = vns(2).await;
+    let (x, y) = v.split_at_mut(1);
+    x[0].connect(&y[0]).await;
+    let epoch = Instant::now();
+    let mut c = links(&v[0], &[&v[1]], epoch);
+    let mut b = links(&v[1], &[], epoch);
+    c.send(v[1].id, b"let me in".to_vec(), None, true);
+    match next(&mut c).await {
+        LinkEvent::Closed { peer, why, .. } => {
+            assert_eq!(peer, v[1].id);
+            assert_eq!(why, Closed::Broken, "the stream was closed under it");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), b.next())
+            .await
+            .is_err(),
+        "nothing from an unlisted peer reaches the VN"
+    );
+}
+
+#[tokio::test]
+async fn a_receiver_acknowledging_more_than_was_sent_breaks_only_that_link() {
+    let mut v = vns(3).await;
+    let (a, rest) = v.split_first_mut().unwrap();
+    let (liar, rest) = rest.split_first_mut().unwrap();
+    let honest = &rest[0];
+    a.connect(liar).await;
+    a.connect(honest).await;
+    // The liar accepts control streams and acknowledges five messages at once.
+    let mut incoming = liar
+        .stream
+        .accept(StreamProtocol::new(protocol::names::CONTROL))
+        .unwrap();
+    tokio::spawn(async move {
+        while let Some((_, mut s)) = incoming.next().await {
+            let _ = s.write_all(&5u64.to_le_bytes()).await;
+            let _ = s.flush().await;
+            tokio::time::sleep(LIMIT).await;
+        }
+    });
+    let epoch = Instant::now();
+    let mut from_a = links(a, &[liar, honest], epoch);
+    let mut at_honest = links(honest, &[a], epoch);
+    from_a.send(liar.id, b"one".to_vec(), None, true);
+    from_a.send(honest.id, b"fine".to_vec(), None, true);
+    let mut saw_liar_closed = false;
+    let mut saw_honest = false;
+    while !(saw_liar_closed && saw_honest) {
+        tokio::select! {
+            ev = next(&mut from_a) => match ev {
+                LinkEvent::Closed { peer, why, link } => {
+                    assert_eq!((peer, why), (liar.id, Closed::Broken));
+                    from_a.closed(peer, link);
+                    saw_liar_closed = true;
+                }
+                other => panic!("{other:?}"),
+            },
+            ev = next(&mut at_honest) => match ev {
+                LinkEvent::Message { peer, bytes } => {
+                    assert_eq!((peer, bytes.as_slice()), (a.id, b"fine".as_slice()));
+                    saw_honest = true;
+                }
+                other => panic!("{other:?}"),
+            },
+        }
+    }
+    assert_eq!(from_a.open(), 1, "the honest link stays open");
+}
+
+#[tokio::test]
+async fn an_oversized_frame_ends_its_stream_and_the_next_stream_is_read() {
+    let mut v = vns(2).await;
+    let (x, y) = v.split_at_mut(1);
+    x[0].connect(&y[0]).await;
+    let epoch = Instant::now();
+    let mut b = links(&v[1], &[&v[0]], epoch);
+    let mut raw = v[0].stream.clone();
+    let proto = StreamProtocol::new(protocol::names::CONTROL);
+    let mut s = tokio::time::timeout(LIMIT, raw.open_stream(v[1].id, proto.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    let too_big = (protocol::codec::MAX_CONTROL_BYTES as u32 + 1).to_le_bytes();
+    s.write_all(&too_big).await.unwrap();
+    s.flush().await.unwrap();
+    // The receiver closes the stream without reading on: the sender sees its end.
+    let mut buf = [0u8; 8];
+    let read = tokio::time::timeout(LIMIT, s.read(&mut buf)).await.unwrap();
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    let mut s2 = raw.open_stream(v[1].id, proto).await.unwrap();
+    s2.write_all(&3u32.to_le_bytes()).await.unwrap();
+    s2.write_all(b"hey").await.unwrap();
+    s2.flush().await.unwrap();
+    match next(&mut b).await {
+        LinkEvent::Message { peer, bytes } => {
+            assert_eq!((peer, bytes.as_slice()), (v[0].id, b"hey".as_slice()))
+        }
+        other => panic!("{other:?}"),
+    }
+    s2.read_exact(&mut buf).await.unwrap();
+    assert_eq!(u64::from_le_bytes(buf), 1, "acknowledged: one message read");
+}
+
+#[tokio::test]
+async fn a_peer_that_cannot_be_dialled_is_unreachable() {
+    let a = vn(Keypair::generate_ed25519(), &[]).await;
+    let ghost = Keypair::generate_ed25519().public().to_peer_id();
+    let epoch = Instant::now();
+    let mut l = ControlLinks::new(
+        a.stream.clone(),
+        Arc::new(PeerList::from_entries([(ghost, None)])),
+        epoch,
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    a.dial.send((ghost, "/memory/1".parse().unwrap())).unwrap();
+    l.send(ghost, b"anyone?".to_vec(), None, true);
+    match next(&mut l).await {
+        LinkEvent::Closed { peer, why, .. } => {
+            assert_eq!((peer, why), (ghost, Closed::Unreachable))
+        }
+        other => panic!("{other:?}"),
+    }
+}
