@@ -35,8 +35,11 @@ pub const MAX_STRETCH: u32 = 8;
 /// The first round's sub-step, in multiples of the configured one, easing down from there. Before its first
 /// rounds a VN has measured only the quiet network of the warm-up, and every VN then opens `lookahead + 1`
 /// negotiations at once (and most of its connections): started at the floor, they were the ones that failed
-/// (measured: round 0..4 at 1.5-2.7 of 4 neighbours, then 4.0).
-pub const INITIAL_STRETCH: u32 = 4;
+/// (measured: round 0..4 at 1.5-2.7 of 4 neighbours, then 4.0). That was 4 while every control message was its
+/// own stream; on long-lived control streams 2 holds the first rounds (3.98-3.99 of 4 neighbours in the default
+/// release run, 3 runs, against 3.91-3.96 with 4) and halves round 0 (1.8 s against 3.5 s). With 1, rounds 1-6
+/// spiked to 1-2.8 s and the runs formed 3.82-3.95.
+pub const INITIAL_STRETCH: u32 = 2;
 
 /// How much the sub-step shrinks at each pacing decision once the round trips allow it, in percent. The
 /// engine decides when its node starts a round and when due negotiations start, so about twice a round.
