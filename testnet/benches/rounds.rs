@@ -8,7 +8,9 @@
 //!    negotiated ahead), training time, protocol overhead (round − training), neighbours per VN, chunk bytes
 //!    against 4·d·r, messages, final RMSE — next to the figures the issue quotes for the Python reference.
 //! 2. Limits measured in the same run: one chunk of MovieLens at k = 2 (413 KB) sent request/acknowledge
-//!    over raw loopback TCP vs over our libp2p chunk path (noise + yamux + request-response); one round's
+//!    over raw loopback TCP vs over our libp2p chunk path (noise + yamux + request-response), and the
+//!    authenticated encryption alone (noise's ChaCha20-Poly1305 from `ring`, sealed and opened in noise-sized
+//!    frames, as both ends of the path do) with the ceiling it puts on the path's ratio; one round's
 //!    aggregation at k = 2, r = 4 (this setting) and k = 8, r = 8 (the paper's default) vs memcpy of the
 //!    same received bytes.
 //!
@@ -91,6 +93,7 @@ fn main() -> anyhow::Result<()> {
     .encode();
     let raw = rt.block_on(raw_tcp(&frame, a.chunks))?;
     let p2p = rt.block_on(libp2p_chunks(&frame, a.chunks))?;
+    let aead = seal_and_open(&frame, a.chunks);
     let aggregation = [(2, 4), (8, 8)].map(|(k, r)| (k, r, aggregation_vs_memcpy(k, r)));
     drop(rt);
 
@@ -196,6 +199,14 @@ fn main() -> anyhow::Result<()> {
         mb(p2p),
         p2p / raw
     );
+    // Sequential request then acknowledgement: a chunk takes at least its raw transfer plus its sealing and
+    // opening, so no encrypted path can beat this ratio on this machine.
+    let ceiling = 1.0 / (1.0 + raw / aead);
+    println!(
+        "  encryption alone           {:>8.1} MB/s  (seal + open; caps an encrypted path at {:.2}× raw)",
+        mb(aead),
+        ceiling
+    );
     for (k, r, (agg, memcpy)) in aggregation {
         println!(
             "  aggregation k={k}, r={r}       {:>8.1} MB/s  ({:.2}× memcpy at {:.1} MB/s)",
@@ -269,6 +280,40 @@ async fn raw_tcp(frame: &[u8], n: usize) -> anyhow::Result<f64> {
     let secs = t.elapsed().as_secs_f64();
     server.await??;
     Ok((n * len) as f64 / secs)
+}
+
+/// Largest plaintext in one noise transport message (65,535 bytes with its 16-byte tag).
+const NOISE_PLAINTEXT: usize = 65_535 - 16;
+
+/// Bytes per second of `n` frames sealed and opened with ChaCha20-Poly1305 (`ring`, the implementation the
+/// noise handshake's cipher resolves to here) in noise-sized messages: the authenticated encryption both ends
+/// of the chunk path do, without the network.
+fn seal_and_open(frame: &[u8], n: usize) -> f64 {
+    use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
+    let key =
+        LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &[7u8; 32]).expect("a 32-byte key"));
+    let mut buf = Vec::with_capacity(NOISE_PLAINTEXT + 16);
+    let mut counter = 0u64;
+    let nonce = |c: u64| {
+        let mut b = [0u8; 12];
+        b[4..].copy_from_slice(&c.to_le_bytes());
+        Nonce::assume_unique_for_key(b)
+    };
+    let t = Instant::now();
+    for _ in 0..n {
+        for part in frame.chunks(NOISE_PLAINTEXT) {
+            buf.clear();
+            buf.extend_from_slice(part);
+            key.seal_in_place_append_tag(nonce(counter), Aad::empty(), &mut buf)
+                .expect("seal");
+            let opened = key
+                .open_in_place(nonce(counter), Aad::empty(), &mut buf)
+                .expect("open");
+            black_box(opened);
+            counter += 1;
+        }
+    }
+    (n * frame.len()) as f64 / t.elapsed().as_secs_f64()
 }
 
 /// Bytes per second of `n` chunk frames sent between two VN Swarms over 127.0.0.1 TCP (the node's own
