@@ -1,7 +1,8 @@
 //! Control links (`node::net::control_link`) between real Swarms (the node's own stack and behaviour over
 //! libp2p's in-process memory transport): messages arrive in order with round trips measured; a stream from
-//! a peer not on the list is dropped; a receiver that acknowledges what was never sent, an oversized frame
-//! and an unreachable peer each end only their own link, with the reason the VN acts on.
+//! a peer not on the list is dropped; a stream the receiver drops unread is opened once more and its messages
+//! sent again; a receiver that acknowledges what was never sent, an oversized frame and an unreachable peer
+//! each end only their own link, with the reason the VN acts on.
 
 // The links time round trips from an epoch, as a VN task does; no engine reads it.
 #![allow(clippy::disallowed_methods)]
@@ -290,4 +291,60 @@ async fn a_peer_that_cannot_be_dialled_is_unreachable() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_stream_dropped_unread_is_opened_again_and_its_messages_sent_again() {
+    let mut v = vns(2).await;
+    let (x, y) = v.split_at_mut(1);
+    let (a, peer) = (&mut x[0], &mut y[0]);
+    a.connect(peer).await;
+    // The peer drops its first control stream unread (as libp2p_stream does when its accept queue is full),
+    // then reads the next one: every frame, acknowledged.
+    let mut incoming = peer
+        .stream
+        .accept(StreamProtocol::new(protocol::names::CONTROL))
+        .unwrap();
+    let (got_tx, mut got) = mpsc::unbounded_channel::<Vec<u8>>();
+    tokio::spawn(async move {
+        let (_, first) = incoming.next().await.unwrap();
+        drop(first);
+        let (_, mut s) = incoming.next().await.unwrap();
+        let mut n = 0u64;
+        loop {
+            let mut len = [0u8; 4];
+            if s.read_exact(&mut len).await.is_err() {
+                return;
+            }
+            let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
+            s.read_exact(&mut buf).await.unwrap();
+            n += 1;
+            s.write_all(&n.to_le_bytes()).await.unwrap();
+            s.flush().await.unwrap();
+            let _ = got_tx.send(buf);
+        }
+    });
+    let epoch = Instant::now();
+    let mut from_a = links(a, &[peer], epoch);
+    for i in 0..3u8 {
+        from_a.send(peer.id, vec![i; 8], None, false);
+    }
+    for i in 0..3u8 {
+        let bytes = tokio::time::timeout(LIMIT, got.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            bytes,
+            vec![i; 8],
+            "message {i}, in order, on the second stream"
+        );
+    }
+    assert_eq!(from_a.open(), 1, "the link stayed up");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), from_a.next())
+            .await
+            .is_err(),
+        "no failure was reported"
+    );
 }

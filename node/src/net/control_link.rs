@@ -15,8 +15,9 @@
 //! Tasks: a writer per peer we send to (opens the stream, writes what its queue holds, reads the
 //! acknowledgements) and, for streams peers open to us, one reader per listed peer; all report to the VN's
 //! event loop through one bounded channel. Bounds: a writer's queue ([`QUEUE_PER_PEER`]: past it messages are
-//! dropped and counted, as a busy network loses them), its unacknowledged record ([`MAX_UNACKED`]), a reader's
-//! buffer (one frame of at most `protocol::codec::MAX_CONTROL_BYTES` plus [`READ_BUFFER`]); a peer opening a
+//! dropped and counted, as a busy network loses them), its unacknowledged record ([`MAX_UNACKED`]), the copies
+//! a new stream keeps until its first acknowledgement ([`REPLAY`]: a stream the peer drops unread is opened
+//! again, up to [`STREAM_ATTEMPTS`] streams, and those messages sent again), a reader's buffer (one frame of at most `protocol::codec::MAX_CONTROL_BYTES` plus [`READ_BUFFER`]); a peer opening a
 //! second stream replaces its first. Writers close their stream after [`IDLE`] without traffic, so that
 //! connections to peers no longer talked to can idle out.
 
@@ -282,26 +283,87 @@ async fn write_link(mut w: Writer, id: u64, mut queue: mpsc::Receiver<Outgoing>)
         .await;
 }
 
+/// How a stream ended, for the writer to decide whether to open another.
+enum Session {
+    /// The link is over.
+    Ended(Closed),
+    /// The stream broke before the peer acknowledged anything, with these messages (all it was given) unread
+    /// as far as the writer knows: most likely the peer's stream library dropped the stream unread, which
+    /// `libp2p_stream` does when several arrive at a VN before its accept task runs (79 dropped in one default
+    /// run, all in its first seconds, before this retry; a second stream was dropped too for 12 links).
+    Refused(Vec<Outgoing>),
+}
+
+/// Streams a writer opens for its messages when the peer drops them unread.
+pub const STREAM_ATTEMPTS: u32 = 3;
+
+/// Wait before the n-th reopening: n times this.
+pub const REOPEN_AFTER: Duration = Duration::from_millis(20);
+
+/// Messages a stream keeps a copy of until its first acknowledgement, so that they can be sent again on a new
+/// stream if the peer dropped the first unread. Past this many, a refused stream ends the link.
+pub const REPLAY: usize = 64;
+
 impl Writer {
     async fn run(&mut self, queue: &mut mpsc::Receiver<Outgoing>) -> Closed {
+        let mut replay = Vec::new();
+        // More streams if the first was dropped unread, each after a short wait for the peer's accept queue to
+        // drain; a refusal of the last is a broken link.
+        for attempt in 0..STREAM_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(REOPEN_AFTER * attempt).await;
+            }
+            let stream = match self.open().await {
+                Ok(s) => s,
+                Err(why) => return why,
+            };
+            match self
+                .session(stream, queue, std::mem::take(&mut replay))
+                .await
+            {
+                Session::Ended(why) => return why,
+                Session::Refused(unread) if attempt + 1 < STREAM_ATTEMPTS => {
+                    tracing::debug!(peer = %self.peer, n = unread.len(), "control stream refused; opening another");
+                    // Their round trips would include the refusal: not samples of the network.
+                    replay = unread
+                        .into_iter()
+                        .map(|m| Outgoing { sent: None, ..m })
+                        .collect();
+                }
+                Session::Refused(_) => return Closed::Broken,
+            }
+        }
+        Closed::Broken
+    }
+
+    async fn open(&mut self) -> Result<Stream, Closed> {
         let opened = tokio::time::timeout(
             self.open_timeout,
             self.control.open_stream(self.peer, protocol_name()),
         )
         .await;
-        let stream = match opened {
-            Ok(Ok(s)) => s,
+        match opened {
+            Ok(Ok(s)) => Ok(s),
             Ok(Err(libp2p_stream::OpenStreamError::Io(e)))
                 if e.kind() == io::ErrorKind::NotConnected && self.dialled =>
             {
-                return Closed::Unreachable;
+                Err(Closed::Unreachable)
             }
             Ok(Err(e)) => {
                 tracing::debug!(peer = %self.peer, %e, "control stream not opened");
-                return Closed::Broken;
+                Err(Closed::Broken)
             }
-            Err(_) => return Closed::Slow,
-        };
+            Err(_) => Err(Closed::Slow),
+        }
+    }
+
+    /// Writes `replay`, then what the queue brings, on `stream` until it ends.
+    async fn session(
+        &mut self,
+        stream: Stream,
+        queue: &mut mpsc::Receiver<Outgoing>,
+        replay: Vec<Outgoing>,
+    ) -> Session {
         let (rd, mut wr) = stream.split();
         // A stream of acknowledgements, kept across the select below (a read it interrupts is not lost).
         let mut acks = Box::pin(futures::stream::unfold(rd, |mut rd| async move {
@@ -313,57 +375,82 @@ impl Writer {
         let mut unacked: VecDeque<(u64, Option<Duration>)> = VecDeque::new();
         let mut written = 0u64;
         let mut frame = Vec::new();
+        // Copies of what was written, until the first acknowledgement (`None` once one came, or past REPLAY).
+        let mut kept: Option<Vec<Outgoing>> = Some(Vec::new());
+        let mut pending: VecDeque<Outgoing> = replay.into();
+        let refused = |kept: Option<Vec<Outgoing>>| match kept {
+            Some(k) => Session::Refused(k),
+            None => Session::Ended(Closed::Broken),
+        };
         loop {
-            tokio::select! {
-                next = tokio::time::timeout(IDLE, queue.recv()) => {
-                    let Ok(Some(first)) = next else {
-                        let _ = wr.close().await;
-                        return Closed::Idle;
-                    };
-                    // Everything queued goes out before one flush.
-                    let mut m = Some(first);
-                    while let Some(msg) = m {
-                        frame.clear();
-                        let Ok(prefix) = protocol::frame::encode_prefix(
-                            msg.bytes.len(),
-                            protocol::codec::MAX_CONTROL_BYTES,
-                        ) else {
-                            m = queue.try_recv().ok();
-                            continue; // the engine never makes one this large; not worth the link
+            if pending.is_empty() {
+                tokio::select! {
+                    next = tokio::time::timeout(IDLE, queue.recv()) => {
+                        let Ok(Some(first)) = next else {
+                            let _ = wr.close().await;
+                            return Session::Ended(Closed::Idle);
                         };
-                        frame.extend_from_slice(&prefix);
-                        frame.extend_from_slice(&msg.bytes);
-                        if wr.write_all(&frame).await.is_err() {
-                            return Closed::Broken;
-                        }
-                        unacked.push_back((written, msg.sent));
-                        written += 1;
-                        if unacked.len() > MAX_UNACKED {
-                            unacked.pop_front();
-                        }
-                        m = queue.try_recv().ok();
+                        pending.push_back(first);
                     }
-                    if wr.flush().await.is_err() {
-                        return Closed::Broken;
-                    }
-                }
-                ack = acks.next() => {
-                    let Some(count) = ack.filter(|&c| c <= written) else {
-                        return Closed::Broken;
-                    };
-                    let mut latest = None;
-                    while unacked.front().is_some_and(|(seq, _)| *seq < count) {
-                        if let Some((_, Some(sent))) = unacked.pop_front() {
-                            latest = Some(sent);
+                    ack = acks.next() => {
+                        let Some(count) = ack.filter(|&c| c <= written) else {
+                            return match ack {
+                                // The peer closed the stream (or dropped it unread).
+                                None => refused(kept),
+                                // It acknowledged what was never sent.
+                                Some(_) => Session::Ended(Closed::Broken),
+                            };
+                        };
+                        kept = None;
+                        let mut latest = None;
+                        while unacked.front().is_some_and(|(seq, _)| *seq < count) {
+                            if let Some((_, Some(sent))) = unacked.pop_front() {
+                                latest = Some(sent);
+                            }
                         }
-                    }
-                    if let Some(sent) = latest {
-                        let rtt = self.epoch.elapsed().saturating_sub(sent);
-                        if self.events.send(LinkEvent::RoundTrip(rtt)).await.is_err() {
-                            return Closed::Idle;
+                        // Awaited, not tried: when the VN is busy its queue is full, and those are the slow round
+                        // trips the pacing must see (the writer waits, its own queue holds what comes meanwhile).
+                        if let Some(sent) = latest {
+                            let rtt = self.epoch.elapsed().saturating_sub(sent);
+                            if self.events.send(LinkEvent::RoundTrip(rtt)).await.is_err() {
+                                return Session::Ended(Closed::Idle);
+                            }
                         }
+                        continue;
                     }
                 }
+            }
+            // Everything queued goes out before one flush.
+            while let Some(msg) = pending.pop_front().or_else(|| queue.try_recv().ok()) {
+                frame.clear();
+                let Ok(prefix) = protocol::frame::encode_prefix(
+                    msg.bytes.len(),
+                    protocol::codec::MAX_CONTROL_BYTES,
+                ) else {
+                    continue; // the engine never makes one this large; not worth the link
+                };
+                frame.extend_from_slice(&prefix);
+                frame.extend_from_slice(&msg.bytes);
+                if wr.write_all(&frame).await.is_err() {
+                    kept = kept.map(|mut k| {
+                        k.push(msg);
+                        k.extend(pending.drain(..));
+                        k
+                    });
+                    return refused(kept);
+                }
+                unacked.push_back((written, msg.sent));
+                written += 1;
+                if unacked.len() > MAX_UNACKED {
+                    unacked.pop_front();
+                }
+                kept = kept.and_then(|mut k| {
+                    k.push(msg);
+                    (k.len() <= REPLAY).then_some(k)
+                });
+            }
+            if wr.flush().await.is_err() {
+                return refused(kept);
             }
         }
     }
