@@ -95,6 +95,14 @@ async fn vns(n: usize) -> Vec<Vn> {
     out
 }
 
+/// Two Swarms allowing each other, the first connected to the second.
+async fn connected_pair() -> Vec<Vn> {
+    let mut v = vns(2).await;
+    let (x, y) = v.split_at_mut(1);
+    x[0].connect(&y[0]).await;
+    v
+}
+
 fn links(v: &Vn, listed: &[&Vn], epoch: Instant) -> ControlLinks {
     let list = PeerList::from_entries(listed.iter().map(|p| (p.id, Some(p.addr.clone()))));
     ControlLinks::new(
@@ -114,9 +122,7 @@ async fn next(l: &mut ControlLinks) -> LinkEvent {
 
 #[tokio::test]
 async fn messages_arrive_in_order_and_their_acknowledgements_time_round_trips() {
-    let mut v = vns(2).await;
-    let (x, y) = v.split_at_mut(1);
-    x[0].connect(&y[0]).await;
+    let v = connected_pair().await;
     let epoch = Instant::now();
     let mut a = links(&v[0], &[&v[1]], epoch);
     let mut b = links(&v[1], &[&v[0]], epoch);
@@ -166,9 +172,7 @@ async fn messages_arrive_in_order_and_their_acknowledgements_time_round_trips() 
 #[tokio::test]
 async fn a_stream_from_a_peer_off_the_list_is_dropped_unread() {
     // Connections are allowed all round; only b's control links do not list c.
-    let mut v = vns(2).await;
-    let (x, y) = v.split_at_mut(1);
-    x[0].connect(&y[0]).await;
+    let v = connected_pair().await;
     let epoch = Instant::now();
     let mut c = links(&v[0], &[&v[1]], epoch);
     let mut b = links(&v[1], &[], epoch);
@@ -239,9 +243,7 @@ async fn a_receiver_acknowledging_more_than_was_sent_breaks_only_that_link() {
 
 #[tokio::test]
 async fn an_oversized_frame_ends_its_stream_and_the_next_stream_is_read() {
-    let mut v = vns(2).await;
-    let (x, y) = v.split_at_mut(1);
-    x[0].connect(&y[0]).await;
+    let v = connected_pair().await;
     let epoch = Instant::now();
     let mut b = links(&v[1], &[&v[0]], epoch);
     let mut raw = v[0].stream.clone();
@@ -295,10 +297,9 @@ async fn a_peer_that_cannot_be_dialled_is_unreachable() {
 
 #[tokio::test]
 async fn a_stream_dropped_unread_is_opened_again_and_its_messages_sent_again() {
-    let mut v = vns(2).await;
+    let mut v = connected_pair().await;
     let (x, y) = v.split_at_mut(1);
-    let (a, peer) = (&mut x[0], &mut y[0]);
-    a.connect(peer).await;
+    let (a, peer) = (&x[0], &mut y[0]);
     // The peer drops its first control stream unread (as libp2p_stream does when its accept queue is full),
     // then reads the next one: every frame, acknowledged.
     let mut incoming = peer
