@@ -58,6 +58,9 @@ pub enum LinkBody {
     Refused(String),
     /// RN → host: the RN started this round (negotiate its overlays).
     Start(Round),
+    /// RN → host: the RN will start this round when its warm-up ends; negotiate its overlays now so that the
+    /// first round does not wait for them.
+    Prepare(Round),
     /// RN → host: a command for the VN.
     ToVn(ToVirtualNode),
     /// Host → RN: a report of the VN.
@@ -87,6 +90,7 @@ const KIND_DELIVERED_ON_EDGES: u8 = 12;
 const KIND_DONE: u8 = 13;
 const KIND_BEHIND: u8 = 14;
 const KIND_LATE_DELIVERED: u8 = 15;
+const KIND_PREPARE: u8 = 16;
 
 fn too_large(what: &'static str, got: usize, max: usize) -> EncodeError {
     EncodeError::TooLarge {
@@ -134,6 +138,10 @@ impl LinkMessage {
             LinkBody::Start(round) => {
                 out.extend_from_slice(&round.get().to_le_bytes());
                 KIND_START
+            }
+            LinkBody::Prepare(round) => {
+                out.extend_from_slice(&round.get().to_le_bytes());
+                KIND_PREPARE
             }
             LinkBody::ToVn(ToVirtualNode::Exchange(f)) => {
                 frame(f, &mut out)?;
@@ -224,6 +232,7 @@ impl LinkMessage {
                 LinkBody::Refused(String::from_utf8_lossy(&b).into_owned())
             }
             KIND_START => LinkBody::Start(Round(r.u64()?)),
+            KIND_PREPARE => LinkBody::Prepare(Round(r.u64()?)),
             KIND_EXCHANGE => LinkBody::ToVn(ToVirtualNode::Exchange(r.frame(max_chunk_frame)?)),
             KIND_PER_EDGE => LinkBody::ToVn(ToVirtualNode::PerEdge(Round(r.u64()?))),
             KIND_PER_EDGE_FRAMES => {
@@ -372,6 +381,7 @@ mod tests {
             LinkBody::Ready(b"/ip4/127.0.0.1/tcp/4001".to_vec()),
             LinkBody::Refused("no such VN".into()),
             LinkBody::Start(Round(7)),
+            LinkBody::Prepare(Round(0)),
             LinkBody::ToVn(ToVirtualNode::Exchange(chunk(7, &[1.0, -2.5]))),
             LinkBody::ToVn(ToVirtualNode::PerEdge(Round(8))),
             LinkBody::ToVn(ToVirtualNode::PerEdgeFrames {

@@ -10,6 +10,8 @@
 //!    drawn from the VN's own RNG (so siblings, told at the same instant, do not start in step; DESIGN §5).
 //!    The overlay of round t was thus usually started `lookahead` rounds earlier and is frozen by the time
 //!    the RN has trained: the round waits for its work, not for its negotiation.
+//!    A fresh RN sends `Prepare(0)` in the tail of its warm-up: the same, without starting the round, so
+//!    that round 0's overlay is negotiated before the round begins.
 //! 2. `Exchange(frame)`: the RN's chunk for t. Once the overlay of t is frozen, the VN waits a random delay
 //!    in `[0, send_jitter]` drawn from its own RNG — so that sibling VNs, which get their chunks at the same
 //!    instant, do not all send at once and link themselves by timing (DESIGN §5) — then sends the chunk to
@@ -157,6 +159,10 @@ pub enum VnInput<I> {
     /// The RN started `round`: negotiate the overlays of `round ..= round + lookahead` (sent by the RN when it
     /// starts the round).
     StartRound(Round),
+    /// The RN will start `round` (its first) when its warm-up ends: negotiate the overlays of
+    /// `round ..= round + lookahead` now, as `StartRound` would, so that the first round does not wait a whole
+    /// overlay window for its own. The round itself has not started (its send pace counts from `StartRound`).
+    Prepare(Round),
     /// A control message from the authenticated peer `from`.
     Control { from: I, bytes: Vec<u8> },
     /// A chunk request from `from`, to be answered with a `Reply` carrying `token`.
@@ -587,7 +593,10 @@ impl<I: VnIdentity> VnEngine<I> {
         let mut out = Vec::new();
         self.start_due_overlays(now, &mut out);
         match input {
-            VnInput::StartRound(round) => self.on_rn_round(now, round, &mut out),
+            VnInput::StartRound(round) => self.on_rn_round(now, round, true, &mut out),
+            // Directed push draws its targets from the view when the round starts: nothing to prepare.
+            VnInput::Prepare(round) if !self.push => self.on_rn_round(now, round, false, &mut out),
+            VnInput::Prepare(_) => {}
             VnInput::FromRn(ToVirtualNode::Exchange(frame)) => {
                 self.on_own_chunk(now, frame, &mut out)
             }
@@ -632,9 +641,15 @@ impl<I: VnIdentity> VnEngine<I> {
         out
     }
 
-    /// The RN is in `round`: schedule the overlays of `round ..= round + lookahead` not scheduled yet, each at
-    /// this VN's own random offset.
-    fn on_rn_round(&mut self, now: Duration, round: Round, out: &mut Vec<VnOutput<I>>) {
+    /// The RN is in `round` (`started`) or about to start it: schedule the overlays of
+    /// `round ..= round + lookahead` not scheduled yet, each at this VN's own random offset.
+    fn on_rn_round(
+        &mut self,
+        now: Duration,
+        round: Round,
+        started: bool,
+        out: &mut Vec<VnOutput<I>>,
+    ) {
         if self.newest.is_some_and(|n| round + MAX_KEPT_ROUNDS <= n) {
             return;
         }
@@ -659,7 +674,9 @@ impl<I: VnIdentity> VnEngine<I> {
             // Nothing to negotiate: the exchange uses the graph of exchange 0 (once that froze).
             let r = self.rounds.entry(round).or_default();
             r.summary.round = round;
-            r.rn_started.get_or_insert(now);
+            if started {
+                r.rn_started.get_or_insert(now);
+            }
             if r.neighbours.is_none()
                 && let Some(n) = self.static_neighbours.clone()
             {
@@ -685,7 +702,7 @@ impl<I: VnIdentity> VnEngine<I> {
             }
             let r = self.rounds.entry(u).or_default();
             r.summary.round = u;
-            if ahead == 0 {
+            if ahead == 0 && started {
                 r.rn_started.get_or_insert(now);
             }
             if r.started || r.start_at.is_some() {
@@ -781,7 +798,7 @@ impl<I: VnIdentity> VnEngine<I> {
 
     fn on_own_chunk(&mut self, now: Duration, frame: ChunkFrame, out: &mut Vec<VnOutput<I>>) {
         let round = frame.round;
-        self.on_rn_round(now, round, out);
+        self.on_rn_round(now, round, true, out);
         self.note_own_scale(std::slice::from_ref(&frame));
         let Some(r) = self.rounds.get_mut(&round) else {
             return;
@@ -806,7 +823,7 @@ impl<I: VnIdentity> VnEngine<I> {
 
     /// The RN's exchange `round` is per-edge: report the slots once the round's neighbours are known.
     fn on_per_edge(&mut self, now: Duration, round: Round, out: &mut Vec<VnOutput<I>>) {
-        self.on_rn_round(now, round, out);
+        self.on_rn_round(now, round, true, out);
         let Some(r) = self.rounds.get_mut(&round) else {
             return;
         };
@@ -1949,6 +1966,54 @@ mod tests {
         assert_eq!(sent_at(ms(100), ms(120)), Some(ms(120)));
     }
 
+    /// `Prepare(0)` (its RN's warm-up ends soon) opens round 0's negotiation as `StartRound(0)` would, but the
+    /// round has not started: a paced chunk leaves at the `StartRound` that follows plus the pace, not at the
+    /// prepare plus the pace.
+    #[test]
+    fn a_prepared_first_round_is_negotiated_early_and_paced_from_its_real_start() {
+        let opened_at = |first: fn(Round) -> VnInput<u32>| {
+            let mut e = engine(|_| true);
+            e.handle(Duration::ZERO, first(Round(0)));
+            (0..200u64)
+                .map(Duration::from_millis)
+                .find(|&now| {
+                    e.handle(now, VnInput::Tick);
+                    e.neighbours(Round(0)).is_some()
+                })
+                .expect("opened")
+        };
+        assert_eq!(opened_at(VnInput::Prepare), opened_at(VnInput::StartRound));
+
+        let ms = Duration::from_millis;
+        let cfg = VnConfig {
+            static_graph: true,
+            send_jitter: Duration::ZERO,
+            send_pace: ms(100),
+            chunk_lens: Arc::new(vec![1]),
+            ..engine(|_| true).cfg.clone()
+        };
+        let mut e =
+            VnEngine::new(0u32, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(|_| true)).unwrap();
+        let start = Duration::from_secs(100);
+        e.handle(start - ms(20), VnInput::Prepare(Round(0)));
+        e.handle(start, VnInput::StartRound(Round(0)));
+        let mut out = Vec::new();
+        e.on_frozen(start, Round(0), vec![5, 7], &mut out);
+        let frame = ChunkFrame {
+            round: Round(0),
+            chunk: protocol::ChunkIndex(0),
+            values: vec![1.0],
+        };
+        let mut t = start + ms(30);
+        let mut out = e.handle(t, VnInput::FromRn(ToVirtualNode::Exchange(frame)));
+        while !out.iter().any(|o| matches!(o, VnOutput::SendChunk { .. })) {
+            assert!(t < start + ms(115), "never sent");
+            t += ms(5);
+            out = e.handle(t, VnInput::Tick);
+        }
+        assert_eq!(t - start, ms(100), "paced from StartRound, not from Prepare");
+    }
+
     /// The automatic pace learns from a completed exchange when the slowest neighbour's chunk came (here 40 ms
     /// after the round start, no jitter) and holds the next exchange's chunk until its start + 40 ms.
     #[test]
@@ -2656,12 +2721,12 @@ mod tests {
             busy.handle(
                 Duration::ZERO,
                 VnInput::ControlRoundTrip {
-                    rtt: Duration::from_millis(15),
+                    rtt: Duration::from_millis(30),
                 },
             );
         }
         busy.handle(Duration::ZERO, VnInput::StartRound(Round(0)));
-        // Four round trips of 15 ms: sub-steps of 60 ms instead of 10.
+        // Two round trips of 30 ms: sub-steps of 60 ms instead of 10.
         assert_eq!(freeze(&busy, 0), Some(configured.deadline() * 6));
         busy.check_invariants().unwrap();
     }

@@ -5,6 +5,7 @@ pub mod behaviour;
 pub mod codec;
 pub mod control_link;
 pub mod limits;
+pub mod preconnect;
 pub mod link;
 pub mod transport;
 pub mod vn_task;

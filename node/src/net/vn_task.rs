@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use super::behaviour::{VnBehaviour, VnBehaviourEvent};
 use super::control_link::{Closed, ControlLinks, LinkEvent};
+use super::preconnect::Preconnect;
 use crate::VnAddr;
 use crate::engine::rate::{Rate, TokenBucket};
 use crate::engine::{RefusalKind, ReplyToken, VnDriver, VnEngine, VnInput, VnOutput, route_vn};
@@ -77,6 +78,8 @@ impl RefusalLog {
 #[derive(Debug)]
 pub enum VnCommand {
     StartRound(Round),
+    /// The RN's first round is near: negotiate its overlays (`VnInput::Prepare`).
+    Prepare(Round),
     Rn(ToVirtualNode),
 }
 
@@ -111,6 +114,8 @@ pub struct VnTask {
     /// Control messages to and from peers, over one stream per peer and direction; their acknowledgements'
     /// round trips go to the engine (`VnInput::ControlRoundTrip`).
     pub links: ControlLinks,
+    /// Connections to open during the warm-up (`preconnect.rs`); empty for a resumed VN.
+    pub preconnect: Preconnect,
 }
 
 impl VnTask {
@@ -148,10 +153,15 @@ impl VnTask {
             let input = tokio::select! {
                 cmd = self.commands.recv() => match cmd {
                     Some(VnCommand::StartRound(r)) => VnInput::StartRound(r),
+                    Some(VnCommand::Prepare(r)) => VnInput::Prepare(r),
                     Some(VnCommand::Rn(ToVirtualNode::Stop)) | None => return,
                     Some(VnCommand::Rn(msg)) => VnInput::FromRn(msg),
                 },
                 _ = sleep => { wake = None; VnInput::Tick }
+                _ = preconnect_due(&self.preconnect, self.epoch) => {
+                    self.dial_due(&addrs);
+                    continue;
+                }
                 ev = self.links.next() => match self.on_link_event(ev, &addrs) {
                     Some(input) => input,
                     None => continue,
@@ -173,6 +183,18 @@ impl VnTask {
             }
             // Queries the engine did not answer (unlisted, over the rate, malformed) close unanswered.
             self.round_channels.clear();
+        }
+    }
+
+    /// Dials the warm-up connections whose time has come (a peer already connected or being dialled is
+    /// skipped; a failed dial is only logged: the rounds dial on demand).
+    fn dial_due(&mut self, addrs: &HashMap<PeerId, Multiaddr>) {
+        for to in self.preconnect.take_due(self.epoch.elapsed()) {
+            let opts = DialOpts::peer_id(to.peer)
+                .condition(PeerCondition::DisconnectedAndNotDialing)
+                .addresses(dial_addrs(&to, addrs))
+                .build();
+            let _ = self.swarm.dial(opts);
         }
     }
 
@@ -573,6 +595,14 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
 
     fn set_timer(&mut self, at: Duration) {
         *self.wake = Some(self.epoch + at);
+    }
+}
+
+/// Resolves when the next warm-up dial is due; never if none is left.
+async fn preconnect_due(plan: &Preconnect, epoch: Instant) {
+    match plan.next_at() {
+        Some(at) => tokio::time::sleep_until(epoch + at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -473,6 +473,7 @@ impl NodeBuilder {
             epoch,
             observer: self.observer.clone(),
             warmup: Duration::from_millis(self.timing.warmup_ms),
+            prepare_lead: self.timing.prepare_lead(self.degree),
             link_stats,
         };
         tokio::spawn(rn.run());

@@ -191,6 +191,7 @@ async fn relay(
             cmd = commands.recv() => {
                 let (body, stop) = match cmd {
                     Some(VnCommand::StartRound(r)) => (LinkBody::Start(r), false),
+                    Some(VnCommand::Prepare(r)) => (LinkBody::Prepare(r), false),
                     Some(VnCommand::Rn(ToVirtualNode::Stop)) | None => {
                         (LinkBody::ToVn(ToVirtualNode::Stop), true)
                     }

@@ -44,6 +44,8 @@ pub(super) struct RnTask {
     pub(super) epoch: Instant,
     pub(super) observer: Option<Arc<dyn Observer<PeerId>>>,
     pub(super) warmup: Duration,
+    /// How long before the warm-up's end the VNs start negotiating round 0 (`Timing::prepare_lead`).
+    pub(super) prepare_lead: Duration,
     /// The RN↔VN link's byte counter, when the VNs run in VN hosts.
     pub(super) link_stats: Option<Arc<crate::net::link::LinkStats>>,
 }
@@ -87,9 +89,15 @@ impl RnTask {
         let warmup = tokio::time::sleep(self.warmup);
         tokio::pin!(warmup);
         let resumed = self.engine.first_round() > Round::ZERO;
+        // A fresh node's VNs negotiate round 0's overlays in the warm-up's tail (`Timing::prepare_lead`); a
+        // resumed node starts as soon as its probes say where the network is, so it has nothing to prepare.
+        let prepare = tokio::time::sleep(self.warmup.saturating_sub(self.prepare_lead));
+        tokio::pin!(prepare);
+        let mut prepared = resumed;
         loop {
             tokio::select! {
                 _ = &mut warmup => break,
+                _ = &mut prepare, if !prepared => prepared = true,
                 _ = self.stop.wait_for(|s| *s) => return Ok(()),
                 Some((vn, msg)) = self.from_vns.recv() => {
                     let behind = matches!(msg, FromVirtualNode::Behind { .. });
@@ -98,7 +106,13 @@ impl RnTask {
                     if resumed && behind {
                         break;
                     }
+                    continue;
                 }
+            }
+            // The prepare timer fired (the only other way here).
+            for tx in &self.vn_cmds {
+                // A VN that is gone is noticed when the rounds start; nothing to do about it here.
+                let _ = tx.send(VnCommand::Prepare(Round::ZERO)).await;
             }
         }
         let mut out = self.engine.handle(self.epoch.elapsed(), RnInput::Start);

@@ -113,6 +113,7 @@ impl VnHost {
                             link.send(from, slot, answer).await;
                         }
                         LinkBody::Start(round) => forward(&running, from, slot, VnCommand::StartRound(round)).await,
+                        LinkBody::Prepare(round) => forward(&running, from, slot, VnCommand::Prepare(round)).await,
                         LinkBody::ToVn(m) => {
                             let stop = matches!(m, ToVirtualNode::Stop);
                             forward(&running, from, slot, VnCommand::Rn(m)).await;

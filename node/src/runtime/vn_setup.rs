@@ -12,7 +12,7 @@ use libp2p::pnet::PreSharedKey;
 use libp2p::{Multiaddr, PeerId};
 use protocol::Round;
 use protocol::rnvn::FromVirtualNode;
-use sampling::{Stream, vn_rng};
+use sampling::{Stream, derive_rng, vn_rng};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -21,6 +21,7 @@ use super::timing::Timing;
 use crate::engine::{ValueBounds, VnConfig, VnEngine};
 use crate::events::EventSink;
 use crate::net::behaviour::Timeouts;
+use crate::net::preconnect::Preconnect;
 use crate::net::transport::build_swarm;
 use crate::net::vn_task::{RefusalLog, VnCommand, VnTask, listen};
 use crate::observe::Observer;
@@ -63,6 +64,10 @@ pub(crate) struct VnSetup {
     /// Directed push (EL-local): no overlay, r targets drawn from the VN's Cyclon view each round.
     pub push: bool,
 }
+
+/// Mixed into the run seed for the warm-up dials' RNG (`Preconnect`): a key of its own, so the VN's engine
+/// streams (and the simulator's runs) draw exactly what they drew before.
+const PRECONNECT_SEED: u64 = 0x7072_6563_6f6e_6e65;
 
 /// What the builder or the host supplies beside the setup to start one VN.
 pub(crate) struct VnPlace {
@@ -158,6 +163,17 @@ impl VnSetup {
                 .collect(),
             self.resumed_at.map(Round),
         );
+        // A resumed VN joins a running network: its warm-up is cut short and the rounds dial on demand.
+        let preconnect = match self.resumed_at {
+            Some(_) => Preconnect::default(),
+            None => Preconnect::plan(
+                peer,
+                place.peers.bootstrap(),
+                place.epoch.elapsed(),
+                Duration::from_millis(self.timing.warmup_ms),
+                &mut derive_rng(self.seed ^ PRECONNECT_SEED, stream),
+            ),
+        };
         let (tx, rx) = mpsc::channel(VN_COMMAND_CAPACITY);
         let bootstrap = place
             .peers
@@ -188,6 +204,7 @@ impl VnSetup {
             round_channels: Default::default(),
             redialing: Default::default(),
             links,
+            preconnect,
         };
         Ok((task, tx, me))
     }
