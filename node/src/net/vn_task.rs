@@ -152,8 +152,14 @@ impl VnTask {
             };
             let input = tokio::select! {
                 cmd = self.commands.recv() => match cmd {
-                    Some(VnCommand::StartRound(r)) => VnInput::StartRound(r),
-                    Some(VnCommand::Prepare(r)) => VnInput::Prepare(r),
+                    Some(VnCommand::StartRound(r)) => {
+                        self.preconnect.abandon();
+                        VnInput::StartRound(r)
+                    }
+                    Some(VnCommand::Prepare(r)) => {
+                        self.preconnect.abandon();
+                        VnInput::Prepare(r)
+                    }
                     Some(VnCommand::Rn(ToVirtualNode::Stop)) | None => return,
                     Some(VnCommand::Rn(msg)) => VnInput::FromRn(msg),
                 },
@@ -167,6 +173,13 @@ impl VnTask {
                     None => continue,
                 },
                 ev = self.swarm.select_next_some() => {
+                    match &ev {
+                        SwarmEvent::ConnectionEstablished { peer_id, .. }
+                        | SwarmEvent::OutgoingConnectionError { peer_id: Some(peer_id), .. } => {
+                            self.preconnect.ended(peer_id)
+                        }
+                        _ => {}
+                    }
                     match self.on_swarm_event(ev, &mut channels, &mut next_token, &mut outbound_chunks, &mut addrs) {
                         Some(input) => input,
                         None => continue,
@@ -189,12 +202,15 @@ impl VnTask {
     /// Dials the warm-up connections whose time has come (a peer already connected or being dialled is
     /// skipped; a failed dial is only logged: the rounds dial on demand).
     fn dial_due(&mut self, addrs: &HashMap<PeerId, Multiaddr>) {
-        for to in self.preconnect.take_due(self.epoch.elapsed()) {
+        while let Some(to) = self.preconnect.take_due(self.epoch.elapsed()) {
             let opts = DialOpts::peer_id(to.peer)
                 .condition(PeerCondition::DisconnectedAndNotDialing)
                 .addresses(dial_addrs(&to, addrs))
                 .build();
-            let _ = self.swarm.dial(opts);
+            if self.swarm.dial(opts).is_ok() {
+                self.preconnect.dialling(to.peer);
+                return;
+            }
         }
     }
 
@@ -231,11 +247,14 @@ impl VnTask {
         if self.peers.is_allowed(&peer) {
             return false;
         }
-        self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
-            vn: self.index,
-            peer,
-            reason: "not on the peer list".into(),
-        });
+        self.log.report(
+            self.epoch.elapsed(),
+            NodeEvent::PeerRefused {
+                vn: self.index,
+                peer,
+                reason: "not on the peer list".into(),
+            },
+        );
         true
     }
 
@@ -418,11 +437,14 @@ impl VnTask {
                 if !self.peers.is_allowed(&peer_id) =>
             {
                 // The allow-list closes it; tell the embedder once.
-                self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
-                    vn: self.index,
-                    peer: peer_id,
-                    reason: "not on the peer list".into(),
-                });
+                self.log.report(
+                    self.epoch.elapsed(),
+                    NodeEvent::PeerRefused {
+                        vn: self.index,
+                        peer: peer_id,
+                        reason: "not on the peer list".into(),
+                    },
+                );
                 None
             }
             SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
@@ -441,18 +463,22 @@ impl VnTask {
                 tracing::debug!(vn = self.index, %send_back_addr, %error, "incoming connection failed");
                 match peer_id {
                     // The allow-list denies an unlisted peer right after the handshake, when its identity is known.
-                    Some(peer) if !self.peers.is_allowed(&peer) => {
-                        self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
+                    Some(peer) if !self.peers.is_allowed(&peer) => self.log.report(
+                        self.epoch.elapsed(),
+                        NodeEvent::PeerRefused {
                             vn: self.index,
                             peer,
                             reason: "not on the peer list".into(),
-                        })
-                    }
+                        },
+                    ),
                     // A wrong pre-shared key fails before any identity is known.
-                    _ => self.log.report(self.epoch.elapsed(), NodeEvent::ConnectionFailed {
-                        vn: self.index,
-                        error: error.to_string(),
-                    }),
+                    _ => self.log.report(
+                        self.epoch.elapsed(),
+                        NodeEvent::ConnectionFailed {
+                            vn: self.index,
+                            error: error.to_string(),
+                        },
+                    ),
                 }
                 None
             }
@@ -585,11 +611,14 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
     fn refused(&mut self, from: VnAddr, what: RefusalKind) {
         tracing::debug!(vn = self.index, peer = %from.peer, ?what, "refused");
         if !matches!(what, RefusalKind::Chunk(_)) {
-            self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
-                vn: self.index,
-                peer: from.peer,
-                reason: format!("{what:?}"),
-            });
+            self.log.report(
+                self.epoch.elapsed(),
+                NodeEvent::PeerRefused {
+                    vn: self.index,
+                    peer: from.peer,
+                    reason: format!("{what:?}"),
+                },
+            );
         }
     }
 
@@ -624,7 +653,10 @@ fn dial_addrs(to: &VnAddr, addrs: &HashMap<PeerId, Multiaddr>) -> Vec<Multiaddr>
 pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Starts listening on `addr` and returns the first concrete address the swarm reports.
-pub async fn listen<B: libp2p::swarm::NetworkBehaviour>(swarm: &mut Swarm<B>, addr: Multiaddr) -> crate::Result<Multiaddr> {
+pub async fn listen<B: libp2p::swarm::NetworkBehaviour>(
+    swarm: &mut Swarm<B>,
+    addr: Multiaddr,
+) -> crate::Result<Multiaddr> {
     swarm
         .listen_on(addr.clone())
         .map_err(|e| crate::NodeError::Network(format!("cannot listen on {addr}: {e}")))?;
@@ -677,7 +709,10 @@ mod tests {
         log.report(Duration::from_secs(1), refusal());
         match rx.try_recv() {
             Ok(NodeEvent::PeerRefused { reason, .. }) => {
-                assert!(reason.contains("980 more refusals not reported"), "{reason}")
+                assert!(
+                    reason.contains("980 more refusals not reported"),
+                    "{reason}"
+                )
             }
             other => panic!("{other:?}"),
         }

@@ -169,6 +169,7 @@ impl VnSetup {
             None => Preconnect::plan(
                 peer,
                 place.peers.bootstrap(),
+                crate::net::preconnect::PER_DEGREE * self.degree,
                 place.epoch.elapsed(),
                 Duration::from_millis(self.timing.warmup_ms),
                 &mut derive_rng(self.seed ^ PRECONNECT_SEED, stream),
@@ -211,7 +212,8 @@ impl VnSetup {
 
     /// Encodes the setup for the link.
     pub(crate) fn encode(&self) -> Result<Vec<u8>> {
-        protocol::codec::encode_control(self).map_err(|e| NodeError::Config(format!("VN setup: {e}")))
+        protocol::codec::encode_control(self)
+            .map_err(|e| NodeError::Config(format!("VN setup: {e}")))
     }
 
     /// Decodes a setup received on the link, checking what the VN would otherwise trip on.
@@ -223,7 +225,10 @@ impl VnSetup {
                 "VN setup: degree and chunk lengths must not be empty".into(),
             ));
         }
-        if s.chunk_lens.iter().any(|&l| l > protocol::chunk::MAX_CHUNK_VALUES) {
+        if s.chunk_lens
+            .iter()
+            .any(|&l| l > protocol::chunk::MAX_CHUNK_VALUES)
+        {
             return Err(NodeError::Config(
                 "VN setup: a chunk over the protocol's limit".into(),
             ));
@@ -303,9 +308,15 @@ mod tests {
         let back = VnSetup::decode(&s.encode().unwrap()).unwrap();
         assert_eq!(back, s);
         let cfg = back.vn_config();
-        assert_eq!(cfg.skip.iter().map(|r| r.get()).collect::<Vec<_>>(), vec![2, 5]);
+        assert_eq!(
+            cfg.skip.iter().map(|r| r.get()).collect::<Vec<_>>(),
+            vec![2, 5]
+        );
         assert_eq!(*cfg.chunk_lens, vec![3, 4]);
-        assert_eq!(back.max_chunk_frame(), protocol::chunk::chunk_frame_bytes(4));
+        assert_eq!(
+            back.max_chunk_frame(),
+            protocol::chunk::chunk_frame_bytes(4)
+        );
     }
 
     #[test]
