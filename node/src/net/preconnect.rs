@@ -18,9 +18,10 @@
 //! a time (a busy machine's slow handshakes slow its dials with them), and drops what is left of its plan
 //! when its node's rounds begin (`abandon`). Dialling on schedule regardless, 512 VNs in one process
 //! (`testnet --nodes 64 --vns 8 --degree 8 --rounds 5 --transport memory`) made some 16,000 connections at
-//! once and formed 0.2 of 8 neighbours. Paced, they form 3.3-3.6 (one run each at 16 and 32 dials), about
-//! the 3.5 before this module, but 4.6 without the dials in the same code: on that overloaded machine the
-//! dials of the first nodes slow the spawning of the others. Not solved here (README, issue 12).
+//! once and formed 0.2 of 8 neighbours. Paced, they form 2.8-3.6 (three runs, 16 and 32 dials), about the
+//! 3.5 before this module, but 4.6 without the dials in the same code (one run): on that overloaded machine
+//! the dials of the nodes spawned first slow the spawning of the others (round 0 began at 91-98 s against
+//! 42 s). Not solved here (README, issue 12).
 
 use std::collections::VecDeque;
 use std::time::Duration;
