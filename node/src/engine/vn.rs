@@ -1919,44 +1919,55 @@ mod tests {
         )
     }
 
+    /// When a VN with send pace `pace` sends its chunk of round 0, counted from its RN's `StartRound`, if the
+    /// chunk comes `chunk_at` after it (and the RN sent `Prepare` `prepared_ahead` before it, if any).
+    fn paced_send_time(
+        pace: Duration,
+        prepared_ahead: Option<Duration>,
+        chunk_at: Duration,
+    ) -> Option<Duration> {
+        let cfg = VnConfig {
+            static_graph: true,
+            send_jitter: Duration::ZERO,
+            send_pace: pace,
+            send_pace_auto: false,
+            chunk_lens: Arc::new(vec![1]),
+            ..engine(|_| true).cfg.clone()
+        };
+        let mut e =
+            VnEngine::new(0u32, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(|_| true))
+                .unwrap();
+        let start = Duration::from_secs(100);
+        if let Some(ahead) = prepared_ahead {
+            e.handle(start - ahead, VnInput::Prepare(Round(0)));
+        }
+        e.handle(start, VnInput::StartRound(Round(0)));
+        let mut out = Vec::new();
+        e.on_frozen(start, Round(0), vec![5, 7], &mut out);
+        let frame = ChunkFrame {
+            round: Round(0),
+            chunk: protocol::ChunkIndex(0),
+            values: vec![1.0],
+        };
+        let mut t = start + chunk_at;
+        let mut out = e.handle(t, VnInput::FromRn(ToVirtualNode::Exchange(frame)));
+        // Step time in 5 ms ticks until the chunk goes out, inside the overlay's own window (140 ms here:
+        // past it the sampler's negotiation, which has no peers, would replace the injected overlay).
+        while t < start + Duration::from_millis(135) {
+            if out.iter().any(|o| matches!(o, VnOutput::SendChunk { .. })) {
+                return Some(t - start);
+            }
+            t += Duration::from_millis(5);
+            out = e.handle(t, VnInput::Tick);
+        }
+        None
+    }
+
     /// The send pace holds a chunk until the node's round start + pace, whenever the chunk came: a node that
     /// trained fast sends no earlier than one that trained slowly (issue 13); with no pace it sends at once.
     #[test]
     fn a_paced_chunk_leaves_at_round_start_plus_pace_not_when_training_ended() {
-        let sent_at = |pace: Duration, chunk_at: Duration| -> Option<Duration> {
-            let cfg = VnConfig {
-                static_graph: true,
-                send_jitter: Duration::ZERO,
-                send_pace: pace,
-                send_pace_auto: false,
-                chunk_lens: Arc::new(vec![1]),
-                ..engine(|_| true).cfg.clone()
-            };
-            let mut e =
-                VnEngine::new(0u32, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(|_| true))
-                    .unwrap();
-            let start = Duration::from_secs(100);
-            e.handle(start, VnInput::StartRound(Round(0)));
-            let mut out = Vec::new();
-            e.on_frozen(start, Round(0), vec![5, 7], &mut out);
-            let frame = ChunkFrame {
-                round: Round(0),
-                chunk: protocol::ChunkIndex(0),
-                values: vec![1.0],
-            };
-            let mut t = start + chunk_at;
-            let mut out = e.handle(t, VnInput::FromRn(ToVirtualNode::Exchange(frame)));
-            // Step time in 5 ms ticks until the chunk goes out, inside the overlay's own window (140 ms here:
-            // past it the sampler's negotiation, which has no peers, would replace the injected overlay).
-            while t < start + Duration::from_millis(135) {
-                if out.iter().any(|o| matches!(o, VnOutput::SendChunk { .. })) {
-                    return Some(t - start);
-                }
-                t += Duration::from_millis(5);
-                out = e.handle(t, VnInput::Tick);
-            }
-            None
-        };
+        let sent_at = |pace, chunk_at| paced_send_time(pace, None, chunk_at);
         let ms = Duration::from_millis;
         assert_eq!(sent_at(Duration::ZERO, ms(30)), Some(ms(30)), "no pace: at once");
         // Trained in 30 ms or in 70 ms: both send at the 100 ms pace.
@@ -1985,33 +1996,11 @@ mod tests {
         assert_eq!(opened_at(VnInput::Prepare), opened_at(VnInput::StartRound));
 
         let ms = Duration::from_millis;
-        let cfg = VnConfig {
-            static_graph: true,
-            send_jitter: Duration::ZERO,
-            send_pace: ms(100),
-            chunk_lens: Arc::new(vec![1]),
-            ..engine(|_| true).cfg.clone()
-        };
-        let mut e =
-            VnEngine::new(0u32, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(|_| true)).unwrap();
-        let start = Duration::from_secs(100);
-        e.handle(start - ms(20), VnInput::Prepare(Round(0)));
-        e.handle(start, VnInput::StartRound(Round(0)));
-        let mut out = Vec::new();
-        e.on_frozen(start, Round(0), vec![5, 7], &mut out);
-        let frame = ChunkFrame {
-            round: Round(0),
-            chunk: protocol::ChunkIndex(0),
-            values: vec![1.0],
-        };
-        let mut t = start + ms(30);
-        let mut out = e.handle(t, VnInput::FromRn(ToVirtualNode::Exchange(frame)));
-        while !out.iter().any(|o| matches!(o, VnOutput::SendChunk { .. })) {
-            assert!(t < start + ms(115), "never sent");
-            t += ms(5);
-            out = e.handle(t, VnInput::Tick);
-        }
-        assert_eq!(t - start, ms(100), "paced from StartRound, not from Prepare");
+        assert_eq!(
+            paced_send_time(ms(100), Some(ms(20)), ms(30)),
+            Some(ms(100)),
+            "paced from StartRound, not from Prepare"
+        );
     }
 
     /// The automatic pace learns from a completed exchange when the slowest neighbour's chunk came (here 40 ms
