@@ -17,8 +17,9 @@
 //! event loop through one bounded channel. Bounds: a writer's queue ([`QUEUE_PER_PEER`]: past it messages are
 //! dropped and counted, as a busy network loses them), its unacknowledged record ([`MAX_UNACKED`]), the copies
 //! a new stream keeps until its first acknowledgement ([`REPLAY`]: a stream the peer drops unread is opened
-//! again, up to [`STREAM_ATTEMPTS`] streams, and those messages sent again), a reader's buffer (one frame of at most `protocol::codec::MAX_CONTROL_BYTES` plus [`READ_BUFFER`]); a peer opening a
-//! second stream replaces its first. Writers close their stream after [`IDLE`] without traffic, so that
+//! again, up to [`STREAM_ATTEMPTS`] streams, and those messages sent again), a reader's buffer (one frame of
+//! at most `protocol::codec::MAX_CONTROL_BYTES` plus [`READ_BUFFER`]); a peer opening a second stream
+//! replaces its first. Writers close their stream after [`IDLE`] without traffic, so that
 //! connections to peers no longer talked to can idle out.
 
 use std::collections::{HashMap, VecDeque};

@@ -247,14 +247,11 @@ impl VnTask {
         if self.peers.is_allowed(&peer) {
             return false;
         }
-        self.log.report(
-            self.epoch.elapsed(),
-            NodeEvent::PeerRefused {
-                vn: self.index,
-                peer,
-                reason: "not on the peer list".into(),
-            },
-        );
+        self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
+            vn: self.index,
+            peer,
+            reason: "not on the peer list".into(),
+        });
         true
     }
 
@@ -437,14 +434,11 @@ impl VnTask {
                 if !self.peers.is_allowed(&peer_id) =>
             {
                 // The allow-list closes it; tell the embedder once.
-                self.log.report(
-                    self.epoch.elapsed(),
-                    NodeEvent::PeerRefused {
-                        vn: self.index,
-                        peer: peer_id,
-                        reason: "not on the peer list".into(),
-                    },
-                );
+                self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
+                    vn: self.index,
+                    peer: peer_id,
+                    reason: "not on the peer list".into(),
+                });
                 None
             }
             SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
@@ -463,22 +457,18 @@ impl VnTask {
                 tracing::debug!(vn = self.index, %send_back_addr, %error, "incoming connection failed");
                 match peer_id {
                     // The allow-list denies an unlisted peer right after the handshake, when its identity is known.
-                    Some(peer) if !self.peers.is_allowed(&peer) => self.log.report(
-                        self.epoch.elapsed(),
-                        NodeEvent::PeerRefused {
+                    Some(peer) if !self.peers.is_allowed(&peer) => {
+                        self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
                             vn: self.index,
                             peer,
                             reason: "not on the peer list".into(),
-                        },
-                    ),
+                        })
+                    }
                     // A wrong pre-shared key fails before any identity is known.
-                    _ => self.log.report(
-                        self.epoch.elapsed(),
-                        NodeEvent::ConnectionFailed {
-                            vn: self.index,
-                            error: error.to_string(),
-                        },
-                    ),
+                    _ => self.log.report(self.epoch.elapsed(), NodeEvent::ConnectionFailed {
+                        vn: self.index,
+                        error: error.to_string(),
+                    }),
                 }
                 None
             }
@@ -611,14 +601,11 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
     fn refused(&mut self, from: VnAddr, what: RefusalKind) {
         tracing::debug!(vn = self.index, peer = %from.peer, ?what, "refused");
         if !matches!(what, RefusalKind::Chunk(_)) {
-            self.log.report(
-                self.epoch.elapsed(),
-                NodeEvent::PeerRefused {
-                    vn: self.index,
-                    peer: from.peer,
-                    reason: format!("{what:?}"),
-                },
-            );
+            self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
+                vn: self.index,
+                peer: from.peer,
+                reason: format!("{what:?}"),
+            });
         }
     }
 
@@ -653,10 +640,7 @@ fn dial_addrs(to: &VnAddr, addrs: &HashMap<PeerId, Multiaddr>) -> Vec<Multiaddr>
 pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Starts listening on `addr` and returns the first concrete address the swarm reports.
-pub async fn listen<B: libp2p::swarm::NetworkBehaviour>(
-    swarm: &mut Swarm<B>,
-    addr: Multiaddr,
-) -> crate::Result<Multiaddr> {
+pub async fn listen<B: libp2p::swarm::NetworkBehaviour>(swarm: &mut Swarm<B>, addr: Multiaddr) -> crate::Result<Multiaddr> {
     swarm
         .listen_on(addr.clone())
         .map_err(|e| crate::NodeError::Network(format!("cannot listen on {addr}: {e}")))?;
@@ -709,10 +693,7 @@ mod tests {
         log.report(Duration::from_secs(1), refusal());
         match rx.try_recv() {
             Ok(NodeEvent::PeerRefused { reason, .. }) => {
-                assert!(
-                    reason.contains("980 more refusals not reported"),
-                    "{reason}"
-                )
+                assert!(reason.contains("980 more refusals not reported"), "{reason}")
             }
             other => panic!("{other:?}"),
         }

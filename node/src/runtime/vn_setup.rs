@@ -225,10 +225,7 @@ impl VnSetup {
                 "VN setup: degree and chunk lengths must not be empty".into(),
             ));
         }
-        if s.chunk_lens
-            .iter()
-            .any(|&l| l > protocol::chunk::MAX_CHUNK_VALUES)
-        {
+        if s.chunk_lens.iter().any(|&l| l > protocol::chunk::MAX_CHUNK_VALUES) {
             return Err(NodeError::Config(
                 "VN setup: a chunk over the protocol's limit".into(),
             ));
@@ -308,15 +305,9 @@ mod tests {
         let back = VnSetup::decode(&s.encode().unwrap()).unwrap();
         assert_eq!(back, s);
         let cfg = back.vn_config();
-        assert_eq!(
-            cfg.skip.iter().map(|r| r.get()).collect::<Vec<_>>(),
-            vec![2, 5]
-        );
+        assert_eq!(cfg.skip.iter().map(|r| r.get()).collect::<Vec<_>>(), vec![2, 5]);
         assert_eq!(*cfg.chunk_lens, vec![3, 4]);
-        assert_eq!(
-            back.max_chunk_frame(),
-            protocol::chunk::chunk_frame_bytes(4)
-        );
+        assert_eq!(back.max_chunk_frame(), protocol::chunk::chunk_frame_bytes(4));
     }
 
     #[test]
