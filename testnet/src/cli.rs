@@ -35,7 +35,8 @@ impl fmt::Display for Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TimingChoice {
-    /// `loopback` for up to 64 VNs, `lan` above (hundreds of swarms on a few cores need the slack).
+    /// `loopback` for up to 64 VNs, `lan` up to 256, `crowded` above (hundreds of swarms on a few cores need
+    /// the slack).
     Auto,
     /// `node::Timing::loopback()`: 40 ms overlay sub-steps negotiated 12 rounds ahead (4 in a debug build),
     /// 5 s exchange timeout.
@@ -43,6 +44,10 @@ pub enum TimingChoice {
     /// `node::Timing::default()`: 200 ms sub-steps negotiated 4 rounds ahead, 30 s exchange timeout, 5 s
     /// warm-up.
     Lan,
+    /// `node::Timing::crowded()`: the LAN timing with 400 ms sub-steps, 1 round negotiated ahead, 5 s Cyclon
+    /// shuffles and a 20 s warm-up, for hundreds of VNs on a few cores, where nearly every message costs a
+    /// handshake.
+    Crowded,
 }
 
 /// How in-process VNs connect (`--mode inproc`).

@@ -7,6 +7,13 @@ use clap::Parser;
 use testnet::cli::Options;
 use testnet::scenario::Settings;
 
+/// With `--features mimalloc`: mimalloc instead of glibc's malloc. Hundreds of Swarms in one process allocate
+/// and free small buffers from every worker thread, and glibc's free lists then cost over half the CPU; on
+/// small networks it only costs memory (README, "In-process scale").
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // First, before any thread or socket: Candle's matmul thread count, fixed for the process.
     let reexec = models::threads::reexec_with_matmul_threads();

@@ -32,6 +32,11 @@ pub const DEFAULT_AUDIT_CHUNKS: usize = 8;
 /// 100 ms overlay sub-steps.
 pub const AUTO_LOOPBACK_MAX_VNS: usize = 64;
 
+/// Above this many VNs `--timing auto` picks the crowded timing (`node::Timing::crowded`): at 512 VNs on two
+/// cores the LAN timing's overlay formed 2.9-3.6 of 8 neighbours, the crowded one 7.7-7.9 (README, "In-process
+/// scale"). Networks of 65 to 256 VNs keep the LAN timing; they were not measured with the crowded one.
+pub const AUTO_LAN_MAX_VNS: usize = 256;
+
 /// One run of the network: one algorithm with one value of k.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Setting {
@@ -277,7 +282,9 @@ impl Settings {
             TimingChoice::Auto if max_vns <= AUTO_LOOPBACK_MAX_VNS => {
                 (Timing::loopback(), "loopback")
             }
-            TimingChoice::Auto => (Timing::default(), "lan"),
+            TimingChoice::Crowded => (Timing::crowded(), "crowded"),
+            TimingChoice::Auto if max_vns <= AUTO_LAN_MAX_VNS => (Timing::default(), "lan"),
+            TimingChoice::Auto => (Timing::crowded(), "crowded"),
         };
         let mut timing = timing;
         if let Some(ms) = o.substep_ms {
@@ -605,6 +612,33 @@ mod tests {
         assert_eq!(s.timing_name, "loopback");
         assert_eq!(s.learning.partition, Partition::Iid);
         assert!(s.out.starts_with("target/testnet"));
+    }
+
+    #[test]
+    fn auto_timing_follows_the_number_of_vns() {
+        let name = |nodes, vns| {
+            resolve(Options {
+                nodes: Some(nodes),
+                vns: Some(vec![vns]),
+                degree: Some(8),
+                ..Options::default()
+            })
+            .unwrap()
+            .timing_name
+        };
+        assert_eq!(name(8, 8), "loopback");
+        assert_eq!(name(16, 8), "lan");
+        assert_eq!(name(32, 8), "lan");
+        assert_eq!(name(64, 8), "crowded");
+        let s = resolve(Options {
+            nodes: Some(64),
+            vns: Some(vec![8]),
+            degree: Some(8),
+            ..Options::default()
+        })
+        .unwrap();
+        assert_eq!(s.timing, node::Timing::crowded());
+        assert_eq!(s.timing.overlay_lookahead, 1);
     }
 
     #[test]

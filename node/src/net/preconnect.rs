@@ -19,9 +19,10 @@
 //! when its node's rounds begin (`abandon`). Dialling on schedule regardless, 512 VNs in one process
 //! (`testnet --nodes 64 --vns 8 --degree 8 --rounds 5 --transport memory`) made some 16,000 connections at
 //! once and formed 0.2 of 8 neighbours. Paced, they form 2.8-3.6 (three runs, 16 and 32 dials), about the
-//! 3.5 before this module, but 4.6 without the dials in the same code (one run): on that overloaded machine
-//! the dials of the nodes spawned first slow the spawning of the others (round 0 began at 91-98 s against
-//! 42 s). Not solved here (README, issue 12).
+//! 3.5 before this module, but 4.6 without the dials in the same code (one run, LAN timing). Not because they
+//! slow the spawning, as first thought (it takes 0.4 s: `spawn_seconds` in the run's summary), but because
+//! the LAN timing's 5 s warm-up gives 512 VNs' ~7,400 dials 2.5 s on two cores, before every VN negotiates
+//! five rounds at once. `Timing::crowded` (a 20 s warm-up, one round ahead) is the timing for that scale.
 
 use std::collections::VecDeque;
 use std::time::Duration;

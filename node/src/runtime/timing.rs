@@ -102,6 +102,32 @@ impl Timing {
         }
     }
 
+    /// Timing for hundreds of VNs sharing a few cores (`testnet --timing crowded`, what `--timing auto` picks
+    /// above 256 VNs): the LAN timing with 400 ms sub-steps, one round negotiated ahead instead of four, a
+    /// Cyclon shuffle every 5 s instead of every second, and a 20 s warm-up.
+    ///
+    /// Why, measured with 512 VNs in one process on two cores (`testnet --nodes 64 --vns 8 --degree 8
+    /// --rounds 5 --transport memory`, README "In-process scale"): nearly every message there goes to a VN this
+    /// one never spoke to, so it costs a handshake, and the cores are the limit. With the LAN timing 48,000
+    /// connections were open by the end of round 0 (every VN negotiated rounds 0 to 4 at once, with no
+    /// connection yet), and the overlay formed 0.2-0.6 of 8 neighbours in round 0 and 2.9-3.6 over five rounds.
+    /// One round ahead lets the sub-steps, paced by the round trips each VN measures, stretch with the load
+    /// instead of five negotiations running past it (rounds 1-4 then formed 7.9-8.0); shuffles every 5 s cut
+    /// the connections Cyclon opens while rounds stretch to a minute; the 20 s warm-up (its dials and round 0's
+    /// negotiation, `prepare_lead`: 10 s) and the 400 ms sub-steps do the same for round 0, negotiated while
+    /// every connection is new (round 0: 2.1 of 8, then 5.2 with the warm-up, 7.2-7.7 with both). Over five
+    /// rounds: 7.68 of 8 (7.89 with testnet's `mimalloc` feature), against 2.89 with the LAN timing; the
+    /// rounds take 58-97 s against 32 s, the handshakes the LAN timing's overlay never waited for.
+    pub fn crowded() -> Self {
+        Self {
+            substep_ms: 400,
+            cyclon_period_ms: 5000,
+            overlay_lookahead: 1,
+            warmup_ms: 20_000,
+            ..Self::default()
+        }
+    }
+
     /// How long before the end of its warm-up an RN has its VNs negotiate the overlays of its first round
     /// (`VnInput::Prepare`), so that round 0 does not wait a whole overlay window for its own negotiation:
     /// that window at the network's start (sub-steps stretched by `round_trips::INITIAL_STRETCH`, plus the
