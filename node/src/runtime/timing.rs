@@ -117,7 +117,7 @@ impl Timing {
     /// negotiation, `prepare_lead`: 10 s) and the 400 ms sub-steps do the same for round 0, negotiated while
     /// every connection is new (round 0: 2.1 of 8, then 5.2 with the warm-up, 7.2-7.7 with both). Over five
     /// rounds: 7.68 of 8 (7.89 with testnet's `mimalloc` feature), against 2.89 with the LAN timing; the
-    /// rounds take 58-97 s against 32 s, the handshakes the LAN timing's overlay never waited for.
+    /// rounds take 58-114 s against 32 s, the handshakes the LAN timing's overlay never waited for.
     pub fn crowded() -> Self {
         Self {
             substep_ms: 400,
