@@ -11,8 +11,8 @@
 //! Each pair of peers is dialled from one side only (the smaller peer id dials), and a VN dials at most
 //! [`PER_DEGREE`] × r peers (and never more than [`MAX_PRECONNECT`]), drawn at random: on a large network the
 //! rounds still open the rest on demand, and no VN holds more connections than a few rounds would give it
-//! anyway. The times and the choice are
-//! the VN's own draws (DESIGN §5: siblings do not dial in step), from a seeded RNG distinct per VN.
+//! anyway. The times and the choice are the VN's own draws (DESIGN §5: siblings do not dial in step), from a
+//! seeded RNG distinct per VN.
 //!
 //! The dials must not become the load they were meant to take off the rounds. A VN has one dial in flight at
 //! a time (a busy machine's slow handshakes slow its dials with them), and drops what is left of its plan

@@ -199,8 +199,9 @@ impl VnTask {
         }
     }
 
-    /// Dials the warm-up connections whose time has come (a peer already connected or being dialled is
-    /// skipped; a failed dial is only logged: the rounds dial on demand).
+    /// Starts the next warm-up dial whose time has come, one at a time (`Preconnect::dialling`): a peer
+    /// already connected or being dialled is skipped for the next; a failed dial only ends the wait, the rounds
+    /// dial on demand.
     fn dial_due(&mut self, addrs: &HashMap<PeerId, Multiaddr>) {
         while let Some(to) = self.preconnect.take_due(self.epoch.elapsed()) {
             let opts = DialOpts::peer_id(to.peer)
