@@ -16,7 +16,7 @@ use protocol::{ChunkFrame, Round};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arrival {
     /// An overlay walk (a proposal or a splice request) for `round`; `first_hop`: the sender is the walk's
-    /// origin (a walk names its origin, so the first hop is recognisable).
+    /// origin (a walk that names its origin shows its first hop; one that hides it never counts as one).
     Walk { round: Round, first_hop: bool },
     /// Any other control message: the matching protocol's replies, Cyclon shuffles.
     Control,
@@ -82,8 +82,8 @@ pub(crate) fn notify_round_start<I, E>(
     Ok(())
 }
 
-/// How an observer on the link classifies control bytes (a walk names its origin: the first hop is the one
-/// whose sender is the origin).
+/// How an observer on the link classifies control bytes (a walk that names its origin shows its first hop:
+/// the sender is the origin).
 pub fn classify_control<I: serde::de::DeserializeOwned + PartialEq>(bytes: &[u8]) -> Arrival {
     use protocol::control::{ControlEnvelope, ControlMsg, OverlayMsg};
     match protocol::codec::decode_control::<ControlEnvelope<I>>(bytes) {
@@ -96,7 +96,7 @@ pub fn classify_control<I: serde::de::DeserializeOwned + PartialEq>(bytes: &[u8]
                 ),
         }) => Arrival::Walk {
             round,
-            first_hop: origin == sender,
+            first_hop: origin.is_some_and(|o| o == sender),
         },
         _ => Arrival::Control,
     }

@@ -153,33 +153,40 @@ fn nonce() -> impl Strategy<Value = u64> {
 fn overlay_msg() -> impl Strategy<Value = OverlayMsg<u32>> {
     let r = || round().prop_map(Round);
     prop_oneof![
-        (r(), peer(), nonce(), any::<u8>()).prop_map(|(round, origin, nonce, ttl)| {
-            OverlayMsg::Propose {
+        (r(), prop::option::of(peer()), nonce(), any::<u8>()).prop_map(
+            |(round, origin, nonce, ttl)| OverlayMsg::Propose {
                 round,
                 origin,
                 nonce,
                 ttl,
             }
+        ),
+        (r(), nonce(), peer()).prop_map(|(round, nonce, acceptor)| OverlayMsg::Accept {
+            round,
+            nonce,
+            acceptor
         }),
-        (r(), nonce()).prop_map(|(round, nonce)| OverlayMsg::Accept { round, nonce }),
-        (r(), nonce()).prop_map(|(round, nonce)| OverlayMsg::Confirm { round, nonce }),
+        (r(), nonce()).prop_map(|(round, key)| OverlayMsg::Confirm { round, key }),
         (r(), nonce()).prop_map(|(round, nonce)| OverlayMsg::ConfirmAck { round, nonce }),
         (r(), nonce()).prop_map(|(round, nonce)| OverlayMsg::Nack { round, nonce }),
         r().prop_map(|round| OverlayMsg::Drop { round }),
-        (r(), peer(), nonce(), any::<u8>()).prop_map(|(round, origin, nonce, ttl)| {
-            OverlayMsg::SpliceRequest {
+        (r(), prop::option::of(peer()), nonce(), any::<u8>()).prop_map(
+            |(round, origin, nonce, ttl)| OverlayMsg::SpliceRequest {
                 round,
                 origin,
                 nonce,
                 ttl,
             }
+        ),
+        (r(), nonce(), peer(), peer()).prop_map(|(round, nonce, splitter, other)| {
+            OverlayMsg::SpliceOffer {
+                round,
+                nonce,
+                splitter,
+                other,
+            }
         }),
-        (r(), nonce(), peer()).prop_map(|(round, nonce, other)| OverlayMsg::SpliceOffer {
-            round,
-            nonce,
-            other
-        }),
-        (r(), nonce()).prop_map(|(round, nonce)| OverlayMsg::SpliceAccept { round, nonce }),
+        (r(), nonce()).prop_map(|(round, key)| OverlayMsg::SpliceAccept { round, key }),
         (r(), nonce(), peer()).prop_map(|(round, nonce, newcomer)| OverlayMsg::Handover {
             round,
             nonce,
@@ -240,7 +247,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// A plausible answer to `sent`, picked by `kind` (as an honest, late or confused peer would send).
-fn answer(sent: &ControlMsg<u32>, kind: u8, other: u32) -> ControlMsg<u32> {
+fn answer(sent: &ControlMsg<u32>, kind: u8, other: u32, from: u32) -> ControlMsg<u32> {
     use OverlayMsg::*;
     let o = |m| ControlMsg::Overlay(m);
     let m = match sent {
@@ -259,26 +266,35 @@ fn answer(sent: &ControlMsg<u32>, kind: u8, other: u32) -> ControlMsg<u32> {
     let (round, nonce) = match m {
         Propose { round, nonce, .. }
         | SpliceRequest { round, nonce, .. }
-        | Accept { round, nonce }
-        | Reject { round, nonce }
-        | Confirm { round, nonce }
+        | Accept { round, nonce, .. }
         | ConfirmAck { round, nonce }
         | Nack { round, nonce }
         | SpliceOffer { round, nonce, .. }
-        | SpliceAccept { round, nonce }
         | Handover { round, nonce, .. } => (*round, *nonce),
+        Confirm { round, key } | SpliceAccept { round, key } => {
+            (*round, protocol::control::walk_nonce(*key))
+        }
         Drop { round } => (*round, 0),
     };
     match (m, kind % 4) {
-        (Propose { .. }, 0 | 1) => o(Accept { round, nonce }),
-        (Propose { .. }, _) => o(Reject { round, nonce }),
+        (Propose { .. }, 0) => o(Accept {
+            round,
+            nonce,
+            acceptor: from,
+        }),
+        (Propose { .. }, _) => o(Accept {
+            round,
+            nonce,
+            acceptor: other,
+        }),
         (SpliceRequest { .. }, 0 | 1) => o(SpliceOffer {
             round,
             nonce,
+            splitter: if kind.is_multiple_of(4) { from } else { other },
             other,
         }),
-        (Accept { .. }, 0 | 1) => o(Confirm { round, nonce }),
-        (SpliceOffer { .. }, 0 | 1) => o(SpliceAccept { round, nonce }),
+        (Accept { .. }, 0 | 1) => o(Confirm { round, key: nonce }),
+        (SpliceOffer { .. }, 0 | 1) => o(SpliceAccept { round, key: nonce }),
         (Confirm { .. } | SpliceAccept { .. } | Handover { .. }, 0 | 1) => {
             o(ConfirmAck { round, nonce })
         }
@@ -494,7 +510,7 @@ impl Harness {
                     [self.control_sent.len() - 1 - k % self.control_sent.len()]
                 .clone();
                 let from = from.unwrap_or(to);
-                let msg = answer(&sent, kind, other);
+                let msg = answer(&sent, kind, other, from);
                 let bytes = encode_control(&ControlEnvelope { sender: from, msg }).unwrap();
                 self.feed(VnInput::Control { from, bytes })?
             }

@@ -31,28 +31,38 @@ fn overlay_msgs(round: Round) -> Vec<OverlayMsg<Id>> {
     vec![
         OverlayMsg::Propose {
             round,
-            origin: id(1),
+            origin: Some(id(1)),
             nonce,
             ttl: 30,
         },
-        OverlayMsg::Accept { round, nonce },
-        OverlayMsg::Reject { round, nonce },
-        OverlayMsg::Confirm { round, nonce },
+        OverlayMsg::Propose {
+            round,
+            origin: None,
+            nonce,
+            ttl: 29,
+        },
+        OverlayMsg::Accept {
+            round,
+            nonce,
+            acceptor: id(5),
+        },
+        OverlayMsg::Confirm { round, key: nonce },
         OverlayMsg::ConfirmAck { round, nonce },
         OverlayMsg::Nack { round, nonce },
         OverlayMsg::Drop { round },
         OverlayMsg::SpliceRequest {
             round,
-            origin: id(2),
+            origin: Some(id(2)),
             nonce,
             ttl: MAX_TTL,
         },
         OverlayMsg::SpliceOffer {
             round,
             nonce,
+            splitter: id(6),
             other: id(3),
         },
-        OverlayMsg::SpliceAccept { round, nonce },
+        OverlayMsg::SpliceAccept { round, key: nonce },
         OverlayMsg::Handover {
             round,
             nonce,
@@ -157,7 +167,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }),
         ControlMsg::Overlay(OverlayMsg::Propose {
             round: Round(300),
-            origin: 12,
+            origin: Some(12),
             nonce: 1,
             ttl: 4,
         }),

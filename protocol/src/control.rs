@@ -8,13 +8,28 @@
 //!
 //! The sender of a message is the authenticated remote peer of the connection it arrived on; the
 //! [`ControlEnvelope`] repeats it only to carry a dial-back address, and a mismatch is refused. Identities that
-//! are carried as third parties (`origin`, `other`, `newcomer`, view entries) are
-//! claims; the protocol is built so that a false claim only wastes a message (an `Accept` sent to a spoofed
-//! origin is answered with `Nack`, a spoofed view entry is removed when its shuffle times out).
+//! are carried as third parties (`acceptor`, `splitter`, `other`, `newcomer`, view entries) are
+//! claims; the protocol is built so that a false claim only wastes a message (a `Confirm` sent to a spoofed
+//! acceptor is answered with `Nack`, a spoofed view entry is removed when its shuffle times out).
+//!
+//! A walk (`Propose`, `SpliceRequest`) may name its origin, and its answer (`Accept`, `SpliceOffer`) then goes
+//! straight to it; or name none, and the answer travels back along the walk's path, each hop relaying it to
+//! the peer it had the walk from, so that no field tells a receiver whether its sender started the walk or
+//! relayed it (issue 13; `sampling::overlay` documents the cost).
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::{DecodeError, Round};
+
+/// The public name (`nonce`) of a walk whose origin keeps `key` secret: the first 8 bytes of SHA-256 of the
+/// key (little-endian). Every message names a walk by its nonce except the origin's commitments (`Confirm`,
+/// `SpliceAccept`), which carry the key: a VN on the walk's path learns the nonce, not the key, so it cannot
+/// take up the acceptor's offer in the origin's place (forced adjacency, issue 13).
+pub fn walk_nonce(key: u64) -> u64 {
+    let digest = Sha256::digest(key.to_le_bytes());
+    u64::from_le_bytes(digest[..8].try_into().expect("SHA-256 is 32 bytes"))
+}
 
 /// Most entries one shuffle message may carry. Cyclon's shuffle length l defaults to 8 (Voulgaris et al.,
 /// "CYCLON", J. Netw. Syst. Manage. 2005, §5 uses l = 8 with c = 20 .. 50); 64 leaves room for configs with a
@@ -88,24 +103,30 @@ impl<I> CyclonMsg<I> {
 }
 
 /// Negotiation of round `round`'s random regular overlay (DESIGN §5; `sampling::overlay` documents the
-/// protocol and its timing). `nonce` is chosen at random by whoever starts an exchange and names it, so
-/// replies to an old or foreign exchange are recognised and ignored.
+/// protocol and its timing). Whoever starts an exchange (a walk) draws a random key and names the exchange
+/// by its `nonce` ([`walk_nonce`] of the key), so replies to an old or foreign exchange are recognised and
+/// ignored, and only the key's holder can commit to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OverlayMsg<I> {
-    /// Walks the Cyclon view graph (each hop forwards to a random view entry, `ttl` decremented) until an
-    /// acceptor takes it; the acceptor answers `origin` directly.
+    /// Walks the Cyclon view graph (each hop forwards to a random view entry, `ttl` lowered) until an
+    /// acceptor takes it; the answer goes to `origin`, or back along the path if the walk names none. A walk
+    /// that runs out of `ttl` ends silently.
     Propose {
         round: Round,
-        origin: I,
+        origin: Option<I>,
         nonce: u64,
         ttl: u8,
     },
-    /// Acceptor → origin: a degree slot is reserved for you.
-    Accept { round: Round, nonce: u64 },
-    /// Last hop → origin: the walk ran out of TTL.
-    Reject { round: Round, nonce: u64 },
-    /// Proposer → acceptor: I commit to the edge. Retransmitted until `ConfirmAck` or the deadline.
-    Confirm { round: Round, nonce: u64 },
+    /// Acceptor → origin (directly, or relayed back along the walk's path): `acceptor` reserved a degree
+    /// slot for the walk's origin, who commits with `Confirm` sent to `acceptor` directly.
+    Accept {
+        round: Round,
+        nonce: u64,
+        acceptor: I,
+    },
+    /// Proposer → acceptor: I commit to the edge of the walk whose nonce is [`walk_nonce`]`(key)`.
+    /// Retransmitted until `ConfirmAck` or the deadline.
+    Confirm { round: Round, key: u64 },
     /// The receiver of a commitment (`Confirm`, `SpliceAccept`, `Handover`) now counts the edge.
     ConfirmAck { round: Round, nonce: u64 },
     /// Refusal of an `Accept`, `Confirm`, `SpliceOffer`, `SpliceAccept` or `Handover`: the edge is not counted.
@@ -113,17 +134,24 @@ pub enum OverlayMsg<I> {
     /// The sender does not count the edge with the receiver in this round (sent when a round freezes with an
     /// unacknowledged commitment, or when an acknowledgement arrives too late). The receiver stops counting it.
     Drop { round: Round },
-    /// Splice repair: a VN short by ≥ 2 looks (random walk) for a VN x that will split one of its edges.
+    /// Splice repair: a VN short by ≥ 2 looks (random walk, like `Propose`) for a VN x that will split one of
+    /// its edges.
     SpliceRequest {
         round: Round,
-        origin: I,
+        origin: Option<I>,
         nonce: u64,
         ttl: u8,
     },
-    /// x → origin: I will split my edge (x, `other`) into (x, origin), (origin, `other`).
-    SpliceOffer { round: Round, nonce: u64, other: I },
-    /// origin → x: go ahead.
-    SpliceAccept { round: Round, nonce: u64 },
+    /// x → origin (directly, or relayed back along the walk's path): `splitter` (x) will split its edge (x, `other`) into
+    /// (x, origin), (origin, `other`).
+    SpliceOffer {
+        round: Round,
+        nonce: u64,
+        splitter: I,
+        other: I,
+    },
+    /// origin → x: go ahead (the splice walk's key, as in `Confirm`).
+    SpliceAccept { round: Round, key: u64 },
     /// x → other: our edge is replaced by one between you and `newcomer`, who committed to it.
     Handover {
         round: Round,
@@ -137,7 +165,6 @@ impl<I> OverlayMsg<I> {
         match self {
             OverlayMsg::Propose { round, .. }
             | OverlayMsg::Accept { round, .. }
-            | OverlayMsg::Reject { round, .. }
             | OverlayMsg::Confirm { round, .. }
             | OverlayMsg::ConfirmAck { round, .. }
             | OverlayMsg::Nack { round, .. }
@@ -222,9 +249,9 @@ mod tests {
             }],
         };
         assert!(old.validate().is_err());
-        let p = |ttl| OverlayMsg::Propose {
+        let p = |ttl| OverlayMsg::<u32>::Propose {
             round: Round(1),
-            origin: 7u32,
+            origin: None,
             nonce: 3,
             ttl,
         };
@@ -249,6 +276,12 @@ mod tests {
                 newcomer: 4,
             }),
             ControlMsg::Overlay(OverlayMsg::Drop { round: Round(3) }),
+            ControlMsg::Overlay(OverlayMsg::SpliceOffer {
+                round: Round(2),
+                nonce: 8,
+                splitter: 6,
+                other: 7,
+            }),
         ];
         for m in msgs {
             let bytes = bincode::serde::encode_to_vec(&m, cfg).unwrap();

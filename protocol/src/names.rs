@@ -5,10 +5,11 @@
 /// [`crate::ChunkReply`] response.
 pub const CHUNK: &str = "/shatter/chunk/1";
 
-/// Control messages between virtual nodes: Cyclon shuffles and overlay negotiation. Version 2: one long-lived
-/// stream per peer carrying length-prefixed messages one way and cumulative acknowledgements (the count of
-/// messages read, a little-endian u64) the other (version 1 was one request-response stream per message).
-pub const CONTROL: &str = "/shatter/control/2";
+/// Control messages between virtual nodes: Cyclon shuffles and overlay negotiation. One long-lived stream per
+/// peer carrying length-prefixed messages one way and cumulative acknowledgements (the count of messages
+/// read, a little-endian u64) the other (since version 2; version 1 was one request-response stream per
+/// message). Version 3: walks name no origin and their answers travel back along the walk's path.
+pub const CONTROL: &str = "/shatter/control/3";
 
 /// Real node ↔ virtual node traffic, for a virtual node running outside its real node's process.
 pub const RNVN: &str = "/shatter/rnvn/1";

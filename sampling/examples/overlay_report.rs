@@ -46,6 +46,9 @@ struct Args {
     /// Hop budget of proposal and splice walks. [default: the overlay's, 30]
     #[arg(long)]
     ttl: Option<u8>,
+    /// Walks that name no origin, answered back along their path (`OverlayConfig::hide_origin`).
+    #[arg(long)]
+    hide_origin: bool,
     /// Rounds negotiated ahead (the node's `overlay_lookahead`); with it, a round starts every
     /// `--round-period-ms` whatever the overlay window, so up to L + 1 negotiations overlap.
     #[arg(long, default_value_t = 0)]
@@ -73,6 +76,7 @@ fn main() -> anyhow::Result<()> {
     if let Some(ttl) = a.ttl {
         cfg.overlay.ttl = ttl;
     }
+    cfg.overlay.hide_origin = a.hide_origin;
     if a.lookahead > 0 {
         cfg.lookahead = a.lookahead;
         cfg.round_period = match a.round_period_ms {
@@ -167,7 +171,7 @@ fn main() -> anyhow::Result<()> {
         - before.cyclon_bytes_peerid
         - before.overlay_bytes_peerid;
     let report = json!({
-        "n": a.rns, "k": a.vns, "r": r, "n_vns": big_n, "rounds": a.rounds, "seed": a.seed, "loss": a.loss,
+        "n": a.rns, "k": a.vns, "r": r, "n_vns": big_n, "rounds": a.rounds, "seed": a.seed, "hide_origin": a.hide_origin, "loss": a.loss,
         "crash": a.crash,
         "deficient_fraction": defi.mean(), "deficient_fraction_max": defi_max, "min_degree": min_degree,
         "mean_degree": meandeg.mean(), "degree_histogram": hist,

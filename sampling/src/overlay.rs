@@ -11,25 +11,39 @@
 //!   The sub-step (and with it the reservation, retransmission and grace periods) is fixed for a round when
 //!   it starts: [`OverlayBuilder::set_substep`] lets a driver that measures its round trips stretch it for the
 //!   rounds it starts later (the node does, `node::engine::round_trips`; the simulator keeps the configured one).
-//! * **Proposal.** A proposer sends one `Propose{origin: self, ttl}` to a random view entry. A receiver
-//!   that is an acceptor *in its own current sub-step*, has not accepted in this sub-step, has degree < r, is
-//!   not the origin and not already linked to it, reserves a slot and sends `Accept` straight to the origin.
-//!   Any other receiver forwards the proposal to a random entry of its view (ttl − 1); at ttl 0 it sends
-//!   `Reject` to the origin. One proposal and one acceptance per VN per sub-step (several make the graph
-//!   nearly bipartite, DESIGN §5).
-//! * **Commit.** The origin, if it still has room and is not linked to the acceptor, answers `Confirm` and
-//!   counts the edge as *committed*; otherwise `Nack`. It retransmits `Confirm` every `retransmit` until it
-//!   gets `ConfirmAck` or the round freezes. The acceptor counts the edge (*established*) on `Confirm` and
-//!   answers `ConfirmAck` (again for every retransmission); a reservation that sees no `Confirm` within
-//!   `reserve_timeout` is released, and a later `Confirm` is still taken if there is room (else `Nack`).
-//!   The proposer counts the edge only on `ConfirmAck`.
+//! * **Proposal.** A proposer sends one `Propose{origin: self, nonce, ttl}` to a random view entry. A
+//!   receiver that is an acceptor *in its own current sub-step*, has not accepted in this sub-step, has
+//!   degree < r, is not the origin and not already linked to it, reserves a slot for the nonce and sends
+//!   `Accept{acceptor: self}` straight to the origin. Any other receiver forwards the proposal to a random
+//!   entry of its view (other than the sender and the origin); at ttl 0 the walk ends silently. One
+//!   proposal and one acceptance per VN per sub-step (several make the graph nearly bipartite, DESIGN §5).
+//! * **Walks that hide their origin** ([`OverlayConfig::hide_origin`]). A walk that names its origin shows
+//!   its first hop (the sender is the origin), and with it when the origin started it. With `hide_origin`
+//!   the walk names none (`origin: None`), so nothing in it tells a receiver whether its sender started it or
+//!   relayed it (issue 13): each relay remembers whom it had the walk from, and `Accept` (or `SpliceOffer`)
+//!   travels back hop by hop; the acceptor learns the origin only from its `Confirm` (and refuses it then if
+//!   they are linked already). The hop budget hides the first hop too: a walk starts at the configured
+//!   `ttl`, and a relay that receives a hidden walk at that value keeps it there with probability
+//!   [`KEEP_TOP_TTL`] (else lowers it by one, as every lower value is), so a receiver of a full-budget walk
+//!   faces a sender that started it with probability 1 − [`KEEP_TOP_TTL`] only. The cost is latency and
+//!   messages: an answer takes as many hops back as the walk took out. Both kinds of walk are understood by
+//!   every VN, so each chooses for itself.
+//! * **Commit.** The origin, if it still has room and is not linked to the acceptor, sends `Confirm` to the
+//!   acceptor directly and counts the edge as *committed*; otherwise it sends `Nack`. It retransmits
+//!   `Confirm` every `retransmit` until it gets `ConfirmAck` or the round freezes. The acceptor, which learns
+//!   the origin only now, counts the edge (*established*) on a `Confirm` naming its reservation's nonce if it
+//!   is not linked to that peer yet (else `Nack`), and answers `ConfirmAck` (again for every
+//!   retransmission); a reservation that sees no `Confirm` within `reserve_timeout` is released, and a later
+//!   `Confirm` is still taken if there is room (else `Nack`). The proposer counts the edge only on
+//!   `ConfirmAck`.
 //! * **Splice repair.** After the S sub-steps come `repair_steps` more sub-steps. In each, a VN short by ≥ 2
 //!   sends a `SpliceRequest` walk (a VN short by exactly 1 keeps running the proposal protocol, since a
-//!   splice adds two edges). A receiver x not linked to the origin v, with an established edge
-//!   (x, y) and no splice in progress, reserves v, locks (x, y) and sends `SpliceOffer{other: y}` to v. If v
-//!   is still short by ≥ 2 and linked to neither x nor y, it commits to both and sends `SpliceAccept` to x
-//!   (retransmitted); x replaces y by v, acknowledges v and sends `Handover{newcomer: v}` to y, which drops
-//!   x, takes v if it has room and acknowledges v (or `Nack`s). v counts each of x and y on its ack.
+//!   splice adds two edges). A receiver x with an established edge (x, y) and no splice in progress locks
+//!   (x, y) and answers `SpliceOffer{splitter: x, other: y}` back along the path. If the origin v is still
+//!   short by ≥ 2 and linked to neither x nor y, it commits to both and sends `SpliceAccept` to x
+//!   (retransmitted); x, if v is not already its neighbour, replaces y by v, acknowledges v and sends
+//!   `Handover{newcomer: v}` to y, which drops x, takes v if it has room and acknowledges v (or `Nack`s).
+//!   v counts each of x and y on its ack.
 //! * **Deadline.** At `start + (S + repair_steps)·substep + grace` the round freezes: the neighbour set is
 //!   the established edges, emitted as [`OverlayOutput::Frozen`]. Unacknowledged commitments are withdrawn
 //!   with `Drop`, reservations are released. After freezing a VN still answers retransmitted `Confirm`s for
@@ -54,16 +68,17 @@
 //! trains, each at its own time; the rounds are independent states here). A proposal or
 //! splice request for a round this VN has not started (or has frozen) is simply forwarded (or rejected at
 //! ttl 0): forwarding needs no round state, so no buffering of future-round messages is needed here. Other
-//! messages for a round that is not open are answered as documented above (`Nack`/`Drop`) or ignored.
+//! messages for a round that is not open are answered as documented above (`Nack`/`Drop`) or ignored;
+//! answers to walks are relayed whether or not the relay has the round open.
 //! Messages more than [`MAX_FUTURE_ROUNDS`] ahead of the newest started round, or for rounds older than the
 //! [`MAX_KEPT_ROUNDS`] kept, are dropped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use protocol::Round;
 pub use protocol::control::{MAX_FUTURE_ROUNDS, MAX_KEPT_ROUNDS};
-use protocol::control::{MAX_TTL, OverlayMsg};
+use protocol::control::{MAX_TTL, OverlayMsg, walk_nonce};
 use rand::Rng;
 use rand::seq::IndexedRandom;
 use rand_chacha::ChaCha12Rng;
@@ -73,6 +88,16 @@ use crate::{Error, PeerId};
 /// Largest degree accepted in a config; the paper uses r ≤ 8 (Table 2, Fig. 6 sweeps r = 2 .. 8), 64 keeps
 /// per-VN state and traffic small while allowing experiments.
 pub const MAX_DEGREE: usize = 64;
+
+/// Probability that a relay keeps a walk's hop budget at the configured maximum instead of lowering it (see
+/// the module docs): a receiver of a full-budget walk faces its origin with probability 1 − 0.75 = ¼, and a
+/// walk runs on average 1/(1 − 0.75) − 1 = 3 hops longer when it is not accepted earlier.
+pub const KEEP_TOP_TTL: f64 = 0.75;
+
+/// Walks a VN remembers having relayed, over all rounds, so as to send their answers back. An honest round
+/// at r = 8 has each VN relay a few hops per sub-step (walks end at the first acceptor); past the bound the
+/// oldest round's entries are forgotten first, and a walk relayed without a record only loses its answer.
+pub const MAX_RELAYED: usize = 4096;
 
 /// Overlay parameters. Durations are virtual in the simulator and real in the node.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,6 +118,8 @@ pub struct OverlayConfig {
     pub retransmit: Duration,
     /// Extra time after the last repair sub-step before freezing (covers start skew + a round trip).
     pub grace: Duration,
+    /// Start walks that name no origin, answered back along their path (see the module docs).
+    pub hide_origin: bool,
 }
 
 impl OverlayConfig {
@@ -107,6 +134,7 @@ impl OverlayConfig {
             reserve_timeout: substep * 2,
             retransmit: substep,
             grace: substep * 4,
+            hide_origin: false,
         }
     }
 
@@ -249,11 +277,10 @@ enum SpliceRole<I> {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Link<I> {
-    /// We offered a slot (Accept / SpliceOffer) and wait for the commitment.
-    Reserved { nonce: u64, until: Duration },
-    /// We committed (Confirm / SpliceAccept) and wait for the ack; not counted yet.
+    /// We committed (Confirm / SpliceAccept, carrying the walk's `key`) and wait for the ack; not counted yet.
     Committed {
         nonce: u64,
+        key: u64,
         retx: Option<Duration>,
         splice: Option<SpliceRole<I>>,
     },
@@ -264,8 +291,7 @@ enum Link<I> {
 impl<I> Link<I> {
     fn nonce(&self) -> u64 {
         match self {
-            Link::Reserved { nonce, .. }
-            | Link::Committed { nonce, .. }
+            Link::Committed { nonce, .. }
             | Link::Established { nonce } => *nonce,
         }
     }
@@ -277,10 +303,11 @@ enum Walk {
     Splice,
 }
 
+/// A splitter's offer: the edge to `other` is kept for the walk `nonce` until its origin commits
+/// (`SpliceAccept`) or `until`. It holds a degree slot meanwhile, as an `Accept`'s reservation does.
 #[derive(Debug, Clone)]
 struct SpliceLock<I> {
     nonce: u64,
-    newcomer: I,
     other: I,
     until: Duration,
 }
@@ -295,20 +322,25 @@ struct RoundState<I> {
     next_substep: u32,
     role: Role,
     accepted: bool,
-    walks: BTreeMap<u64, Walk>,
+    /// Walks this VN started and has no answer for yet, by nonce: their kind and secret key.
+    walks: BTreeMap<u64, (Walk, u64)>,
+    /// Slots reserved by our `Accept`s, by walk nonce: until when, and the origin if the walk named it (else
+    /// it is known only from its `Confirm`).
+    offers: BTreeMap<u64, (Duration, Option<I>)>,
     lock: Option<SpliceLock<I>>,
     /// Peers whose edge we handed over in a splice; they get a second `Drop` at freeze.
     handed_over: Vec<I>,
-    /// Offers (Accept) whose reservation expired before the `Confirm` came, by peer: a late `Confirm` with
+    /// Offers (Accept) whose reservation expired before the `Confirm` came, by nonce: a late `Confirm` with
     /// that nonce may still take the edge if there is room. A `Confirm` for anything else is refused — an
     /// edge arises only from an offer this VN made (else a listed peer could make itself any VN's neighbour).
     /// At most one per acceptor sub-step.
-    expired_offers: BTreeMap<I, u64>,
+    expired_offers: BTreeSet<u64>,
 }
 
 impl<I: PeerId> RoundState<I> {
+    /// Slots taken: links of every kind, reservations and a splice lock.
     fn degree(&self) -> usize {
-        self.links.len()
+        self.links.len() + self.offers.len() + usize::from(self.lock.is_some())
     }
 
     fn established(&self) -> Vec<I> {
@@ -329,6 +361,10 @@ pub struct OverlayBuilder<I> {
     timing: RoundTiming,
     rng: ChaCha12Rng,
     rounds: BTreeMap<Round, RoundState<I>>,
+    /// For every walk relayed (by round and nonce): the peer it came from, where its answer goes back.
+    relayed: BTreeMap<Round, BTreeMap<u64, I>>,
+    /// Entries of `relayed`, at most [`MAX_RELAYED`].
+    relayed_count: usize,
 }
 
 impl<I: PeerId> OverlayBuilder<I> {
@@ -341,6 +377,8 @@ impl<I: PeerId> OverlayBuilder<I> {
             cfg,
             rng,
             rounds: BTreeMap::new(),
+            relayed: BTreeMap::new(),
+            relayed_count: 0,
         })
     }
 
@@ -379,12 +417,13 @@ impl<I: PeerId> OverlayBuilder<I> {
             .is_some_and(|l| matches!(l, Link::Established { .. }))
     }
 
-    /// Whether `round` has any link with `peer`: offered, committed or counted. Before a round freezes, only
-    /// such a peer can legitimately send this VN its chunk of that round (it froze first with the edge).
+    /// Whether `round` has any link with `peer`: offered (to a walk that named it as its origin), committed
+    /// or counted. Before a round freezes, only such a peer can legitimately send this VN its chunk of that
+    /// round (it froze first with the edge).
     pub fn has_link(&self, round: Round, peer: &I) -> bool {
-        self.rounds
-            .get(&round)
-            .is_some_and(|s| s.links.contains_key(peer))
+        self.rounds.get(&round).is_some_and(|s| {
+            s.links.contains_key(peer) || s.offers.values().any(|(_, o)| o.as_ref() == Some(peer))
+        })
     }
 
     pub fn is_frozen(&self, round: Round) -> Option<bool> {
@@ -415,11 +454,12 @@ impl<I: PeerId> OverlayBuilder<I> {
                 consider(s.start + s.timing.substep * s.next_substep);
             }
             for l in s.links.values() {
-                match l {
-                    Link::Reserved { until, .. } => consider(*until),
-                    Link::Committed { retx: Some(t), .. } => consider(*t),
-                    _ => {}
+                if let Link::Committed { retx: Some(t), .. } = l {
+                    consider(*t);
                 }
+            }
+            for (until, _) in s.offers.values() {
+                consider(*until);
             }
             if let Some(lock) = &s.lock {
                 consider(lock.until);
@@ -443,10 +483,7 @@ impl<I: PeerId> OverlayBuilder<I> {
             OverlayInput::SendFailed { to } => {
                 for s in self.rounds.values_mut().filter(|s| !s.frozen) {
                     s.links.remove(&to);
-                    if s.lock
-                        .as_ref()
-                        .is_some_and(|l| l.newcomer == to || l.other == to)
-                    {
+                    if s.lock.as_ref().is_some_and(|l| l.other == to) {
                         s.lock = None;
                     }
                 }
@@ -509,13 +546,20 @@ impl<I: PeerId> OverlayBuilder<I> {
                 role: Role::Idle,
                 accepted: false,
                 walks: BTreeMap::new(),
+                offers: BTreeMap::new(),
                 lock: None,
                 handed_over: Vec::new(),
-                expired_offers: BTreeMap::new(),
+                expired_offers: BTreeSet::new(),
             },
         );
         while self.rounds.len() as u64 > MAX_KEPT_ROUNDS {
             self.rounds.pop_first();
+        }
+        // Answers to walks of rounds no longer kept would be dropped anyway.
+        if let Some(&oldest) = self.rounds.keys().next() {
+            let kept = self.relayed.split_off(&oldest);
+            let gone = std::mem::replace(&mut self.relayed, kept);
+            self.relayed_count -= gone.values().map(BTreeMap::len).sum::<usize>();
         }
         self.fire_timers(now, view, out);
     }
@@ -555,11 +599,12 @@ impl<I: PeerId> OverlayBuilder<I> {
                     if s.role == Role::Proposer
                         && let Some(to) = view.choose(&mut self.rng)
                     {
-                        let nonce = self.rng.random::<u64>();
-                        s.walks.insert(nonce, Walk::Propose);
+                        let key = self.rng.random::<u64>();
+                        let nonce = walk_nonce(key);
+                        s.walks.insert(nonce, (Walk::Propose, key));
                         let msg = OverlayMsg::Propose {
                             round,
-                            origin: self.me.clone(),
+                            origin: (!cfg.hide_origin).then(|| self.me.clone()),
                             nonce,
                             ttl: cfg.ttl,
                         };
@@ -572,11 +617,12 @@ impl<I: PeerId> OverlayBuilder<I> {
                     && deficit >= 2
                     && let Some(to) = view.choose(&mut self.rng)
                 {
-                    let nonce = self.rng.random::<u64>();
-                    s.walks.insert(nonce, Walk::Splice);
+                    let key = self.rng.random::<u64>();
+                    let nonce = walk_nonce(key);
+                    s.walks.insert(nonce, (Walk::Splice, key));
                     let msg = OverlayMsg::SpliceRequest {
                         round,
-                        origin: self.me.clone(),
+                        origin: (!cfg.hide_origin).then(|| self.me.clone()),
                         nonce,
                         ttl: cfg.ttl,
                     };
@@ -587,46 +633,44 @@ impl<I: PeerId> OverlayBuilder<I> {
                 }
             }
             // Expired reservations and splice locks, due retransmissions.
-            let mut expired = Vec::new();
+            let expired = &mut s.expired_offers;
+            s.offers.retain(|nonce, (until, _)| {
+                let keep = *until > now;
+                if !keep {
+                    expired.insert(*nonce);
+                }
+                keep
+            });
             for (p, l) in s.links.iter_mut() {
                 match l {
-                    Link::Reserved { until, nonce } if *until <= now => {
-                        expired.push((p.clone(), *nonce))
-                    }
                     Link::Committed {
-                        nonce,
+                        key,
                         retx: Some(t),
                         splice,
+                        ..
                     } if *t <= now => {
                         *t = now + timing.retransmit;
+                        let key = *key;
                         let msg = match splice {
-                            Some(SpliceRole::Splitter { .. }) => OverlayMsg::SpliceAccept {
-                                round,
-                                nonce: *nonce,
-                            },
-                            _ => OverlayMsg::Confirm {
-                                round,
-                                nonce: *nonce,
-                            },
+                            Some(SpliceRole::Splitter { .. }) => {
+                                OverlayMsg::SpliceAccept { round, key }
+                            }
+                            _ => OverlayMsg::Confirm { round, key },
                         };
                         out.push(OverlayOutput::Send { to: p.clone(), msg });
                     }
                     _ => {}
                 }
             }
-            for (p, nonce) in expired {
-                s.links.remove(&p);
-                s.expired_offers.insert(p, nonce);
-            }
             if s.lock.as_ref().is_some_and(|l| l.until <= now) {
-                let lock = s.lock.take().expect("checked");
-                if matches!(s.links.get(&lock.newcomer), Some(Link::Reserved { nonce, .. }) if *nonce == lock.nonce)
-                {
-                    s.links.remove(&lock.newcomer);
-                }
+                s.lock = None;
             }
             if deadline <= now {
                 Self::freeze(round, s, out);
+                // Answers still on their way back through this VN are for walks its peers gave up on.
+                if let Some(gone) = self.relayed.remove(&round) {
+                    self.relayed_count -= gone.len();
+                }
             }
         }
     }
@@ -634,6 +678,8 @@ impl<I: PeerId> OverlayBuilder<I> {
     fn freeze(round: Round, s: &mut RoundState<I>, out: &mut Vec<OverlayOutput<I>>) {
         s.frozen = true;
         s.walks.clear();
+        s.offers.clear();
+        s.expired_offers.clear();
         s.lock = None;
         let mut withdrawn = Vec::new();
         s.links.retain(|p, l| match l {
@@ -642,7 +688,6 @@ impl<I: PeerId> OverlayBuilder<I> {
                 withdrawn.push(p.clone());
                 false
             }
-            Link::Reserved { .. } => false,
         });
         withdrawn.append(&mut s.handed_over);
         withdrawn.sort();
@@ -661,22 +706,79 @@ impl<I: PeerId> OverlayBuilder<I> {
         });
     }
 
-    /// Random view entry other than `a` and `b` (falls back to any entry other than `a`).
-    fn next_hop(&mut self, view: &[I], a: &I, b: &I) -> Option<I> {
+    /// Random view entry other than `from` and the walk's `origin` (falls back to any entry other than us
+    /// and the origin, `from` included).
+    fn next_hop(&mut self, view: &[I], from: &I, origin: Option<&I>) -> Option<I> {
         let good: Vec<&I> = view
             .iter()
-            .filter(|p| *p != a && *p != b && **p != self.me)
+            .filter(|p| *p != from && Some(*p) != origin && **p != self.me)
             .collect();
         if let Some(p) = good.choose(&mut self.rng) {
             return Some((*p).clone());
         }
         view.iter()
-            .filter(|p| *p != a && **p != self.me)
+            .filter(|p| Some(*p) != origin && **p != self.me)
             .collect::<Vec<_>>()
             .choose(&mut self.rng)
             .map(|p| (*p).clone())
     }
 
+    /// Where the answer to a walk received from `from` goes: its named origin, or back along its path (to the
+    /// peer this VN first had it from, in case it passed here before). The named origin, if any, comes second.
+    fn answer_to<'m>(
+        &self,
+        round: Round,
+        nonce: u64,
+        from: &I,
+        msg: &'m OverlayMsg<I>,
+    ) -> (I, Option<&'m I>) {
+        match msg {
+            OverlayMsg::Propose {
+                origin: Some(o), ..
+            }
+            | OverlayMsg::SpliceRequest {
+                origin: Some(o), ..
+            } => (o.clone(), Some(o)),
+            _ => (
+                self.relayed_from(round, nonce).unwrap_or(from).clone(),
+                None,
+            ),
+        }
+    }
+
+    /// Whether the walk `nonce` of `round` is one this VN started (and has no answer for yet).
+    fn own_walk(&self, round: Round, nonce: u64) -> bool {
+        self.rounds
+            .get(&round)
+            .is_some_and(|s| s.walks.contains_key(&nonce))
+    }
+
+    /// Where the answer to a walk this VN relayed goes: the peer it first had the walk from.
+    fn relayed_from(&self, round: Round, nonce: u64) -> Option<&I> {
+        self.relayed.get(&round).and_then(|m| m.get(&nonce))
+    }
+
+    /// Remembers that the walk `nonce` of `round` came from `from` (the first time it passes here: a walk
+    /// that loops back is answered along its shorter path). Past [`MAX_RELAYED`] the oldest round goes first.
+    fn remember_relayed(&mut self, round: Round, nonce: u64, from: &I) {
+        if self.relayed_from(round, nonce).is_some() {
+            return;
+        }
+        while self.relayed_count >= MAX_RELAYED {
+            let Some((_, gone)) = self.relayed.pop_first() else {
+                break;
+            };
+            self.relayed_count -= gone.len();
+        }
+        self.relayed
+            .entry(round)
+            .or_default()
+            .insert(nonce, from.clone());
+        self.relayed_count += 1;
+    }
+
+    /// Sends a walk on to a random view entry, or ends it at ttl 0. A relayed walk that hides its origin is
+    /// remembered, so that its answer can go back; one of our own that came back to us is simply sent on.
     fn forward(
         &mut self,
         from: &I,
@@ -699,36 +801,81 @@ impl<I: PeerId> OverlayBuilder<I> {
             } => (round, origin, nonce, ttl, true),
             _ => return,
         };
-        let hop = if ttl > 0 {
-            self.next_hop(view, &origin, from)
-        } else {
-            None
+        if ttl == 0 {
+            return;
+        }
+        let Some(to) = self.next_hop(view, from, origin.as_ref()) else {
+            return;
         };
-        match hop {
-            Some(to) => {
-                let ttl = ttl - 1;
-                let msg = if splice {
-                    OverlayMsg::SpliceRequest {
-                        round,
-                        origin,
-                        nonce,
-                        ttl,
-                    }
-                } else {
-                    OverlayMsg::Propose {
-                        round,
-                        origin,
-                        nonce,
-                        ttl,
-                    }
-                };
-                out.push(OverlayOutput::Send { to, msg });
+        let hidden = origin.is_none();
+        if hidden && !self.own_walk(round, nonce) {
+            self.remember_relayed(round, nonce, from);
+        }
+        // A hidden walk's full budget stays full with probability KEEP_TOP_TTL: the first hop is not the only
+        // one with it.
+        let ttl = if hidden && ttl == self.cfg.ttl && self.rng.random_bool(KEEP_TOP_TTL) {
+            ttl
+        } else {
+            ttl - 1
+        };
+        let msg = if splice {
+            OverlayMsg::SpliceRequest {
+                round,
+                origin,
+                nonce,
+                ttl,
             }
-            None if origin != self.me => out.push(OverlayOutput::Send {
-                to: origin,
-                msg: OverlayMsg::Reject { round, nonce },
-            }),
-            None => {}
+        } else {
+            OverlayMsg::Propose {
+                round,
+                origin,
+                nonce,
+                ttl,
+            }
+        };
+        out.push(OverlayOutput::Send { to, msg });
+    }
+
+    /// An answer (`Accept`, `SpliceOffer`) to the walk `nonce`: ours is handled, one we relayed goes back to
+    /// the peer we had the walk from (once), anything else is dropped.
+    fn on_answer(
+        &mut self,
+        now: Duration,
+        from: I,
+        msg: OverlayMsg<I>,
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
+        let (round, nonce, kind) = match &msg {
+            OverlayMsg::Accept { round, nonce, .. } => (*round, *nonce, Walk::Propose),
+            OverlayMsg::SpliceOffer { round, nonce, .. } => (*round, *nonce, Walk::Splice),
+            _ => return,
+        };
+        let mine = self
+            .rounds
+            .get(&round)
+            .is_some_and(|s| !s.frozen && s.walks.get(&nonce).map(|w| w.0) == Some(kind));
+        if mine {
+            let (_, key) = self.state(round).walks.remove(&nonce).expect("checked");
+            match msg {
+                OverlayMsg::Accept { acceptor, .. } => {
+                    self.on_accept(now, round, nonce, key, acceptor, out)
+                }
+                OverlayMsg::SpliceOffer {
+                    splitter, other, ..
+                } => self.on_splice_offer(now, round, nonce, key, splitter, other, out),
+                _ => {}
+            }
+            return;
+        }
+        if let Some(back) = self
+            .relayed
+            .get_mut(&round)
+            .and_then(|m| m.remove(&nonce))
+        {
+            self.relayed_count -= 1;
+            if back != from {
+                out.push(OverlayOutput::Send { to: back, msg });
+            }
         }
     }
 
@@ -749,29 +896,30 @@ impl<I: PeerId> OverlayBuilder<I> {
         {
             return;
         }
+        if matches!(
+            msg,
+            OverlayMsg::Accept { .. } | OverlayMsg::SpliceOffer { .. }
+        ) {
+            self.on_answer(now, from, msg, out);
+            return;
+        }
         if !self.rounds.contains_key(&round) {
             self.on_unstarted(from, msg, view, out);
             return;
         }
         match msg {
-            OverlayMsg::Propose { .. } => self.on_propose(now, round, from, msg, view, out),
-            OverlayMsg::SpliceRequest { .. } => {
-                self.on_splice_request(now, round, from, msg, view, out)
+            OverlayMsg::Propose { nonce, .. } => {
+                self.on_propose(now, round, from, nonce, msg, view, out)
             }
-            OverlayMsg::Accept { nonce, .. } => self.on_accept(now, round, from, nonce, out),
-            OverlayMsg::Reject { nonce, .. } => {
-                self.state(round).walks.remove(&nonce);
+            OverlayMsg::SpliceRequest { nonce, .. } => {
+                self.on_splice_request(now, round, from, nonce, msg, view, out)
             }
-            OverlayMsg::Confirm { nonce, .. } => self.on_confirm(round, from, nonce, out),
+            OverlayMsg::Accept { .. } | OverlayMsg::SpliceOffer { .. } => {}
+            OverlayMsg::Confirm { key, .. } => self.on_confirm(round, from, key, out),
             OverlayMsg::ConfirmAck { nonce, .. } => self.on_confirm_ack(round, from, nonce, out),
             OverlayMsg::Nack { nonce, .. } => self.on_nack(round, from, nonce, out),
             OverlayMsg::Drop { .. } => self.on_drop(round, from, out),
-            OverlayMsg::SpliceOffer { nonce, other, .. } => {
-                self.on_splice_offer(now, round, from, nonce, other, out)
-            }
-            OverlayMsg::SpliceAccept { nonce, .. } => {
-                self.on_splice_accept(round, from, nonce, out)
-            }
+            OverlayMsg::SpliceAccept { key, .. } => self.on_splice_accept(round, from, key, out),
             OverlayMsg::Handover {
                 nonce, newcomer, ..
             } => self.on_handover(round, from, nonce, newcomer, out),
@@ -783,7 +931,8 @@ impl<I: PeerId> OverlayBuilder<I> {
         self.rounds.get_mut(&round).expect("checked by on_message")
     }
 
-    /// A round not started (or forgotten): walks are forwarded, commitments refused, the rest ignored.
+    /// A round not started (or forgotten): walks are forwarded, commitments refused, the rest ignored
+    /// (answers to walks were relayed before).
     fn on_unstarted(
         &mut self,
         from: I,
@@ -796,10 +945,8 @@ impl<I: PeerId> OverlayBuilder<I> {
             OverlayMsg::Propose { .. } | OverlayMsg::SpliceRequest { .. } => {
                 self.forward(&from, msg, view, out)
             }
-            OverlayMsg::Confirm { nonce, .. }
-            | OverlayMsg::SpliceAccept { nonce, .. }
-            | OverlayMsg::Accept { nonce, .. }
-            | OverlayMsg::SpliceOffer { nonce, .. } => {
+            OverlayMsg::Confirm { key, .. } | OverlayMsg::SpliceAccept { key, .. } => {
+                let nonce = walk_nonce(key);
                 send(out, &from, OverlayMsg::Nack { round, nonce })
             }
             OverlayMsg::ConfirmAck { .. } => send(out, &from, OverlayMsg::Drop { round }),
@@ -807,23 +954,21 @@ impl<I: PeerId> OverlayBuilder<I> {
         }
     }
 
-    /// An acceptor of this sub-step with room reserves a slot and answers the origin; anyone else forwards.
+    /// An acceptor of this sub-step with room reserves a slot and answers the origin (or back along the walk's
+    /// path if it hides its origin); anyone else forwards.
+    #[allow(clippy::too_many_arguments)]
     fn on_propose(
         &mut self,
         now: Duration,
         round: Round,
         from: I,
+        nonce: u64,
         msg: OverlayMsg<I>,
         view: &[I],
         out: &mut Vec<OverlayOutput<I>>,
     ) {
-        let OverlayMsg::Propose {
-            ref origin, nonce, ..
-        } = msg
-        else {
-            return;
-        };
         let degree = self.cfg.degree;
+        let (back, named) = self.answer_to(round, nonce, &from, &msg);
         let s = self.rounds.get_mut(&round).expect("checked by on_message");
         let until = now + s.timing.reserve_timeout;
         // `role` is Acceptor only inside a sub-step of this VN's own clock (reset at each boundary).
@@ -831,58 +976,64 @@ impl<I: PeerId> OverlayBuilder<I> {
             && s.role == Role::Acceptor
             && !s.accepted
             && s.degree() < degree
-            && *origin != self.me
-            && !s.links.contains_key(origin)
+            && !s.walks.contains_key(&nonce)
+            && !s.offers.contains_key(&nonce)
+            && named.is_none_or(|o| *o != self.me && !s.links.contains_key(o))
         {
             s.accepted = true;
-            s.links
-                .insert(origin.clone(), Link::Reserved { nonce, until });
-            send(out, origin, OverlayMsg::Accept { round, nonce });
+            s.offers.insert(nonce, (until, named.cloned()));
+            let acceptor = self.me.clone();
+            send(
+                out,
+                &back,
+                OverlayMsg::Accept {
+                    round,
+                    nonce,
+                    acceptor,
+                },
+            );
         } else {
             self.forward(&from, msg, view, out);
         }
     }
 
-    /// A VN with an established edge (x, y) and no splice in progress offers to split it for the origin.
+    /// A VN with an established edge (x, y) and no splice in progress offers to split it for the walk's
+    /// origin (answering back along the path); anyone else forwards.
+    #[allow(clippy::too_many_arguments)]
     fn on_splice_request(
         &mut self,
         now: Duration,
         round: Round,
         from: I,
+        nonce: u64,
         msg: OverlayMsg<I>,
         view: &[I],
         out: &mut Vec<OverlayOutput<I>>,
     ) {
-        let OverlayMsg::SpliceRequest {
-            ref origin, nonce, ..
-        } = msg
-        else {
-            return;
-        };
+        let (back, named) = self.answer_to(round, nonce, &from, &msg);
         let s = self.rounds.get_mut(&round).expect("checked by on_message");
         let until = now + s.timing.reserve_timeout;
         let candidates: Vec<I> = s.established();
         if !s.frozen
             && s.lock.is_none()
-            && *origin != self.me
-            && !s.links.contains_key(origin)
+            && !s.walks.contains_key(&nonce)
+            && named.is_none_or(|o| *o != self.me && !s.links.contains_key(o))
             && !candidates.is_empty()
         {
             let other = candidates.choose(&mut self.rng).expect("non-empty").clone();
-            s.links
-                .insert(origin.clone(), Link::Reserved { nonce, until });
             s.lock = Some(SpliceLock {
                 nonce,
-                newcomer: origin.clone(),
                 other: other.clone(),
                 until,
             });
+            let splitter = self.me.clone();
             send(
                 out,
-                origin,
+                &back,
                 OverlayMsg::SpliceOffer {
                     round,
                     nonce,
+                    splitter,
                     other,
                 },
             );
@@ -891,54 +1042,67 @@ impl<I: PeerId> OverlayBuilder<I> {
         }
     }
 
-    /// Our proposal was accepted: commit (`Confirm`, retransmitted until acknowledged) if we still have room.
+    /// Our proposal was accepted by `acceptor`: commit (`Confirm`, retransmitted until acknowledged) if we
+    /// still have room and are not linked to it yet, else refuse (`Nack`) so that it frees the slot.
     fn on_accept(
         &mut self,
         now: Duration,
         round: Round,
-        from: I,
         nonce: u64,
+        key: u64,
+        acceptor: I,
         out: &mut Vec<OverlayOutput<I>>,
     ) {
         let degree = self.cfg.degree;
+        let me = self.me.clone();
         let s = self.state(round);
         let retx = now + s.timing.retransmit;
-        let mine = !s.frozen && s.walks.get(&nonce) == Some(&Walk::Propose);
-        if mine {
-            s.walks.remove(&nonce);
+        if acceptor == me {
+            return;
         }
-        if mine && s.degree() < degree && !s.links.contains_key(&from) {
+        if s.degree() < degree && !s.links.contains_key(&acceptor) {
             let link = Link::Committed {
                 nonce,
+                key,
                 retx: Some(retx),
                 splice: None,
             };
-            s.links.insert(from.clone(), link);
-            send(out, &from, OverlayMsg::Confirm { round, nonce });
+            s.links.insert(acceptor.clone(), link);
+            send(out, &acceptor, OverlayMsg::Confirm { round, key });
         } else {
-            send(out, &from, OverlayMsg::Nack { round, nonce });
+            send(out, &acceptor, OverlayMsg::Nack { round, nonce });
         }
     }
 
-    /// The proposer committed to the slot we reserved: count the edge and acknowledge (every retransmission).
-    fn on_confirm(&mut self, round: Round, from: I, nonce: u64, out: &mut Vec<OverlayOutput<I>>) {
+    /// The proposer committed to the slot we reserved, proving with the walk's key that it is the walk's
+    /// origin: count the edge and acknowledge (every retransmission).
+    fn on_confirm(&mut self, round: Round, from: I, key: u64, out: &mut Vec<OverlayOutput<I>>) {
+        let nonce = walk_nonce(key);
         let degree = self.cfg.degree;
         let s = self.state(round);
         let open = !s.frozen;
+        let linked = s.links.contains_key(&from);
         match s.links.get(&from) {
-            Some(Link::Reserved { nonce: n, .. }) if *n == nonce && open => {
-                s.links.insert(from.clone(), Link::Established { nonce });
-                send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
-            }
             Some(Link::Established { nonce: n }) if *n == nonce => {
                 send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
             }
-            None if open && s.degree() < degree && s.expired_offers.get(&from) == Some(&nonce) => {
-                // Our reservation expired but there is still room: take the edge.
-                s.expired_offers.remove(&from);
+            _ if open
+                && s.offers
+                    .remove(&nonce)
+                    .is_some_and(|(_, named)| named.is_none_or(|o| o == from))
+                && !linked =>
+            {
+                // The reservation for this walk becomes the edge with its origin, now known.
                 s.links.insert(from.clone(), Link::Established { nonce });
                 send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
             }
+            None if open && s.degree() < degree && s.expired_offers.remove(&nonce) => {
+                // Our reservation expired but there is still room: take the edge.
+                s.links.insert(from.clone(), Link::Established { nonce });
+                send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
+            }
+            // An origin we are already linked to (its walk reached us on another path) is refused, which
+            // frees the reservation too.
             _ => send(out, &from, OverlayMsg::Nack { round, nonce }),
         }
     }
@@ -969,10 +1133,9 @@ impl<I: PeerId> OverlayBuilder<I> {
     fn on_nack(&mut self, round: Round, from: I, nonce: u64, out: &mut Vec<OverlayOutput<I>>) {
         let s = self.state(round);
         let open = !s.frozen;
-        if s.lock
-            .as_ref()
-            .is_some_and(|l| l.nonce == nonce && l.newcomer == from)
-        {
+        // The origin of a walk we answered refuses it: free the reservation (or the splice lock).
+        s.offers.remove(&nonce);
+        if s.lock.as_ref().is_some_and(|l| l.nonce == nonce) {
             s.lock = None;
         }
         let matched = s.links.get(&from).filter(|l| l.nonce() == nonce).cloned();
@@ -1013,21 +1176,21 @@ impl<I: PeerId> OverlayBuilder<I> {
                 peer: from.clone(),
             });
         }
-        if s.lock
-            .as_ref()
-            .is_some_and(|l| l.other == from || l.newcomer == from)
-        {
+        if s.lock.as_ref().is_some_and(|l| l.other == from) {
             s.lock = None;
         }
     }
 
-    /// A splitter offers its edge to `other` for our splice walk: commit to both ends if still short by two.
+    /// `from`, a splitter, offers its edge to `other` for our splice walk: commit to both ends if still short by
+    /// two and linked to neither.
+    #[allow(clippy::too_many_arguments)]
     fn on_splice_offer(
         &mut self,
         now: Duration,
         round: Round,
-        from: I,
         nonce: u64,
+        key: u64,
+        from: I,
         other: I,
         out: &mut Vec<OverlayOutput<I>>,
     ) {
@@ -1035,12 +1198,10 @@ impl<I: PeerId> OverlayBuilder<I> {
         let me = self.me.clone();
         let s = self.state(round);
         let retx = now + s.timing.retransmit;
-        let mine = !s.frozen && s.walks.get(&nonce) == Some(&Walk::Splice);
-        if mine {
-            s.walks.remove(&nonce);
+        if from == me {
+            return;
         }
-        let ok = mine
-            && degree.saturating_sub(s.degree()) >= 2
+        let ok = degree.saturating_sub(s.degree()) >= 2
             && other != from
             && other != me
             && !s.links.contains_key(&from)
@@ -1050,6 +1211,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                 from.clone(),
                 Link::Committed {
                     nonce,
+                    key,
                     retx: Some(retx),
                     splice: Some(SpliceRole::Splitter {
                         other: other.clone(),
@@ -1060,33 +1222,30 @@ impl<I: PeerId> OverlayBuilder<I> {
                 other,
                 Link::Committed {
                     nonce,
+                    key,
                     retx: None,
                     splice: Some(SpliceRole::Other),
                 },
             );
-            send(out, &from, OverlayMsg::SpliceAccept { round, nonce });
+            send(out, &from, OverlayMsg::SpliceAccept { round, key });
         } else {
             send(out, &from, OverlayMsg::Nack { round, nonce });
         }
     }
 
-    /// The splice origin committed: replace the locked edge (x, y) by (x, origin) and hand y over to it.
-    fn on_splice_accept(
-        &mut self,
-        round: Round,
-        from: I,
-        nonce: u64,
-        out: &mut Vec<OverlayOutput<I>>,
-    ) {
+    /// The splice origin committed (proving with the walk's key that it is the origin): replace the locked edge (x, y) by (x, origin) and hand y over to it.
+    fn on_splice_accept(&mut self, round: Round, from: I, key: u64, out: &mut Vec<OverlayOutput<I>>) {
+        let nonce = walk_nonce(key);
         let degree = self.cfg.degree;
         let s = self.state(round);
+        // The origin, known only now, must not be a neighbour already (nor the far end of the edge).
         let lock_ok = !s.frozen
+            && !s.links.contains_key(&from)
             && s.lock.as_ref().is_some_and(|l| {
                 l.nonce == nonce
-                    && l.newcomer == from
+                    && l.other != from
                     && matches!(s.links.get(&l.other), Some(Link::Established { .. }))
-            })
-            && matches!(s.links.get(&from), Some(Link::Reserved { nonce: n, .. }) if *n == nonce);
+            });
         if lock_ok {
             let lock = s.lock.take().expect("checked");
             s.links.remove(&lock.other);
@@ -1113,7 +1272,6 @@ impl<I: PeerId> OverlayBuilder<I> {
         } else {
             if s.lock.as_ref().is_some_and(|l| l.nonce == nonce) {
                 s.lock = None;
-                s.links.remove(&from);
             }
             send(out, &from, OverlayMsg::Nack { round, nonce });
         }
@@ -1181,12 +1339,12 @@ impl<I: PeerId> OverlayBuilder<I> {
             if s.next_substep > total {
                 return fail("sub-step counter past the schedule");
             }
-            // Every link but a splitter's reservation for the newcomer needs a free slot (degree < r), and a
-            // splitter holds at most one lock: r + 1 links at most, of any kind.
-            if s.links.len() > self.cfg.degree + 1 {
+            // Every link and reservation but a splitter's lock needs a free slot (degree < r), and a splitter
+            // holds at most one lock: r + 1 slots at most, of any kind.
+            if s.degree() > self.cfg.degree + 1 {
                 return fail(&format!(
-                    "{} links > r + 1 = {}",
-                    s.links.len(),
+                    "{} slots taken > r + 1 = {}",
+                    s.degree(),
                     self.cfg.degree + 1
                 ));
             }
@@ -1204,17 +1362,23 @@ impl<I: PeerId> OverlayBuilder<I> {
             if s.frozen
                 && (s.lock.is_some()
                     || !s.walks.is_empty()
+                    || !s.offers.is_empty()
                     || s.links
                         .values()
                         .any(|l| !matches!(l, Link::Established { .. })))
             {
                 return fail("frozen with a pending link, lock or walk");
             }
-            if let Some(l) = &s.lock
-                && (l.newcomer == l.other || l.newcomer == self.me || l.other == self.me)
-            {
-                return fail("a splice lock naming the same peer twice or itself");
+            if s.lock.as_ref().is_some_and(|l| l.other == self.me) {
+                return fail("a splice lock naming itself");
             }
+        }
+        let relayed: usize = self.relayed.values().map(BTreeMap::len).sum();
+        if relayed != self.relayed_count || relayed > MAX_RELAYED {
+            return Err(format!(
+                "{relayed} walks remembered as relayed (counted {}, at most {MAX_RELAYED})",
+                self.relayed_count
+            ));
         }
         if self.rounds.len() as u64 > MAX_KEPT_ROUNDS {
             return Err(format!(
@@ -1265,13 +1429,7 @@ mod tests {
         assert!(b.check_invariants().unwrap_err().contains("r = 2"));
         let s = b.rounds.get_mut(&Round(0)).unwrap();
         s.links.clear();
-        s.links.insert(
-            1,
-            Link::Reserved {
-                nonce: 1,
-                until: Duration::ZERO,
-            },
-        );
+        s.offers.insert(1, (Duration::ZERO, Some(1)));
         s.frozen = true;
         assert!(b.check_invariants().unwrap_err().contains("frozen"));
     }
@@ -1300,18 +1458,18 @@ mod tests {
             // Peers 1 and 2 take turns being handed over: 1 (or 2) becomes a neighbour by Confirm, 3 asks
             // for a splice of that edge, commits, and leaves again with Drop.
             let (x, nonce) = (1 + (i % 2) as u32, 1000 + i);
-            msg(&mut b, x, OverlayMsg::Confirm { round: r, nonce });
+            msg(&mut b, x, OverlayMsg::Confirm { round: r, key: nonce });
             msg(
                 &mut b,
                 3,
                 OverlayMsg::SpliceRequest {
                     round: r,
-                    origin: 3,
+                    origin: Some(3),
                     nonce,
                     ttl: 1,
                 },
             );
-            msg(&mut b, 3, OverlayMsg::SpliceAccept { round: r, nonce });
+            msg(&mut b, 3, OverlayMsg::SpliceAccept { round: r, key: nonce });
             msg(&mut b, 3, OverlayMsg::Drop { round: r });
         }
         let handed_over = &b.rounds[&r].handed_over;

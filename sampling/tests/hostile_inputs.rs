@@ -87,34 +87,40 @@ fn nonce() -> impl Strategy<Value = u64> {
 fn overlay_msg() -> impl Strategy<Value = OverlayMsg<u32>> {
     let r = || round().prop_map(Round);
     prop_oneof![
-        (r(), peer(), nonce(), any::<u8>()).prop_map(|(round, origin, nonce, ttl)| {
-            OverlayMsg::Propose {
+        (r(), prop::option::of(peer()), nonce(), any::<u8>()).prop_map(
+            |(round, origin, nonce, ttl)| OverlayMsg::Propose {
                 round,
                 origin,
                 nonce,
                 ttl,
             }
+        ),
+        (r(), nonce(), peer()).prop_map(|(round, nonce, acceptor)| OverlayMsg::Accept {
+            round,
+            nonce,
+            acceptor
         }),
-        (r(), nonce()).prop_map(|(round, nonce)| OverlayMsg::Accept { round, nonce }),
-        (r(), nonce()).prop_map(|(round, nonce)| OverlayMsg::Reject { round, nonce }),
-        (r(), nonce()).prop_map(|(round, nonce)| OverlayMsg::Confirm { round, nonce }),
+        (r(), nonce()).prop_map(|(round, key)| OverlayMsg::Confirm { round, key }),
         (r(), nonce()).prop_map(|(round, nonce)| OverlayMsg::ConfirmAck { round, nonce }),
         (r(), nonce()).prop_map(|(round, nonce)| OverlayMsg::Nack { round, nonce }),
         r().prop_map(|round| OverlayMsg::Drop { round }),
-        (r(), peer(), nonce(), any::<u8>()).prop_map(|(round, origin, nonce, ttl)| {
-            OverlayMsg::SpliceRequest {
+        (r(), prop::option::of(peer()), nonce(), any::<u8>()).prop_map(
+            |(round, origin, nonce, ttl)| OverlayMsg::SpliceRequest {
                 round,
                 origin,
                 nonce,
                 ttl,
             }
+        ),
+        (r(), nonce(), peer(), peer()).prop_map(|(round, nonce, splitter, other)| {
+            OverlayMsg::SpliceOffer {
+                round,
+                nonce,
+                splitter,
+                other,
+            }
         }),
-        (r(), nonce(), peer()).prop_map(|(round, nonce, other)| OverlayMsg::SpliceOffer {
-            round,
-            nonce,
-            other
-        }),
-        (r(), nonce()).prop_map(|(round, nonce)| OverlayMsg::SpliceAccept { round, nonce }),
+        (r(), nonce()).prop_map(|(round, key)| OverlayMsg::SpliceAccept { round, key }),
         (r(), nonce(), peer()).prop_map(|(round, nonce, newcomer)| OverlayMsg::Handover {
             round,
             nonce,
@@ -152,8 +158,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// A plausible answer to `sent` (what an honest or confused peer would send back), picked by `kind`.
-fn answer(sent: &ControlMsg<u32>, kind: u8, other: u32) -> ControlMsg<u32> {
+/// A plausible answer to `sent` (what an honest or confused peer would send back), picked by `kind`; `from`
+/// is who sends it (an acceptor or splitter names itself, or lies).
+fn answer(sent: &ControlMsg<u32>, kind: u8, other: u32, from: u32) -> ControlMsg<u32> {
     use OverlayMsg::*;
     let o = |m| ControlMsg::Overlay(m);
     match sent {
@@ -169,29 +176,38 @@ fn answer(sent: &ControlMsg<u32>, kind: u8, other: u32) -> ControlMsg<u32> {
             let (round, nonce) = match m {
                 Propose { round, nonce, .. }
                 | SpliceRequest { round, nonce, .. }
-                | Accept { round, nonce }
-                | Reject { round, nonce }
-                | Confirm { round, nonce }
+                | Accept { round, nonce, .. }
                 | ConfirmAck { round, nonce }
                 | Nack { round, nonce }
                 | SpliceOffer { round, nonce, .. }
-                | SpliceAccept { round, nonce }
                 | Handover { round, nonce, .. } => (*round, *nonce),
+                Confirm { round, key } | SpliceAccept { round, key } => {
+                    (*round, protocol::control::walk_nonce(*key))
+                }
                 Drop { round } => (*round, 0),
             };
             match (m, kind % 4) {
-                (Propose { .. }, 0 | 1) => o(Accept { round, nonce }),
-                (Propose { .. }, _) => o(Reject { round, nonce }),
+                (Propose { .. }, 0) => o(Accept {
+                    round,
+                    nonce,
+                    acceptor: from,
+                }),
+                (Propose { .. }, _) => o(Accept {
+                    round,
+                    nonce,
+                    acceptor: other,
+                }),
                 (SpliceRequest { .. }, 0 | 1) => o(SpliceOffer {
                     round,
                     nonce,
+                    splitter: if kind.is_multiple_of(4) { from } else { other },
                     other,
                 }),
                 (Accept { .. } | SpliceOffer { .. }, 0 | 1) => {
                     if matches!(m, Accept { .. }) {
-                        o(Confirm { round, nonce })
+                        o(Confirm { round, key: nonce })
                     } else {
-                        o(SpliceAccept { round, nonce })
+                        o(SpliceAccept { round, key: nonce })
                     }
                 }
                 (Confirm { .. } | SpliceAccept { .. } | Handover { .. }, 0 | 1) => {
@@ -219,7 +235,9 @@ struct Harness {
 
 impl Harness {
     fn new(seed: u64) -> Self {
-        let cfg = config();
+        let mut cfg = config();
+        // Half the cases start walks that hide their origin (answered back along their path).
+        cfg.overlay.hide_origin = !seed.is_multiple_of(2);
         let bound = max_outputs(&cfg);
         let s = Sampler::new(ME, cfg, derive_rng(seed, 0), derive_rng(seed, 1)).unwrap();
         Self {
@@ -294,11 +312,9 @@ impl Harness {
                     return Ok(());
                 }
                 let (to, sent) = self.sent[self.sent.len() - 1 - k % self.sent.len()].clone();
-                let msg = answer(&sent, kind, other);
-                self.feed(SamplerInput::Message {
-                    from: from.unwrap_or(to),
-                    msg,
-                })?
+                let from = from.unwrap_or(to);
+                let msg = answer(&sent, kind, other, from);
+                self.feed(SamplerInput::Message { from, msg })?
             }
             Op::SendFailed(to) => self.feed(SamplerInput::SendFailed { to })?,
             Op::EdgeRefused(r, peer) => self.feed(SamplerInput::EdgeRefused {

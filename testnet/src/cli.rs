@@ -197,6 +197,12 @@ pub struct Options {
     #[serde(default, alias = "send-pace-auto")]
     pub send_pace_auto: bool,
 
+    /// Overlay walks name no origin and their answers go back along the path, so that no message shows a
+    /// walk's first hop (costs overlay messages and, with short sub-steps, edges; see the README).
+    #[arg(long)]
+    #[serde(default, alias = "hide-walk-origin")]
+    pub hide_walk_origin: bool,
+
     /// Rounds each VN negotiates its overlay ahead of its node's round (0 ..= 16), overriding the timing's.
     #[arg(long, value_name = "ROUNDS")]
     pub lookahead: Option<u64>,
@@ -365,6 +371,7 @@ impl Options {
             send_jitter_ms: self.send_jitter_ms.or(file.send_jitter_ms),
             send_pace_ms: self.send_pace_ms.or(file.send_pace_ms),
             send_pace_auto: self.send_pace_auto || file.send_pace_auto,
+            hide_walk_origin: self.hide_walk_origin || file.hide_walk_origin,
             lookahead: self.lookahead.or(file.lookahead),
             value_ratio: self.value_ratio.or(file.value_ratio),
             value_floor: self.value_floor.or(file.value_floor),
@@ -402,7 +409,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, clip, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, send_pace_auto, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, netns, capture, observe_timing, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
+                 local_epochs, local_steps, clip, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, send_pace_auto, hide_walk_origin, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, netns, capture, observe_timing, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
                 path.display(),
                 e.message().trim_end()
             )

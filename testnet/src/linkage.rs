@@ -1,8 +1,10 @@
 //! The network observer's sibling-linkage attack (issue 13, DESIGN §7), run with `--audit` (sim and inproc).
 //!
 //! Every real node is a passive attacker that records, at each of its VNs, when each message arrived and
-//! from which VN identity — overlay walks (first hops recognisable: the sender names itself as the walk's
-//! origin), other control messages, chunks — nothing else. For every pair of sender VNs it heard from, it
+//! from which VN identity — overlay walks (a walk that names its origin shows its first hop: the sender is
+//! the origin; one that hides it, `--hide-walk-origin`, shows none, and the attacker can only take every
+//! walk a sender passes on as a sign of that sender's schedule), other control messages, chunks — nothing
+//! else. For every pair of sender VNs it heard from, it
 //! scores "siblings?" by timing: siblings are told to start a round's negotiation and get their chunks at the
 //! same instant from their RN, so their first-hop walks and their chunks arrive close together. The score of
 //! a pair is minus the median, over the rounds in which both were heard, of the gap between their arrivals.
@@ -38,9 +40,10 @@ pub struct LinkageRecorder<I> {
     owner: Owner<I>,
     /// Every sender identity numbered on first sight, with its owner.
     ids: Mutex<(BTreeMap<I, u32>, Vec<usize>)>,
-    /// First arrivals of chunks and of first-hop walks.
+    /// First arrivals of chunks, of first-hop walks and of walks at any hop.
     chunks: Mutex<FirstArrivals>,
     walks: Mutex<FirstArrivals>,
+    walks_any_hop: Mutex<FirstArrivals>,
 }
 
 /// The attack's figures for one feature.
@@ -73,8 +76,11 @@ pub struct Assembled {
 pub struct LinkageReport {
     /// Arrival times of chunks.
     pub chunks: FeatureLinkage,
-    /// Arrival times of first-hop overlay walks.
+    /// Arrival times of first-hop overlay walks (none when walks hide their origin).
     pub walks: FeatureLinkage,
+    /// Arrival times of overlay walks at any hop: the first walk each sender passed on in a round, whether it
+    /// started it or relayed it.
+    pub walks_any_hop: FeatureLinkage,
     pub assembled: Vec<Assembled>,
 }
 
@@ -89,6 +95,7 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
             ids: Mutex::new((BTreeMap::new(), Vec::new())),
             chunks: Mutex::default(),
             walks: Mutex::default(),
+            walks_any_hop: Mutex::default(),
         }
     }
 
@@ -100,9 +107,11 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
     pub fn finish(&self) -> LinkageReport {
         let chunk_times = self.chunks.lock().expect("no panics while recording");
         let walk_times = self.walks.lock().expect("no panics while recording");
+        let any_hop_times = self.walks_any_hop.lock().expect("no panics while recording");
         LinkageReport {
             chunks: self.pairs(&chunk_times),
             walks: self.pairs(&walk_times),
+            walks_any_hop: self.pairs(&any_hop_times),
             assembled: LINK_WINDOWS_MS
                 .iter()
                 .map(|&w| self.assemble(&chunk_times, Duration::from_millis(w)))
@@ -206,12 +215,13 @@ impl<I: Ord + Clone + Send + Sync> Observer<I> for LinkageRecorder<I> {
     }
 
     fn arrival(&self, node: usize, _vn: usize, from: &I, at: Duration, what: Arrival) {
-        let (times, round) = match what {
-            Arrival::Chunk { round } => (&self.chunks, round),
-            Arrival::Walk {
+        let (times, also, round) = match what {
+            Arrival::Chunk { round } => (&self.chunks, None, round),
+            Arrival::Walk { round, first_hop } => (
+                &self.walks_any_hop,
+                first_hop.then_some(&self.walks),
                 round,
-                first_hop: true,
-            } => (&self.walks, round),
+            ),
             _ => return,
         };
         // Not a VN of this run, or one of the attacker's own: not attacked.
@@ -227,15 +237,17 @@ impl<I: Ord + Clone + Send + Sync> Observer<I> for LinkageRecorder<I> {
             }
             id
         };
-        let mut t = times.lock().expect("no panics while recording");
-        let first = t
-            .entry(node)
-            .or_default()
-            .entry(round)
-            .or_default()
-            .entry(from)
-            .or_insert(at);
-        *first = (*first).min(at);
+        for times in std::iter::once(times).chain(also) {
+            let mut t = times.lock().expect("no panics while recording");
+            let first = t
+                .entry(node)
+                .or_default()
+                .entry(round)
+                .or_default()
+                .entry(from)
+                .or_insert(at);
+            *first = (*first).min(at);
+        }
     }
 
     fn chunk_received(&self, _node: usize, _vn: usize, _from: &I, _frame: &ChunkFrame) {}
@@ -345,5 +357,26 @@ mod tests {
         // Within 5 ms each node's two chunks form a pure group: the whole model (k = 2) of a victim.
         assert_eq!(rep.assembled[0].max_share, 1.0);
         assert_eq!(rep.assembled[0].window_ms, 5);
+    }
+
+    #[test]
+    fn walks_at_any_hop_are_scored_apart_from_first_hops() {
+        let r = LinkageRecorder::new(2, |g: &u32| Some(*g as usize / 2));
+        let ms = Duration::from_millis;
+        for round in 0..4u64 {
+            let base = ms(1000 * round);
+            // Relayed walks (a walk that hides its origin never shows a first hop) with sibling timing.
+            for (from, offset) in [(0u32, 0), (1, 2), (2, 400), (3, 403)] {
+                let walk = Arrival::Walk {
+                    round: Round(round),
+                    first_hop: false,
+                };
+                r.arrival(5, 0, &from, base + ms(offset), walk);
+            }
+        }
+        let rep = r.finish();
+        assert_eq!(rep.walks.auc_pooled, None, "no first hop seen");
+        assert_eq!(rep.walks_any_hop.auc_pooled, Some(1.0));
+        assert_eq!(rep.chunks.pairs, 0);
     }
 }

@@ -104,6 +104,8 @@ pub struct Settings {
     pub send_pace: Option<std::time::Duration>,
     /// `--send-pace-auto` (the simulator's; the libp2p modes read it from `timing`).
     pub send_pace_auto: bool,
+    /// `--hide-walk-origin` (the simulator's; the libp2p modes read it from `timing`).
+    pub hide_walk_origin: bool,
     pub node_bin: Option<PathBuf>,
     pub transport: crate::cli::TransportChoice,
     /// `--audit`: the privacy audit's settings.
@@ -297,6 +299,7 @@ impl Settings {
             timing.send_pace_ms = ms;
         }
         timing.send_pace_auto |= o.send_pace_auto;
+        timing.hide_walk_origin |= o.hide_walk_origin;
         if let Some(ms) = o.send_jitter_ms {
             timing.send_jitter_ms = ms;
         }
@@ -389,6 +392,7 @@ impl Settings {
             send_jitter: o.send_jitter_ms.map(std::time::Duration::from_millis),
             send_pace: o.send_pace_ms.map(std::time::Duration::from_millis),
             send_pace_auto: o.send_pace_auto,
+            hide_walk_origin: o.hide_walk_origin,
             node_bin: o.node_bin,
             transport: o.transport.unwrap_or(crate::cli::TransportChoice::Tcp),
             audit,

@@ -1005,18 +1005,12 @@ impl<I: VnIdentity> VnEngine<I> {
                 self.sampler_input(now, SamplerInput::Message { from, msg }, out);
             }
             ControlMsg::Overlay(m) => {
-                if let Some(claimed) = overlay_claim(&m)
-                    && !(self.allowed)(claimed)
-                {
+                if overlay_claims(&m).iter().any(|claimed| !(self.allowed)(claimed)) {
                     self.refused(from, RefusalKind::NotAllowed, out);
                     return;
                 }
-                // A node negotiates up to `lookahead` rounds ahead of its own: the sender's network is at
-                // least this far. Only what a peer says for itself counts: a walk it forwards speaks for its
-                // origin, and counting forwarders would let one node ahead of the others (or one liar) appear
-                // as many witnesses.
-                if overlay_claim(&m).is_none_or(|origin| *origin == from) {
-                    self.note_ahead(now, &from, m.round() - self.cfg.lookahead, out);
+                if let Some(behind) = progress_shown(&m, &from) {
+                    self.note_ahead(now, &from, m.round() - (self.cfg.lookahead + behind), out);
                 }
                 let msg = ControlMsg::Overlay(m);
                 self.sampler_input(now, SamplerInput::Message { from, msg }, out);
@@ -1801,15 +1795,45 @@ impl<I: VnIdentity> VnEngine<I> {
     }
 }
 
-/// The identity an overlay message claims about a third party, which must be on the peer list.
-fn overlay_claim<I>(m: &OverlayMsg<I>) -> Option<&I> {
+/// The identities an overlay message claims about third parties, which must be on the peer list.
+fn overlay_claims<I>(m: &OverlayMsg<I>) -> Vec<&I> {
     match m {
         OverlayMsg::Propose { origin, .. } | OverlayMsg::SpliceRequest { origin, .. } => {
-            Some(origin)
+            origin.iter().collect()
         }
-        OverlayMsg::SpliceOffer { other, .. } => Some(other),
-        OverlayMsg::Handover { newcomer, .. } => Some(newcomer),
-        _ => None,
+        OverlayMsg::Accept { acceptor, .. } => vec![acceptor],
+        OverlayMsg::SpliceOffer {
+            splitter, other, ..
+        } => vec![splitter, other],
+        OverlayMsg::Handover { newcomer, .. } => vec![newcomer],
+        _ => Vec::new(),
+    }
+}
+
+/// How far below a message's round its sender's own round negotiation is known to be, beyond the lookahead
+/// (catch-up counts it as a witness of the network's progress), or `None` if the message says nothing about
+/// the sender.
+///
+/// A node negotiates up to `lookahead` rounds ahead of its own, so a sender speaking for itself (its own
+/// walk, its own answer, a reply) is at least that far. A walk another VN named as its origin speaks for that
+/// origin, and counting its forwarders would let one node ahead of the others (or one liar) appear as many
+/// witnesses. A walk or answer that hides its origin may come from a relay, which takes a message at most
+/// `MAX_FUTURE_ROUNDS` ahead of its own newest round: that much lower is what it shows of itself.
+fn progress_shown<I: PartialEq>(m: &OverlayMsg<I>, from: &I) -> Option<u64> {
+    match m {
+        OverlayMsg::Propose { origin, .. } | OverlayMsg::SpliceRequest { origin, .. } => {
+            match origin {
+                Some(o) if o == from => Some(0),
+                Some(_) => None,
+                None => Some(MAX_FUTURE_ROUNDS),
+            }
+        }
+        OverlayMsg::Accept { acceptor: own, .. }
+        | OverlayMsg::SpliceOffer { splitter: own, .. } => {
+            Some(if own == from { 0 } else { MAX_FUTURE_ROUNDS })
+        }
+        OverlayMsg::Handover { .. } => None,
+        _ => Some(0),
     }
 }
 
@@ -1862,7 +1886,7 @@ mod tests {
     fn claim(e: &mut VnEngine<u32>, now: Duration, from: u32, round: u64) -> Vec<VnOutput<u32>> {
         let msg = ControlMsg::Overlay(OverlayMsg::Propose {
             round: Round(round),
-            origin: from,
+            origin: Some(from),
             nonce: 1,
             ttl: 1,
         });
@@ -1882,7 +1906,7 @@ mod tests {
             let peer = 100 + i;
             let msg = ControlMsg::Overlay(OverlayMsg::Propose {
                 round,
-                origin: peer,
+                origin: Some(peer),
                 nonce: i as u64,
                 ttl: 1,
             });

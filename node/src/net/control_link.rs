@@ -1,5 +1,6 @@
 //! Control messages between VNs (Cyclon shuffles, overlay negotiation) over one long-lived stream per peer
-//! and direction (`/shatter/control/2`), instead of one request-response stream per message.
+//! and direction (`/shatter/control/3`, the framing of version 2), instead of one request-response stream
+//! per message.
 //!
 //! Why: a VN sends a few dozen control messages per round, each a few hundred bytes. As its own
 //! request-response stream, each cost a stream opening and closing, a protocol negotiation, an empty response

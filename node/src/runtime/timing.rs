@@ -39,6 +39,11 @@ pub struct Timing {
     /// Learn the pace from when neighbours' chunks come (`VnConfig::send_pace_auto`); `send_pace_ms` is then
     /// its floor.
     pub send_pace_auto: bool,
+    /// Start overlay walks that name no origin, their answers relayed back along the path, so that no
+    /// message shows its first hop (`sampling::OverlayConfig::hide_origin`; issue 13). It costs answers as
+    /// many hops as the walk took: about 1.5-1.8× the overlay messages, and more VNs short of r edges unless
+    /// sub-steps are several round trips long (the README's overlay section has the figures).
+    pub hide_walk_origin: bool,
     /// Gossip before round 0, so views are mixed (and peers are up) when the first overlay is built.
     pub warmup_ms: u64,
     /// A socket that has not completed its handshake (pre-shared key, noise, yamux) this long after it was
@@ -58,6 +63,7 @@ impl Default for Timing {
             send_jitter_ms: 1000,
             send_pace_ms: 0,
             send_pace_auto: false,
+            hide_walk_origin: false,
             warmup_ms: 5000,
             handshake_timeout_ms: crate::net::limits::HANDSHAKE_TIMEOUT.as_millis() as u64,
         }
@@ -161,7 +167,10 @@ impl Timing {
                     shuffle_timeout: Duration::from_millis(self.shuffle_timeout_ms),
                     ..CyclonConfig::default()
                 },
-                overlay: OverlayConfig::new(degree, Duration::from_millis(self.substep_ms)),
+                overlay: OverlayConfig {
+                    hide_origin: self.hide_walk_origin,
+                    ..OverlayConfig::new(degree, Duration::from_millis(self.substep_ms))
+                },
             },
             exchange_timeout: Duration::from_millis(self.exchange_timeout_ms),
             send_jitter: Duration::from_millis(self.send_jitter_ms),

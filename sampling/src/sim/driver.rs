@@ -163,10 +163,13 @@ fn id_overhead(msg: &ControlMsg<u32>) -> u64 {
         ControlMsg::Cyclon(
             CyclonMsg::ShuffleRequest { entries } | CyclonMsg::ShuffleReply { entries },
         ) => entries.iter().map(|e| e.id).collect(),
+        ControlMsg::Overlay(OverlayMsg::SpliceOffer {
+            splitter, other, ..
+        }) => vec![*splitter, *other],
         ControlMsg::Overlay(
-            OverlayMsg::Propose { origin: i, .. }
-            | OverlayMsg::SpliceRequest { origin: i, .. }
-            | OverlayMsg::SpliceOffer { other: i, .. }
+            OverlayMsg::Propose { origin: Some(i), .. }
+            | OverlayMsg::SpliceRequest { origin: Some(i), .. }
+            | OverlayMsg::Accept { acceptor: i, .. }
             | OverlayMsg::Handover { newcomer: i, .. },
         ) => vec![*i],
         ControlMsg::Overlay(_) => vec![],
@@ -422,7 +425,7 @@ impl OverlaySim {
         for &v in &p.victims {
             for &round in &open {
                 let nonce = rng.random::<u64>();
-                let confirm = OverlayMsg::Confirm { round, nonce };
+                let confirm = OverlayMsg::Confirm { round, key: nonce };
                 let handover = OverlayMsg::Handover { round, nonce, newcomer: p.rogue };
                 for (on, msg) in [(p.confirms, confirm), (p.handovers, handover)] {
                     if on {

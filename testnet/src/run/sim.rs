@@ -32,6 +32,10 @@ pub fn run(
         send_jitter: s.send_jitter.unwrap_or(defaults.send_jitter),
         send_pace: s.send_pace.unwrap_or(defaults.send_pace),
         send_pace_auto: s.send_pace_auto,
+        overlay: sampling::OverlayConfig {
+            hide_origin: s.hide_walk_origin,
+            ..defaults.overlay.clone()
+        },
         // A neighbour's copy can come up to its whole send delay after ours: wait that much longer.
         exchange_timeout: defaults.exchange_timeout + s.send_jitter.unwrap_or_default(),
         ..defaults
