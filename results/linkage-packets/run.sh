@@ -8,7 +8,7 @@
 # (200 ms overlay sub-steps: the loopback timing's 40 ms let the overlay collapse on a machine as loaded as the
 # one these figures come from) with the loopback timing's 20 ms send jitter unless a variant says otherwise;
 # variants: no defence, VNs in 4 VN hosts, the defences (200 ms jitter + 150 ms pace, with and without
-# hosts; a 1 s jitter, with and without hosts); seeds 1-3. Needs root (network namespaces) and installs tcpdump if missing. About 10 minutes; run
+# hosts; a 1 s jitter, with and without hosts, and with walks that hide their origin); seeds 1-3. Needs root (network namespaces) and installs tcpdump if missing. About 10 minutes; run
 # from the repository root.
 set -euo pipefail
 if ! command -v tcpdump > /dev/null; then
@@ -34,6 +34,7 @@ run jitter-200ms-pace-150ms --send-jitter-ms 200 --send-pace-ms 150
 run hosts-jitter-200ms-pace-150ms --vn-hosts 4 --send-jitter-ms 200 --send-pace-ms 150
 run jitter-1s --send-jitter-ms 1000
 run hosts-jitter-1s --vn-hosts 4 --send-jitter-ms 1000
+run jitter-1s-hidden-walks --send-jitter-ms 1000 --hide-walk-origin
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 # Nothing of the run's namespaces may be left.
 if ip netns list | grep -q '^stn'; then echo "namespaces left behind:"; ip netns list | grep '^stn'; fi
@@ -50,8 +51,8 @@ def gaps(p):
     return (f"{st.mean(x['sibling_gap_ms_median'] for x in c):.0f} / "
             f"{st.mean(x['stranger_gap_ms_median'] for x in c):.0f}")
 names = ["no-pace", "hosts-no-pace", "jitter-200ms-pace-150ms", "hosts-jitter-200ms-pace-150ms", "jitter-1s",
-         "hosts-jitter-1s"]
-print("| variant | chunk AUC, last packet | chunk AUC, burst start | chunk AUC, log (wall clock) | median gap ms, siblings / strangers (chunks, last packet) | walk AUC, last packet | matched / unmatched arrivals | unmapped data packets | log − packet lag µs (median / p99) | neighbours / VN | round s |")
+         "hosts-jitter-1s", "jitter-1s-hidden-walks"]
+print("| variant | chunk AUC, last packet | chunk AUC, burst start | chunk AUC, log (wall clock) | median gap ms, siblings / strangers (chunks, last packet) | walk AUC, last packet (first hops / any hop) | matched / unmatched arrivals | unmapped data packets | log − packet lag µs (median / p99) | neighbours / VN | round s |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 rows = {}
 for name in names:
@@ -63,7 +64,8 @@ for name in names:
           f"{ms([x['burst_start']['chunks']['auc_pooled'] for x in p])} | "
           f"{ms([x['log_wall']['chunks']['auc_pooled'] for x in p])} | "
           f"{gaps(p)} | "
-          f"{ms([x['last_packet']['walks']['auc_pooled'] for x in p])} | "
+          f"{ms([x['last_packet']['walks']['auc_pooled'] for x in p])} / "
+          f"{ms([x['last_packet'].get('walks_any_hop', {}).get('auc_pooled') for x in p])} | "
           f"{sum(x['matched'] for x in p)} / {sum(x['unmatched'] for x in p)} | "
           f"{sum(x['unmapped_packets'] for x in p)} of {sum(x['data_packets'] for x in p)} | {lags} | "
           f"{ms([r['neighbours_per_vn'] for r in rs])} | "

@@ -13,6 +13,9 @@ const ROUNDS: usize = 50;
 const N: usize = (NODES * K) as usize;
 const ROGUE: usize = N - 1;
 
+/// Seeds of the full comparison.
+const SEEDS: [u64; 4] = [1, 2, 3, 4];
+
 /// What the rogue pushes: (confirms, handovers, shuffles).
 type Strategy = (bool, bool, bool);
 
@@ -58,9 +61,27 @@ fn run(strategy: Option<Strategy>, seed: u64) -> Outcome {
     Outcome { rate, multi, pushed: sim.pushed }
 }
 
-/// Checks the issue's bound for one strategy and returns (rogue rate, honest mean rate, rogue multi rounds,
-/// honest max multi rounds).
-fn check(strategy: Strategy, seed: u64) -> (f64, f64, usize, usize) {
+/// Checks the issue's bound for one strategy over `seeds` (the rogue's rate averaged over them; the chunk
+/// count seed by seed) and returns (rogue rate, honest mean rate, rogue multi rounds, honest max multi
+/// rounds), the multi rounds summed over the seeds.
+fn check(strategy: Strategy, seeds: &[u64]) -> (f64, f64, usize, usize) {
+    let mut sum = (0.0, 0.0, 0, 0);
+    for &seed in seeds {
+        let (rogue, honest, multi, honest_max) = one_seed(strategy, seed);
+        sum = (sum.0 + rogue, sum.1 + honest, sum.2 + multi, sum.3 + honest_max);
+    }
+    let n = seeds.len() as f64;
+    let (rogue, honest) = (sum.0 / n, sum.1 / n);
+    let uniform = DEGREE as f64 / (N as f64 - 1.0);
+    if seeds.len() > 1 {
+        eprintln!("{strategy:?} over seeds {seeds:?}: rogue {rogue:.4}, honest mean {honest:.4}");
+    }
+    assert!(rogue <= 1.5 * uniform, "{strategy:?}: rogue {rogue:.4} vs r/(N-1) {uniform:.4}");
+    (rogue, honest, sum.2, sum.3)
+}
+
+/// One seed of `check`: prints the figures and checks the chunk count.
+fn one_seed(strategy: Strategy, seed: u64) -> (f64, f64, usize, usize) {
     let o = run(Some(strategy), seed);
     assert!(o.pushed > 5_000, "{strategy:?}: the rogue pushed only {} messages", o.pushed);
     // Honest VNs outside the victim node.
@@ -75,7 +96,6 @@ fn check(strategy: Strategy, seed: u64) -> (f64, f64, usize, usize) {
          (of {ROUNDS})",
         o.multi[ROGUE]
     );
-    assert!(rogue <= 1.5 * uniform, "{strategy:?}: rogue {rogue:.4} vs r/(N-1) {uniform:.4}");
     // Two of a victim's chunks in one round happen by chance to honest VNs too (each of the k victim VNs
     // picks r of N − 1 others): the rogue must not do it more often than the luckiest honest VN.
     assert!(o.multi[ROGUE] <= honest_max, "{strategy:?}: rogue {} vs {honest_max}", o.multi[ROGUE]);
@@ -86,11 +106,12 @@ fn check(strategy: Strategy, seed: u64) -> (f64, f64, usize, usize) {
 /// Handovers naming itself loses its own edges to the victims, see the ignored test) stays under the bound.
 #[test]
 fn a_pushing_rogue_is_no_more_often_a_victims_neighbour_than_an_honest_vn() {
-    check((true, false, true), 3);
+    check((true, false, true), &[3]);
 }
 
-/// Every strategy, and the same VN when it does not push (the baseline it is compared with). About 40 s in a
-/// debug build: `cargo test -p sampling --test forced_adjacency -- --ignored --nocapture`.
+/// Every strategy, and the same VN when it does not push (the baseline it is compared with), over seeds 1-4:
+/// one seed's rate swings by ±0.02 around the mean (shuffles alone: 0.060-0.098 over seeds 1-6). About 40 s
+/// in a release build: `cargo test --release -p sampling --test forced_adjacency -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn every_push_strategy_against_the_quiet_baseline() {
@@ -98,10 +119,11 @@ fn every_push_strategy_against_the_quiet_baseline() {
         (true, false, false),
         (false, true, false),
         (false, false, true),
+        (true, false, true),
         (true, true, true),
     ] {
-        check(s, 3);
+        check(s, &SEEDS);
     }
-    let quiet = run(None, 3);
-    eprintln!("the same VN without pushing: {:.4}", quiet.rate[ROGUE]);
+    let quiet = SEEDS.iter().map(|&seed| run(None, seed).rate[ROGUE]).sum::<f64>() / SEEDS.len() as f64;
+    eprintln!("the same VN without pushing, over seeds {SEEDS:?}: {quiet:.4}");
 }

@@ -123,6 +123,10 @@ struct CellStats {
     neighbours_per_vn: f64,
     chunk_linkage_auc: Option<(f64, f64)>,
     walk_linkage_auc: Option<(f64, f64)>,
+    /// Walks at any hop: the only walk signal when walks hide their origin (`--hide-walk-origin`). Absent
+    /// from summaries written before it existed.
+    #[serde(default)]
+    walk_any_hop_linkage_auc: Option<(f64, f64)>,
     /// The audit's last audited round (the trained model, as the paper's figures): per-seed mean and median
     /// chunk AUC, arg-min and assignment LA success, then mean ± std over seeds.
     mia_auc_mean: Option<(f64, f64)>,
@@ -191,6 +195,7 @@ impl CellStats {
             neighbours_per_vn: last.neighbours_per_vn,
             chunk_linkage_auc: over(&|s| linkage_auc(s, "chunks")),
             walk_linkage_auc: over(&|s| linkage_auc(s, "walks")),
+            walk_any_hop_linkage_auc: over(&|s| linkage_auc(s, "walks_any_hop")),
             mia_auc_mean: audit(|a| a.mia_auc_mean),
             mia_auc_median: audit(|a| a.mia_auc_median),
             la_argmin: audit(|a| a.la_success),
@@ -432,7 +437,7 @@ fn main() -> anyhow::Result<()> {
         .collect::<Vec<_>>()
         .join(", then ");
     let mut csv = String::from(
-        "algo,vns,dropout,send_jitter_ms,seeds,final_mean,final_std,best_mean,best_std,round_seconds_mean,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn,chunk_linkage_auc_mean,chunk_linkage_auc_std,walk_linkage_auc_mean,walk_linkage_auc_std,mia_auc_mean,mia_auc_mean_std,mia_auc_median,mia_auc_median_std,la_argmin,la_argmin_std,la_assignment,la_assignment_std,la_chance,chunks_attacked,gia_psnr,gia_psnr_std,gia_ssim,gia_ssim_std,gia_coverage,gia_coverage_std,items_auc_victim_start,items_auc_victim_start_std,items_auc_own_start,items_auc_own_start_std,items_found,items_found_std\n",
+        "algo,vns,dropout,send_jitter_ms,seeds,final_mean,final_std,best_mean,best_std,round_seconds_mean,chunk_bytes_per_rn_per_round,messages_per_rn_per_round,neighbours_per_vn,chunk_linkage_auc_mean,chunk_linkage_auc_std,walk_linkage_auc_mean,walk_linkage_auc_std,mia_auc_mean,mia_auc_mean_std,mia_auc_median,mia_auc_median_std,la_argmin,la_argmin_std,la_assignment,la_assignment_std,la_chance,chunks_attacked,gia_psnr,gia_psnr_std,gia_ssim,gia_ssim_std,gia_coverage,gia_coverage_std,items_auc_victim_start,items_auc_victim_start_std,items_auc_own_start,items_auc_own_start_std,items_found,items_found_std,walk_any_hop_linkage_auc_mean,walk_any_hop_linkage_auc_std\n",
     );
     let audited = stats.iter().any(|s| s.mia_auc_mean.is_some());
     let inverted = stats.iter().any(|s| s.gia_psnr.is_some());
@@ -440,8 +445,8 @@ fn main() -> anyhow::Result<()> {
     let mut md = format!(
         "{} ({}), {} nodes, r = {}, {} rounds, simulator; mean ± sample std over {} seeds.\n\
          Regenerate: {regenerate}\n\n\
-         | algorithm | k | dropout | send jitter | final {m} | best {m} | round s | chunk bytes / RN / round | messages / RN / round | neighbours / VN | sibling linkage AUC: chunks | walks |{}{}\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|{}{}\n",
+         | algorithm | k | dropout | send jitter | final {m} | best {m} | round s | chunk bytes / RN / round | messages / RN / round | neighbours / VN | sibling linkage AUC: chunks | walks | walks (any hop) |{}{}\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|{}{}\n",
         first.dataset,
         first.model,
         first.nodes,
@@ -475,7 +480,7 @@ fn main() -> anyhow::Result<()> {
         let jitter = st.send_jitter_ms.map_or(String::new(), |j| j.to_string());
         writeln!(
             csv,
-            "{},{},{},{jitter},{},{},{},{:.3},{:.0},{:.1},{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{jitter},{},{},{},{:.3},{:.0},{:.1},{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             st.algo,
             st.vns,
             st.dropout,
@@ -500,10 +505,11 @@ fn main() -> anyhow::Result<()> {
             csv_pair(st.items_auc_victim_start),
             csv_pair(st.items_auc_own_start),
             csv_pair(st.items_found),
+            csv_pair(st.walk_any_hop_linkage_auc),
         )?;
         write!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.0} | {:.1} | {:.2} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.0} | {:.1} | {:.2} | {} | {} | {} |",
             st.algo,
             st.vns,
             st.dropout,
@@ -517,6 +523,7 @@ fn main() -> anyhow::Result<()> {
             st.neighbours_per_vn,
             md_pair(st.chunk_linkage_auc),
             md_pair(st.walk_linkage_auc),
+            md_pair(st.walk_any_hop_linkage_auc),
         )?;
         if audited {
             write!(

@@ -221,14 +221,8 @@ pub fn attack(
             let Logged::Arrival(what) = r.what else {
                 continue;
             };
-            if !matches!(
-                what,
-                Arrival::Chunk { .. }
-                    | Arrival::Walk {
-                        first_hop: true,
-                        ..
-                    }
-            ) {
+            // Chunks and walks (first hops and any hop: `linkage` scores both).
+            if !matches!(what, Arrival::Chunk { .. } | Arrival::Walk { .. }) {
                 continue;
             }
             if o.vns.contains(&r.peer) {
