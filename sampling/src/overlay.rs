@@ -837,7 +837,8 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// An answer (`Accept`, `SpliceOffer`) to the walk `nonce`: ours is handled, one we relayed goes back to
-    /// the peer we had the walk from (once), anything else is dropped.
+    /// the peer we had the walk from (once). Anything else is refused (`Nack`) if the answering VN sent it
+    /// itself, so that it frees the slot it holds for us (a walk we no longer wait for), and dropped if not.
     fn on_answer(
         &mut self,
         now: Duration,
@@ -845,11 +846,21 @@ impl<I: PeerId> OverlayBuilder<I> {
         msg: OverlayMsg<I>,
         out: &mut Vec<OverlayOutput<I>>,
     ) {
-        let (round, nonce, kind) = match &msg {
-            OverlayMsg::Accept { round, nonce, .. } => (*round, *nonce, Walk::Propose),
-            OverlayMsg::SpliceOffer { round, nonce, .. } => (*round, *nonce, Walk::Splice),
+        let (round, nonce, kind, answerer) = match &msg {
+            OverlayMsg::Accept {
+                round,
+                nonce,
+                acceptor,
+            } => (*round, *nonce, Walk::Propose, acceptor),
+            OverlayMsg::SpliceOffer {
+                round,
+                nonce,
+                splitter,
+                ..
+            } => (*round, *nonce, Walk::Splice, splitter),
             _ => return,
         };
+        let direct = *answerer == from;
         let mine = self
             .rounds
             .get(&round)
@@ -876,6 +887,8 @@ impl<I: PeerId> OverlayBuilder<I> {
             if back != from {
                 out.push(OverlayOutput::Send { to: back, msg });
             }
+        } else if direct {
+            send(out, &from, OverlayMsg::Nack { round, nonce });
         }
     }
 
@@ -978,7 +991,11 @@ impl<I: PeerId> OverlayBuilder<I> {
             && s.degree() < degree
             && !s.walks.contains_key(&nonce)
             && !s.offers.contains_key(&nonce)
-            && named.is_none_or(|o| *o != self.me && !s.links.contains_key(o))
+            && named.is_none_or(|o| {
+                *o != self.me
+                    && !s.links.contains_key(o)
+                    && !s.offers.values().any(|(_, p)| p.as_ref() == Some(o))
+            })
         {
             s.accepted = true;
             s.offers.insert(nonce, (until, named.cloned()));

@@ -278,6 +278,23 @@ fn future_round_walks_are_forwarded_and_hidden_ones_answered_back_along_the_path
         );
     }
     assert_eq!(sends(&out), vec![]);
+    // An acceptor answering a walk this VN does not wait for, directly: refused, so it frees the slot.
+    let direct = OverlayMsg::Accept {
+        round: Round(0),
+        nonce: 9,
+        acceptor: 3,
+    };
+    b.handle(
+        Duration::ZERO,
+        OverlayInput::Message { from: 3, msg: direct },
+        &view,
+        &mut out,
+    );
+    let nack = OverlayMsg::Nack {
+        round: Round(0),
+        nonce: 9,
+    };
+    assert_eq!(sends(&out), vec![(3, nack)]);
     b.check_invariants().unwrap();
 }
 
