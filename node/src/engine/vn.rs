@@ -11,7 +11,8 @@
 //!    The overlay of round t was thus usually started `lookahead` rounds earlier and is frozen by the time
 //!    the RN has trained: the round waits for its work, not for its negotiation.
 //!    A fresh RN sends `Prepare(0)` in the tail of its warm-up: the same, without starting the round, so
-//!    that round 0's overlay is negotiated before the round begins.
+//!    that round 0's overlay is negotiated before the round begins (its starts spaced alike at every VN,
+//!    `prepare_spacing`).
 //! 2. `Exchange(frame)`: the RN's chunk for t. Once the overlay of t is frozen, the VN waits a random delay
 //!    in `[0, send_jitter]` drawn from its own RNG — so that sibling VNs, which get their chunks at the same
 //!    instant, do not all send at once and link themselves by timing (DESIGN §5) — then sends the chunk to
@@ -686,7 +687,11 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         self.pace_overlays();
-        let spacing = self.start_spacing();
+        let spacing = if started {
+            self.start_spacing()
+        } else {
+            self.prepare_spacing()
+        };
         let ahead_max = if self.cfg.static_graph {
             0
         } else {
@@ -759,6 +764,22 @@ impl<I: VnIdentity> VnEngine<I> {
         match self.cfg.lookahead {
             0 => Duration::ZERO,
             l => self.sampler.overlay().deadline() / l as u32,
+        }
+    }
+
+    /// Spacing of the starts a `Prepare` schedules (rounds 0 ..= lookahead, before any round has begun): the
+    /// configured window, stretched as for the network's start (`INITIAL_STRETCH`), over the lookahead — the
+    /// same at every VN. Later starts follow the RN's rounds, so each VN's own stretch (`start_spacing`)
+    /// only slows them; a prepared batch follows nothing but this spacing, and scaled by each VN's stretch at
+    /// that instant (some VNs had measured round trips, some not) the batch's last rounds started up to a
+    /// window apart at different VNs (measured in the default run: round 12 started 1.76-2.73 s into the run
+    /// with 0.96 s windows, and rounds 10-12 formed 3.69-3.88 of 4 neighbours against 3.94-4.00 for the
+    /// others). The unstretched window packed the batch so densely that the load stretched rounds 6-10 to
+    /// 2-3.6 s windows, and those rounds waited for them (mean round 0.16-0.21 s against 0.15 s).
+    fn prepare_spacing(&self) -> Duration {
+        match self.cfg.lookahead {
+            0 => Duration::ZERO,
+            l => self.cfg.sampler.overlay.deadline() * super::round_trips::INITIAL_STRETCH / l as u32,
         }
     }
 
@@ -2717,6 +2738,46 @@ mod tests {
         assert_eq!(a[3], None, "beyond the lookahead until the RN moves on");
         let b = opened(2);
         assert_ne!(a, b, "another VN (another seed) keeps its own phase");
+    }
+
+    /// A `Prepare`d batch (rounds 0 ..= lookahead) starts its rounds on the same spacing at every VN, the
+    /// configured window's, whatever round trips each VN has measured (which still stretch each round's own
+    /// sub-steps): scaled by each VN's stretch, the batch's last rounds started up to a window apart.
+    #[test]
+    fn a_prepared_batch_starts_on_the_same_spacing_at_every_vn() {
+        let cfg = VnConfig {
+            lookahead: 4,
+            start_jitter: Duration::ZERO,
+            ..engine(|_| true).cfg.clone()
+        };
+        let make = || {
+            VnEngine::new(0u32, cfg.clone(), derive_rng(1, 0), derive_rng(1, 1), Box::new(|_| true))
+                .unwrap()
+        };
+        let starts = |e: &mut VnEngine<u32>| {
+            e.handle(Duration::ZERO, VnInput::Prepare(Round(0)));
+            let mut opened = [None; 5];
+            for now in (0..400u64).map(Duration::from_millis) {
+                e.handle(now, VnInput::Tick);
+                for (r, at) in opened.iter_mut().enumerate() {
+                    if at.is_none() && e.sampler.overlay().freeze_time(Round(r as u64)).is_some() {
+                        *at = Some(now);
+                    }
+                }
+            }
+            opened
+        };
+        let (mut quiet, mut busy) = (make(), make());
+        for _ in 0..crate::engine::round_trips::SAMPLES {
+            let rtt = Duration::from_millis(30);
+            busy.handle(Duration::ZERO, VnInput::ControlRoundTrip { rtt });
+        }
+        let q = starts(&mut quiet);
+        assert_eq!(q, starts(&mut busy));
+        // The configured window (140 ms) twice over the lookahead of 4: 70 ms apart.
+        let ms = |t| Some(Duration::from_millis(t));
+        assert_eq!(q, [ms(0), ms(70), ms(140), ms(210), ms(280)]);
+        assert!(busy.sampler.overlay().deadline() > quiet.sampler.overlay().deadline());
     }
 
     /// Slow acknowledgements stretch the overlays this VN starts afterwards; without round trips (the
