@@ -2740,9 +2740,39 @@ mod tests {
         assert_ne!(a, b, "another VN (another seed) keeps its own phase");
     }
 
-    /// A `Prepare`d batch (rounds 0 ..= lookahead) starts its rounds on the same spacing at every VN, the
-    /// configured window's, whatever round trips each VN has measured (which still stretch each round's own
-    /// sub-steps): scaled by each VN's stretch, the batch's last rounds started up to a window apart.
+    /// What an overlay message shows catch-up of its sender's progress: its own walk or answer the round's
+    /// lookahead below, a walk or answer that may be relayed (hidden origin) `MAX_FUTURE_ROUNDS` further
+    /// below, a walk it relays for a named origin nothing.
+    #[test]
+    fn what_an_overlay_message_shows_of_its_senders_progress() {
+        let walk = |origin| OverlayMsg::Propose {
+            round: Round(9),
+            origin,
+            nonce: 1,
+            ttl: 3,
+        };
+        assert_eq!(progress_shown(&walk(Some(5u32)), &5), Some(0));
+        assert_eq!(progress_shown(&walk(Some(6)), &5), None);
+        assert_eq!(progress_shown(&walk(None), &5), Some(MAX_FUTURE_ROUNDS));
+        let accept = |acceptor| OverlayMsg::Accept {
+            round: Round(9),
+            nonce: 1,
+            acceptor,
+        };
+        assert_eq!(progress_shown(&accept(5u32), &5), Some(0));
+        assert_eq!(progress_shown(&accept(6), &5), Some(MAX_FUTURE_ROUNDS));
+        let handover = OverlayMsg::Handover {
+            round: Round(9),
+            nonce: 1,
+            newcomer: 6u32,
+        };
+        assert_eq!(progress_shown(&handover, &5), None);
+    }
+
+    /// A `Prepare`d batch (rounds 0 ..= lookahead) starts its rounds on the same spacing at every VN (the
+    /// configured window × the cold-start stretch, over the lookahead), whatever round trips each VN has
+    /// measured (which still stretch each round's own sub-steps): scaled by each VN's stretch, the batch's
+    /// last rounds started up to a window apart.
     #[test]
     fn a_prepared_batch_starts_on_the_same_spacing_at_every_vn() {
         let cfg = VnConfig {
