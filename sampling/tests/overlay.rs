@@ -623,26 +623,29 @@ fn walks_hiding_their_origin_build_near_regular_graphs() {
     );
 }
 
+/// A builder whose walks hide their origin (r = 4, 100 ms sub-steps), round 0 started at time 0.
+fn hidden_walks(me: u32, seed: u64, view: &[u32]) -> OverlayBuilder<u32> {
+    let cfg = OverlayConfig {
+        hide_origin: true,
+        ..OverlayConfig::new(4, Duration::from_millis(100))
+    };
+    let mut b = OverlayBuilder::new(me, cfg, derive_rng(seed, me as u64)).unwrap();
+    let start = OverlayInput::StartRound { round: Round(0) };
+    b.handle(Duration::ZERO, start, view, &mut Vec::new());
+    b
+}
+
 /// A walk that hides its origin carries no origin from its first hop on, and a relay that receives it with
 /// the full hop budget passes the full budget on about three times in four, so the first hop is not the
 /// only one with it.
 #[test]
 fn a_hidden_walk_shows_neither_its_origin_nor_its_first_hop() {
-    let cfg = OverlayConfig {
-        hide_origin: true,
-        ..OverlayConfig::new(4, Duration::from_millis(100))
-    };
-    let ttl = cfg.ttl;
-    let mut origin = OverlayBuilder::new(0u32, cfg.clone(), derive_rng(5, 0)).unwrap();
     let view: Vec<u32> = (1..9).collect();
+    let mut origin = hidden_walks(0, 5, &view);
+    let cfg = origin.config().clone();
+    let ttl = cfg.ttl;
     let mut out = Vec::new();
-    origin.handle(
-        Duration::ZERO,
-        OverlayInput::StartRound { round: Round(0) },
-        &view,
-        &mut out,
-    );
-    for i in 1..cfg.substeps {
+    for i in 0..cfg.substeps {
         origin.handle(cfg.substep * i, OverlayInput::Tick, &view, &mut out);
     }
     let started: Vec<_> = sends(&out)
@@ -676,19 +679,10 @@ fn a_hidden_walk_shows_neither_its_origin_nor_its_first_hop() {
 /// origin's place; the origin, holding the key, can.
 #[test]
 fn a_relay_cannot_commit_to_an_offer_in_the_origins_place() {
-    let cfg = OverlayConfig {
-        hide_origin: true,
-        ..OverlayConfig::new(4, Duration::from_millis(100))
-    };
-    let mut a = OverlayBuilder::new(1u32, cfg.clone(), derive_rng(9, 1)).unwrap();
     let view = [2u32, 3];
+    let mut a = hidden_walks(1, 9, &view);
+    let cfg = a.config().clone();
     let mut out = Vec::new();
-    a.handle(
-        Duration::ZERO,
-        OverlayInput::StartRound { round: Round(0) },
-        &view,
-        &mut out,
-    );
     // Hidden walks relayed by 2, one per sub-step, until 1 offers a slot (answering back to 2).
     let (key, at) = (0..cfg.substeps)
         .find_map(|i| {
