@@ -927,6 +927,7 @@ impl<I: PeerId> OverlayBuilder<I> {
             OverlayMsg::SpliceRequest { nonce, .. } => {
                 self.on_splice_request(now, round, from, nonce, msg, view, out)
             }
+            // Answers were routed above (`on_answer`), whether or not the round is open here.
             OverlayMsg::Accept { .. } | OverlayMsg::SpliceOffer { .. } => {}
             OverlayMsg::Confirm { key, .. } => self.on_confirm(round, from, key, out),
             OverlayMsg::ConfirmAck { nonce, .. } => self.on_confirm_ack(round, from, nonce, out),

@@ -1026,7 +1026,8 @@ impl<I: VnIdentity> VnEngine<I> {
                 self.sampler_input(now, SamplerInput::Message { from, msg }, out);
             }
             ControlMsg::Overlay(m) => {
-                if overlay_claims(&m).iter().any(|claimed| !(self.allowed)(claimed)) {
+                let listed = overlay_claims(&m).into_iter().flatten().all(|c| (self.allowed)(c));
+                if !listed {
                     self.refused(from, RefusalKind::NotAllowed, out);
                     return;
                 }
@@ -1816,18 +1817,19 @@ impl<I: VnIdentity> VnEngine<I> {
     }
 }
 
-/// The identities an overlay message claims about third parties, which must be on the peer list.
-fn overlay_claims<I>(m: &OverlayMsg<I>) -> Vec<&I> {
+/// The identities an overlay message claims about third parties (at most two), which must be on the peer
+/// list. An array, not a `Vec`: it is asked of every overlay message.
+fn overlay_claims<I>(m: &OverlayMsg<I>) -> [Option<&I>; 2] {
     match m {
         OverlayMsg::Propose { origin, .. } | OverlayMsg::SpliceRequest { origin, .. } => {
-            origin.iter().collect()
+            [origin.as_ref(), None]
         }
-        OverlayMsg::Accept { acceptor, .. } => vec![acceptor],
+        OverlayMsg::Accept { acceptor, .. } => [Some(acceptor), None],
         OverlayMsg::SpliceOffer {
             splitter, other, ..
-        } => vec![splitter, other],
-        OverlayMsg::Handover { newcomer, .. } => vec![newcomer],
-        _ => Vec::new(),
+        } => [Some(splitter), Some(other)],
+        OverlayMsg::Handover { newcomer, .. } => [Some(newcomer), None],
+        _ => [None, None],
     }
 }
 

@@ -41,7 +41,7 @@ pub struct Timing {
     pub send_pace_auto: bool,
     /// Start overlay walks that name no origin, their answers relayed back along the path, so that no
     /// message shows its first hop (`sampling::OverlayConfig::hide_origin`; issue 13). It costs answers as
-    /// many hops as the walk took: about 1.5-1.8× the overlay messages, and more VNs short of r edges unless
+    /// many hops as the walk took: about 1.4-1.8× the overlay messages, and more VNs short of r edges unless
     /// sub-steps are several round trips long (the README's overlay section has the figures).
     pub hide_walk_origin: bool,
     /// Gossip before round 0, so views are mixed (and peers are up) when the first overlay is built.
