@@ -192,6 +192,7 @@ impl NodeConfig {
             return Err(err("vns", "must be at least 1".into()));
         }
         raw.values.validate().map_err(|e| err("values", e))?;
+        raw.timing.validate().map_err(|e| err("timing", e))?;
         if !(0.0..=1.0).contains(&raw.dropout) {
             return Err(err("dropout", format!("{} is not a rate in [0, 1]", raw.dropout)));
         }
@@ -495,6 +496,8 @@ seed = 9
             (GOOD.replace("listen = [\"/ip4/127.0.0.1/tcp/0\"]", "listen = [\"/ip4/127.0.0.1/tcp/0\", \"/ip4/127.0.0.1/tcp/0\", \"/ip4/127.0.0.1/tcp/0\"]"), "listen"),
             (GOOD.replace("local_steps = 10", "local_steps = 10\nlocal_epochs = 1"), "learning.local_steps"),
             (GOOD.replace("degree = 2", "degree = \"two\""), "line 6"),
+            (format!("{GOOD}[timing]\ncyclon_shuffle_len = 21\n"), "timing"),
+            (format!("{GOOD}[timing]\ncyclon_shuffle_len = 0\n"), "timing"),
         ];
         for (text, field) in cases {
             let e = NodeConfig::parse(p, &text).unwrap_err().to_string();

@@ -17,7 +17,7 @@ use libp2p::swarm::dial_opts::DialOpts;
 use libp2p::{Multiaddr, PeerId, StreamProtocol, Swarm};
 use node::net::behaviour::{Timeouts, VnBehaviour};
 use node::net::control_link::{Closed, ControlLinks, LinkEvent};
-use node::net::transport::build_swarm;
+use node::net::transport::{VnSwarm, build_swarm};
 use node::net::vn_task::listen;
 use node::peers::PeerList;
 use tokio::sync::mpsc;
@@ -50,7 +50,7 @@ impl Vn {
 
 /// A Swarm for `key` that allows `allow` at the connection level.
 async fn vn(key: Keypair, allow: &[PeerId]) -> Vn {
-    let mut swarm: Swarm<VnBehaviour> =
+    let mut swarm: VnSwarm =
         build_swarm(key.clone(), None, Timeouts::default(), 1 << 16).unwrap();
     for p in allow {
         swarm.behaviour_mut().allow.allow_peer(*p);

@@ -11,7 +11,7 @@ use libp2p::request_response::{Event, Message};
 use libp2p::swarm::SwarmEvent;
 use libp2p::{Multiaddr, PeerId, Swarm};
 use node::net::behaviour::{Timeouts, VnBehaviour, VnBehaviourEvent};
-use node::net::transport::build_swarm;
+use node::net::transport::{VnSwarm, build_swarm};
 
 const LEN: usize = 1000;
 const LIMIT: Duration = Duration::from_secs(20);
@@ -24,8 +24,8 @@ enum Outcome {
 }
 
 async fn send(
-    a: &mut Swarm<VnBehaviour>,
-    b: &mut Swarm<VnBehaviour>,
+    a: &mut VnSwarm,
+    b: &mut VnSwarm,
     to: PeerId,
     addr: &Multiaddr,
     bytes: Vec<u8>,

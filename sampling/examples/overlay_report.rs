@@ -56,6 +56,16 @@ struct Args {
     /// Time between round starts with `--lookahead` (virtual ms). [default: window / lookahead]
     #[arg(long)]
     round_period_ms: Option<u64>,
+    /// Time between two Cyclon shuffles of one VN (virtual ms). [default: the simulator's, a fifth of a
+    /// round]
+    #[arg(long)]
+    cyclon_period_ms: Option<u64>,
+    /// Entries one Cyclon shuffle swaps. [default: Cyclon's, 8]
+    #[arg(long)]
+    shuffle_len: Option<usize>,
+    /// Cyclon-only time before round 0 (virtual ms). [default: the simulator's, 30 shuffle periods]
+    #[arg(long)]
+    warmup_ms: Option<u64>,
 }
 
 fn per(t: u64, d: f64) -> f64 {
@@ -77,6 +87,15 @@ fn main() -> anyhow::Result<()> {
         cfg.overlay.ttl = ttl;
     }
     cfg.overlay.hide_origin = a.hide_origin;
+    if let Some(ms) = a.cyclon_period_ms {
+        cfg.cyclon.period = Duration::from_millis(ms);
+    }
+    if let Some(ms) = a.warmup_ms {
+        cfg.warmup = Duration::from_millis(ms);
+    }
+    if let Some(l) = a.shuffle_len {
+        cfg.cyclon.shuffle_len = l;
+    }
     if a.lookahead > 0 {
         cfg.lookahead = a.lookahead;
         cfg.round_period = match a.round_period_ms {
@@ -184,7 +203,8 @@ fn main() -> anyhow::Result<()> {
         "control_msgs_per_vn": per(cy + ov, vr), "cyclon_msgs_per_vn": per(cy, vr), "overlay_msgs_per_vn": per(ov, vr),
         "control_bytes_per_vn": per(bytes, vr), "control_bytes_per_vn_peerid": per(bytes_pid, vr),
         "half_open_edges": half_open, "one_sided_after_check": one_sided, "malformed_neighbour_sets": malformed,
-        "invalid_msgs": t.invalid, "elapsed_s": t0.elapsed().as_secs_f64(),
+        "invalid_msgs": t.invalid,
+        "contacts_per_vn": per(2 * sim.contact_pairs() as u64, big_n as f64), "elapsed_s": t0.elapsed().as_secs_f64(),
     });
     println!("{report}");
     Ok(())

@@ -44,9 +44,9 @@ pub enum TimingChoice {
     /// `node::Timing::default()`: 200 ms sub-steps negotiated 4 rounds ahead, 30 s exchange timeout, 5 s
     /// warm-up.
     Lan,
-    /// `node::Timing::crowded()`: the LAN timing with 400 ms sub-steps, 1 round negotiated ahead, 5 s Cyclon
-    /// shuffles and a 20 s warm-up, for hundreds of VNs on a few cores, where nearly every message costs a
-    /// handshake.
+    /// `node::Timing::crowded()`: the LAN timing with 400 ms sub-steps, 1 round negotiated ahead, a Cyclon
+    /// shuffle of one entry every 20 s and a 20 s warm-up, for hundreds of VNs on a few cores, where every
+    /// new peer a VN talks to costs a handshake and a connection.
     Crowded,
 }
 

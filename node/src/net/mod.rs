@@ -2,6 +2,7 @@
 //! (`link.rs`) to VNs hosted in another process.
 
 pub mod behaviour;
+pub mod boxed;
 pub mod codec;
 pub mod control_link;
 pub mod limits;

@@ -14,6 +14,7 @@ use libp2p::pnet::{PnetConfig, PreSharedKey};
 use libp2p::{PeerId, Swarm, noise, tcp, yamux};
 
 use super::behaviour::{Timeouts, VnBehaviour};
+use super::boxed::BoxedHandlers;
 use crate::{NodeError, Result};
 
 /// The transport stack; every socket that has not become an authenticated, multiplexed connection within
@@ -46,6 +47,9 @@ pub(crate) fn transport(
     })
 }
 
+/// One VN's Swarm: its behaviour, with each connection's handler boxed ([`BoxedHandlers`]).
+pub type VnSwarm = Swarm<BoxedHandlers<VnBehaviour>>;
+
 /// A Swarm for one VN identity, refusing chunk frames over `max_chunk_frame` bytes. Must be called inside a
 /// tokio runtime.
 pub fn build_swarm(
@@ -53,13 +57,13 @@ pub fn build_swarm(
     psk: Option<PreSharedKey>,
     timeouts: Timeouts,
     max_chunk_frame: usize,
-) -> Result<Swarm<VnBehaviour>> {
+) -> Result<VnSwarm> {
     let t = transport(&key, psk, timeouts.handshake)?;
     Ok(libp2p::SwarmBuilder::with_existing_identity(key)
         .with_tokio()
         .with_other_transport(|_| t)
         .map_err(|e| NodeError::Network(format!("transport: {e}")))?
-        .with_behaviour(|key| VnBehaviour::new(key, timeouts, max_chunk_frame))
+        .with_behaviour(|key| BoxedHandlers(VnBehaviour::new(key, timeouts, max_chunk_frame)))
         .map_err(|e| NodeError::Network(format!("behaviour: {e}")))?
         .with_swarm_config(|c| c.with_idle_connection_timeout(timeouts.idle_connection))
         .build())

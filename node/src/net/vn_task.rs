@@ -20,7 +20,8 @@ use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::behaviour::{VnBehaviour, VnBehaviourEvent};
+use super::behaviour::VnBehaviourEvent;
+use super::transport::VnSwarm;
 use super::control_link::{Closed, ControlLinks, LinkEvent};
 use super::preconnect::Preconnect;
 use crate::VnAddr;
@@ -89,7 +90,7 @@ pub type Channels = BTreeMap<u64, ResponseChannel<Vec<u8>>>;
 
 pub struct VnTask {
     pub index: usize,
-    pub swarm: Swarm<VnBehaviour>,
+    pub swarm: VnSwarm,
     pub engine: VnEngine<VnAddr>,
     pub bootstrap: Vec<VnAddr>,
     pub peers: Arc<PeerList>,
@@ -527,7 +528,7 @@ impl VnTask {
 struct SwarmPort<'a> {
     index: usize,
     node: usize,
-    swarm: &'a mut Swarm<VnBehaviour>,
+    swarm: &'a mut VnSwarm,
     channels: &'a mut Channels,
     round_channels: &'a mut Channels,
     outbound_chunks: &'a mut HashMap<OutboundRequestId, (PeerId, Round)>,

@@ -258,6 +258,8 @@ impl VnSetup {
                 "VN setup: a time over {MAX_SETUP_MS} ms"
             )));
         }
+        t.validate()
+            .map_err(|e| NodeError::Config(format!("VN setup: {e}")))?;
         s.values
             .validate()
             .map_err(|e| NodeError::Config(format!("VN setup: {e}")))?;

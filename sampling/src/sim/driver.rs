@@ -1,6 +1,7 @@
 //! Many VNs running Cyclon + the overlay builder — one [`Sampler`] each, the composition the node runs — on
 //! a simulated [`Network`], round after round.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use protocol::Round;
@@ -142,6 +143,8 @@ pub struct OverlaySim {
     pusher: Option<(Pusher, Duration, ChaCha12Rng)>,
     /// Messages the pusher sent.
     pub pushed: u64,
+    /// Unordered VN pairs that have exchanged a control message or shared an edge (so chunks) so far.
+    contacts: HashSet<(u32, u32)>,
 }
 
 fn varint_len(v: u64) -> u64 {
@@ -206,6 +209,7 @@ impl OverlaySim {
             out: Vec::new(),
             pusher: None,
             pushed: 0,
+            contacts: HashSet::new(),
         };
         sim.vns = vns;
         for i in 0..n as u32 {
@@ -300,6 +304,13 @@ impl OverlaySim {
         Ok(i)
     }
 
+    /// Unordered VN pairs that have exchanged a control message, or shared an edge of a collected round,
+    /// since the start: the connections a libp2p deployment opens over the run (it keeps each until it
+    /// idles out), whose handshakes and buffers are most of what hundreds of VNs in one process cost.
+    pub fn contact_pairs(&self) -> usize {
+        self.contacts.len()
+    }
+
     /// In-degree of every VN in the Cyclon view graph (alive VNs' views only).
     pub fn view_in_degrees(&self) -> Vec<usize> {
         let mut d = vec![0; self.vns.len()];
@@ -338,6 +349,7 @@ impl OverlaySim {
                     *msgs += 1;
                     *bytes += b;
                     *bytes_peerid += b + id_overhead(&msg);
+                    self.contacts.insert((i.min(to), i.max(to)));
                     self.net.send(i, to, msg);
                 }
                 SamplerOutput::Invalid { .. } => self.traffic.invalid += 1,
@@ -545,6 +557,7 @@ impl OverlaySim {
             for &j in &after[i] {
                 if after[j as usize].contains(&(i as u32)) {
                     adj[i].push(j);
+                    self.contacts.insert(((i as u32).min(j), (i as u32).max(j)));
                 } else {
                     one_sided += 1;
                 }
