@@ -9,8 +9,8 @@ use libp2p::futures::StreamExt;
 use libp2p::identity::Keypair;
 use libp2p::request_response::{Event, Message};
 use libp2p::swarm::SwarmEvent;
-use libp2p::{Multiaddr, PeerId, Swarm};
-use node::net::behaviour::{Timeouts, VnBehaviour, VnBehaviourEvent};
+use libp2p::{Multiaddr, PeerId};
+use node::net::behaviour::{Timeouts, VnBehaviourEvent};
 use node::net::transport::{VnSwarm, build_swarm};
 
 const LEN: usize = 1000;
