@@ -128,12 +128,14 @@ impl Timing {
     /// 0, negotiated while every connection is new. Those gave 7.68 of 8 neighbours, but 9.7-10.1 GiB: views
     /// that swapped 8 entries per shuffle every 5 s had shown each VN most of the network within the run,
     /// and its walks and shuffles went to whatever its view held (88,000-94,000 connections, of 130,816
-    /// pairs). A view that changes by one entry per 20 s keeps the walks on peers already connected: 7.89 of
-    /// 8 in 2.98 GiB, rounds of 50 s instead of 97. The overlay simulator gives the graphs' quality and the
-    /// peers contacted (`overlay_report --substep-ms 400 --cyclon-period-ms 5000 --shuffle-len 1`, the same
-    /// shuffles per round): deficiency 0.3 %, λ₂ that of a uniform random graph, 69 peers contacted per VN
-    /// against 294 with the old shuffles. This runs fewer shuffles per round than DESIGN §5's four; the
-    /// rounds' graphs, not the views, are what must be random, and the report shows they are.
+    /// pairs). A view that changes by one entry every 20 s keeps the walks on peers already connected: 7.89
+    /// of 8 in 2.98 GiB with rounds of 50 s instead of 97 (7.96 in 2.52-2.55 GiB once connection handlers
+    /// were boxed, `net::boxed`). In the overlay simulator (`overlay_report --substep-ms 400 --warmup-ms
+    /// 20000 --cyclon-period-ms 8900 --shuffle-len 1`, about two one-entry shuffles per round as here) each
+    /// VN contacts 60 peers over five rounds against 299 with the old shuffles (`--cyclon-period-ms 1250`,
+    /// eight entries about 15 times a round), at 0.3-0.7 % deficiency and the λ₂ of a uniform random graph.
+    /// That is fewer shuffles per round than DESIGN §5's four: the rounds' graphs, not the views, are what
+    /// must be random, and the report shows they are.
     pub fn crowded() -> Self {
         Self {
             substep_ms: 400,
