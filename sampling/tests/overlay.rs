@@ -65,40 +65,54 @@ fn lossless_rounds_are_near_regular_and_consistent() {
     );
 }
 
+/// The report's quality criteria (DESIGN §5) over `rounds` rounds of `cfg`'s network: the share of (VN, round)
+/// pairs below degree r, the mean second eigenvalue, and the peers each VN contacted. Panics on a half-open
+/// edge or a malformed graph.
+fn quality(cfg: SimConfig, rounds: usize) -> (f64, f64, f64) {
+    let (n, r, seed) = (cfg.n_vns, cfg.overlay.degree, cfg.seed);
+    let mut s = OverlaySim::new(cfg).unwrap();
+    let mut rng = derive_rng(seed, 98);
+    let (mut deficient, mut l2) = (0, 0.0);
+    for _ in 0..rounds {
+        let g = s.run_round();
+        assert_eq!(g.half_open, 0, "round {}", g.round);
+        deficient += check(&g, r);
+        l2 += sampling::spectral::spectrum(&g.adj, r, &mut rng).lambda2;
+    }
+    let contacts = 2.0 * s.contact_pairs() as f64 / n as f64;
+    (deficient as f64 / (n * rounds) as f64, l2 / rounds as f64, contacts)
+}
+
+/// The mean second eigenvalue of `rounds` uniform random r-regular graphs on n vertices.
+fn uniform_lambda2(n: usize, r: usize, rounds: usize, seed: u64) -> f64 {
+    let mut rng = derive_rng(seed, 99);
+    (0..rounds)
+        .map(|_| {
+            let g = sampling::uniform::random_regular(n, r, &mut rng);
+            sampling::spectral::spectrum(&g, r, &mut rng).lambda2
+        })
+        .sum::<f64>()
+        / rounds as f64
+}
+
 /// Negotiating ahead (rounds 8× shorter than the overlay window, so 9 negotiations overlap) builds graphs as
 /// good as negotiating each round alone: the same deficiency bound, no half-open edge, and a second
 /// eigenvalue as close to a uniform random r-regular graph's (the report's quality criteria, DESIGN §5).
 #[test]
 fn rounds_negotiated_ahead_are_as_good_as_rounds_alone() {
     let (n, r, rounds) = (128, 4, 12);
-    let quality = |lookahead: u64| {
+    let config = |lookahead: u64| {
         let mut cfg = SimConfig::new(n, r, 33);
         cfg.check_invariants = true;
         if lookahead > 0 {
             cfg.lookahead = lookahead;
             cfg.round_period = cfg.overlay.deadline() / lookahead as u32;
         }
-        let mut s = OverlaySim::new(cfg).unwrap();
-        let mut rng = derive_rng(33, 98);
-        let (mut deficient, mut l2) = (0, 0.0);
-        for _ in 0..rounds {
-            let g = s.run_round();
-            assert_eq!(g.half_open, 0, "lookahead {lookahead}");
-            deficient += check(&g, r);
-            l2 += sampling::spectral::spectrum(&g.adj, r, &mut rng).lambda2;
-        }
-        (deficient as f64 / (n * rounds) as f64, l2 / rounds as f64)
+        cfg
     };
-    let (d0, l0) = quality(0);
-    let (d8, l8) = quality(8);
-    let mut rng = derive_rng(33, 99);
-    let uniform = (0..rounds)
-        .map(|_| {
-            let g = sampling::uniform::random_regular(n, r, &mut rng);
-            sampling::spectral::spectrum(&g, r, &mut rng).lambda2
-        })
-        .sum::<f64>()
-        / rounds as f64;
+    let (d0, l0, _) = quality(config(0), rounds);
+    let (d8, l8, _) = quality(config(8), rounds);
+    let uniform = uniform_lambda2(n, r, rounds, 33);
     eprintln!(
         "deficient {d8:.6} (alone {d0:.6}); λ₂ {l8:.6} (alone {l0:.6}, uniform {uniform:.6})"
     );
@@ -119,35 +133,18 @@ fn rounds_negotiated_ahead_are_as_good_as_rounds_alone() {
 #[test]
 fn slowly_changing_views_build_graphs_as_good_and_contact_fewer_peers() {
     let (n, r, rounds) = (128, 8, 8);
-    let quality = |slow: bool| {
+    let config = |slow: bool| {
         let mut cfg = SimConfig::new(n, r, 5);
         cfg.check_invariants = true;
         if slow {
             cfg.cyclon.period = cfg.round_period;
             cfg.cyclon.shuffle_len = 1;
         }
-        let mut s = OverlaySim::new(cfg).unwrap();
-        let mut rng = derive_rng(5, 98);
-        let (mut deficient, mut l2) = (0, 0.0);
-        for _ in 0..rounds {
-            let g = s.run_round();
-            assert_eq!(g.half_open, 0, "slow {slow}");
-            deficient += check(&g, r);
-            l2 += sampling::spectral::spectrum(&g.adj, r, &mut rng).lambda2;
-        }
-        let contacts = 2.0 * s.contact_pairs() as f64 / n as f64;
-        (deficient as f64 / (n * rounds) as f64, l2 / rounds as f64, contacts)
+        cfg
     };
-    let (d0, l0, c0) = quality(false);
-    let (d1, l1, c1) = quality(true);
-    let mut rng = derive_rng(5, 99);
-    let uniform = (0..rounds)
-        .map(|_| {
-            let g = sampling::uniform::random_regular(n, r, &mut rng);
-            sampling::spectral::spectrum(&g, r, &mut rng).lambda2
-        })
-        .sum::<f64>()
-        / rounds as f64;
+    let (d0, l0, c0) = quality(config(false), rounds);
+    let (d1, l1, c1) = quality(config(true), rounds);
+    let uniform = uniform_lambda2(n, r, rounds, 5);
     eprintln!(
         "slow views: deficient {d1:.4}, λ₂ {l1:.4}, {c1:.1} peers contacted per VN; default: {d0:.4}, \
          {l0:.4}, {c0:.1}; uniform λ₂ {uniform:.4}"
