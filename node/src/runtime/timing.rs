@@ -129,7 +129,7 @@ impl Timing {
     /// that swapped 8 entries per shuffle every 5 s had shown each VN most of the network within the run,
     /// and its walks and shuffles went to whatever its view held (88,000-94,000 connections, of 130,816
     /// pairs). A view that changes by one entry every 20 s keeps the walks on peers already connected: 7.89
-    /// of 8 in 2.98 GiB with rounds of 50 s instead of 97 (7.96 in 2.52-2.55 GiB once connection handlers
+    /// of 8 in 2.98 GiB with rounds of 50 s instead of 97 (7.96-7.97 in 2.50-2.55 GiB once connection handlers
     /// were boxed, `net::boxed`). In the overlay simulator (`overlay_report --substep-ms 400 --warmup-ms
     /// 20000 --cyclon-period-ms 8900 --shuffle-len 1`, about two one-entry shuffles per round as here) each
     /// VN contacts 60 peers over five rounds against 299 with the old shuffles (`--cyclon-period-ms 1250`,
