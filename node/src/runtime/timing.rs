@@ -136,6 +136,8 @@ impl Timing {
     /// eight entries about 15 times a round), at 0.3-0.7 % deficiency and the λ₂ of a uniform random graph.
     /// That is fewer shuffles per round than DESIGN §5's four: the rounds' graphs, not the views, are what
     /// must be random, and the report shows they are.
+    /// What it trades: a VN's walks leave through the same few view entries for longer, so a peer in its view
+    /// sees more of its first hops; the linkage audits were measured with the other timings, not this one.
     pub fn crowded() -> Self {
         Self {
             substep_ms: 400,
