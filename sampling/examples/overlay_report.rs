@@ -63,7 +63,8 @@ struct Args {
     /// Entries one Cyclon shuffle swaps. [default: Cyclon's, 8]
     #[arg(long)]
     shuffle_len: Option<usize>,
-    /// Cyclon-only time before round 0 (virtual ms). [default: the simulator's, 30 shuffle periods]
+    /// Cyclon-only time before round 0 (virtual ms). [default: the simulator's, 30 of its default shuffle
+    /// periods, whatever `--cyclon-period-ms` says]
     #[arg(long)]
     warmup_ms: Option<u64>,
 }

@@ -311,6 +311,10 @@ impl OverlaySim {
         self.contacts.len()
     }
 
+    fn contact(&mut self, a: u32, b: u32) {
+        self.contacts.insert((a.min(b), a.max(b)));
+    }
+
     /// In-degree of every VN in the Cyclon view graph (alive VNs' views only).
     pub fn view_in_degrees(&self) -> Vec<usize> {
         let mut d = vec![0; self.vns.len()];
@@ -349,7 +353,7 @@ impl OverlaySim {
                     *msgs += 1;
                     *bytes += b;
                     *bytes_peerid += b + id_overhead(&msg);
-                    self.contacts.insert((i.min(to), i.max(to)));
+                    self.contact(i, to);
                     self.net.send(i, to, msg);
                 }
                 SamplerOutput::Invalid { .. } => self.traffic.invalid += 1,
@@ -557,7 +561,7 @@ impl OverlaySim {
             for &j in &after[i] {
                 if after[j as usize].contains(&(i as u32)) {
                     adj[i].push(j);
-                    self.contacts.insert(((i as u32).min(j), (i as u32).max(j)));
+                    self.contact(i as u32, j);
                 } else {
                     one_sided += 1;
                 }
