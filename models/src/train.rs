@@ -5,7 +5,8 @@
 //! Batches are built from the dataset's flat vectors only when needed, so a node's data never lives on the
 //! device as a whole.
 //!
-//! `train/mf_sgd.rs`: the exact sparse-row SGD step that trains matrix factorisation on the CPU.
+//! `train/mf_sgd.rs`: the exact sparse-row SGD step that trains matrix factorisation on the CPU, and its
+//! per-sample squared errors without Candle's batches.
 
 use candle_core::{D, DType, Device, Tensor};
 use candle_nn::optim::{Optimizer, SGD};
@@ -416,6 +417,11 @@ fn batch_losses(model: &Model, batch: &Batch) -> Result<(Vec<f32>, usize)> {
 
 fn losses_and_correct(model: &Model, data: &Dataset) -> Result<(Vec<f32>, usize)> {
     model.info().check(data)?;
+    if model.device().is_cpu()
+        && let Some(mf) = model.mf_vars()
+    {
+        return Ok((mf_sgd::squared_errors(&mf, data)?, 0));
+    }
     let indices: Vec<usize> = (0..data.len()).collect();
     let mut losses = Vec::with_capacity(data.len());
     let mut correct = 0;

@@ -500,6 +500,46 @@ fn mf_sparse_step_matches_autograd_on_movielens() {
     }
 }
 
+/// Candle's per-sample losses of `model` on `data`, batch by batch: the path every non-MF model evaluates by.
+fn candle_losses(model: &Model, data: &Dataset) -> Vec<f32> {
+    let indices: Vec<usize> = (0..data.len()).collect();
+    let mut losses = Vec::new();
+    for idx in indices.chunks(EVAL_BATCH) {
+        let batch = make_batch(data, idx, model.device()).unwrap();
+        losses.extend(batch_losses(model, &batch).unwrap().0);
+    }
+    losses
+}
+
+#[test]
+fn mf_evaluation_matches_candles_forward_pass() {
+    // 300 samples: two full evaluation batches and a partial one; trained first, so the rows differ.
+    let data = random_ratings(300, 7, 11, 5);
+    for (factors, centred) in [(5, false), (3, true), (40, true)] {
+        let spec = ModelSpec::MatrixFactorization { factors, centred };
+        let mut m = model_for(spec.clone(), &data, 0);
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        train_local(&mut m, &data, &sgd(0.05, 16, LocalWork::Epochs(2)), &mut rng).unwrap();
+        let fast = per_sample_losses(&m, &data).unwrap();
+        let candle = candle_losses(&m, &data);
+        assert_eq!(fast.len(), data.len());
+        // Up to Candle's SIMD sums (rows of 32 factors or more), the same operations in the same order.
+        let tol = if factors < 32 { 0.0 } else { 1e-5 };
+        for (k, (&a, &b)) in fast.iter().zip(&candle).enumerate() {
+            assert!(
+                (a - b).abs() <= tol * a.abs().max(b.abs()),
+                "{spec} sample {k}: {a} vs {b}"
+            );
+        }
+        let Evaluation::Rating { rmse, samples, .. } = evaluate(&m, &data).unwrap() else {
+            panic!("MF evaluates as a rating model");
+        };
+        let mean = candle.iter().map(|&l| l as f64).sum::<f64>() / candle.len() as f64;
+        assert_eq!(samples, data.len());
+        assert!((rmse - mean.sqrt()).abs() <= 1e-6 * rmse, "{rmse} vs {}", mean.sqrt());
+    }
+}
+
 #[test]
 fn mf_divergence_is_the_same_error_on_both_paths() {
     let data = low_rank_ratings(5, 5, 0);

@@ -101,6 +101,9 @@ pub const PROBE_PEERS: usize = 5;
 /// per probe, and probes at most once per exchange deadline.
 pub const ROUND_QUERY_BURST: f64 = 4.0;
 
+/// The sign bit of an f32: cleared, the bit pattern is the magnitude's.
+const SIGN_BIT: u32 = 1 << 31;
+
 // A chunk more than MAX_FUTURE_ROUNDS ahead of the newest round this VN's RN started is refused as `WrongRound`;
 // exchange states older than the newest minus MAX_KEPT_ROUNDS are forgotten and their chunks are stale. One
 // definition (protocol::control) for the overlay and the exchange.
@@ -1412,13 +1415,18 @@ impl<I: VnIdentity> VnEngine<I> {
             Some(&len) if len == frame.values.len() => {}
             _ => return Err(RefuseReason::BadChunk),
         }
-        let (finite, largest) = frame.values.iter().fold((true, 0.0f32), |(f, m), v| {
-            (f && v.is_finite(), m.max(v.abs()))
-        });
-        if !finite {
+        // One pass over the magnitudes' bit patterns, which order as the magnitudes do and put infinities and
+        // NaNs above every finite value: an integer maximum the compiler vectorises, where a float fold with
+        // a NaN test per value does not (this pass reads every byte a VN receives).
+        let largest_bits = frame
+            .values
+            .iter()
+            .map(|v| v.to_bits() & !SIGN_BIT)
+            .fold(0, u32::max);
+        if largest_bits >= f32::INFINITY.to_bits() {
             return Err(RefuseReason::NonFinite);
         }
-        if largest > self.value_limit() {
+        if f32::from_bits(largest_bits) > self.value_limit() {
             return Err(RefuseReason::OutOfRange);
         }
         Ok(())
@@ -2424,6 +2432,15 @@ mod tests {
             )),
             Some(RefuseReason::NonFinite)
         );
+        // The check reads magnitudes from the bit patterns: negative infinities and NaNs with the sign bit set
+        // are refused too.
+        for bad in [f32::NEG_INFINITY, -f32::NAN] {
+            assert_eq!(
+                refused(&send_chunk(&mut e, t, 1, chunk(0, 1, &[-0.0, bad]))),
+                Some(RefuseReason::NonFinite),
+                "{bad}"
+            );
+        }
         assert_eq!(
             refused(&send_chunk(&mut e, t, 1, chunk(99, 1, &[1.0, 2.0]))),
             Some(RefuseReason::WrongRound),
@@ -2455,7 +2472,7 @@ mod tests {
             "nothing reached the RN"
         );
         assert_eq!(e.pending_total, 0);
-        assert_eq!(e.counters.refused, 9);
+        assert_eq!(e.counters.refused, 11);
         let by = e.counters.refused_by_reason;
         assert_eq!(
             (
@@ -2466,7 +2483,7 @@ mod tests {
                 by.duplicate,
                 by.not_neighbour
             ),
-            (1, 2, 2, 1, 1, 2)
+            (1, 2, 4, 1, 1, 2)
         );
     }
 
