@@ -80,43 +80,22 @@ pub(super) fn squared_errors(mf: &MfVars<'_>, data: &Dataset) -> Result<Vec<f32>
             "matrix factorisation evaluates on (user, item) pairs with ratings".into(),
         ));
     };
-    let users = Embedding::read(mf.users)?;
-    let items = Embedding::read(mf.items)?;
+    let users = Table::read(mf.users)?;
+    let items = Table::read(mf.items)?;
     let mut out = Vec::with_capacity(pairs.len());
     for (&[u, i], &r) in pairs.iter().zip(ratings) {
-        let (Some(uv), Some(iv)) = (users.row(u), items.row(i)) else {
+        // `TaskInfo::check` has matched the dataset to the model; this keeps a mismatch an error, not a panic.
+        if u as usize >= users.rows() || i as usize >= items.rows() {
             return Err(ModelsError::Config(format!(
                 "rating of user {u} for item {i} is outside the embeddings ({} users, {} items)",
-                users.rows, items.rows
+                users.rows(),
+                items.rows()
             )));
-        };
-        let err = dot(uv, iv) + mf.offset - r;
+        }
+        let err = dot(users.row(u), items.row(i)) + mf.offset - r;
         out.push(err * err);
     }
     Ok(out)
-}
-
-/// A read-only host copy of one embedding `[rows, factors]`.
-struct Embedding {
-    rows: usize,
-    factors: usize,
-    values: Vec<f32>,
-}
-
-impl Embedding {
-    fn read(var: &Var) -> Result<Self> {
-        let (rows, factors) = var.dims2()?;
-        Ok(Embedding {
-            rows,
-            factors,
-            values: var.flatten_all()?.to_vec1::<f32>()?,
-        })
-    }
-
-    fn row(&self, r: u32) -> Option<&[f32]> {
-        let start = (r as usize).checked_mul(self.factors)?;
-        self.values.get(start..start + self.factors)
-    }
 }
 
 /// One SGD step on the samples `idx`; returns the batch's mean loss before the step. Each f32 operation is the
