@@ -6,7 +6,9 @@
 //!    lr 0.075, batch 32, one local epoch per round — run with `testnet --mode inproc` (real libp2p on
 //!    127.0.0.1 TCP) for k = 1, 2, 4: round time (mean, and without round 0, whose overlay cannot have been
 //!    negotiated ahead), training time, protocol overhead (round − training), neighbours per VN, chunk bytes
-//!    against 4·d·r, messages, final RMSE — next to the figures the issue quotes for the Python reference.
+//!    against 4·d·r, messages, final RMSE, cores busy (the process's CPU seconds over wall seconds after every
+//!    node's first round: near the machine's core count, the rounds wait on the cores) — next to the figures
+//!    the issue quotes for the Python reference.
 //! 2. Limits measured in the same run: one chunk of MovieLens at k = 2 (413 KB) sent request/acknowledge
 //!    over raw loopback TCP vs over our libp2p chunk path (noise + yamux + request-response), and the
 //!    authenticated encryption alone (noise's ChaCha20-Poly1305 from `ring`, sealed and opened in noise-sized
@@ -148,7 +150,7 @@ fn main() -> anyhow::Result<()> {
             a.rounds
         );
         println!(
-            "{:<4} {:>9} {:>12} {:>9} {:>9} {:>10} {:>11} {:>10} {:>9} {:>8} {:>9}",
+            "{:<4} {:>9} {:>12} {:>9} {:>9} {:>10} {:>11} {:>10} {:>9} {:>8} {:>6} {:>9}",
             "k",
             "round s",
             "w/o round0",
@@ -159,6 +161,7 @@ fn main() -> anyhow::Result<()> {
             "÷ 4·d·r",
             "msgs/RN",
             "RMSE",
+            "cores",
             "before s"
         );
         for r in &rows {
@@ -167,7 +170,7 @@ fn main() -> anyhow::Result<()> {
                 .find(|(k, _)| *k == r.k)
                 .map_or("-".to_string(), |(_, s)| format!("{s:.3}"));
             println!(
-                "{:<4} {:>9.3} {:>12.3} {:>9.4} {:>9.3} {:>10.3} {:>11.0} {:>10.3} {:>9.0} {:>8.4} {:>9}",
+                "{:<4} {:>9.3} {:>12.3} {:>9.4} {:>9.3} {:>10.3} {:>11.0} {:>10.3} {:>9.0} {:>8.4} {:>6} {:>9}",
                 r.k,
                 r.round,
                 r.round_after_first,
@@ -178,6 +181,7 @@ fn main() -> anyhow::Result<()> {
                 r.chunk_bytes / (4.0 * d as f64 * 4.0),
                 r.messages,
                 r.rmse,
+                r.cores_busy.map_or("-".to_string(), |c| format!("{c:.2}")),
                 before
             );
         }
@@ -228,6 +232,9 @@ struct Row {
     chunk_bytes: f64,
     messages: f64,
     rmse: f64,
+    /// The run's CPU seconds over its wall seconds after every node's first round (`testnet::cpu`), where
+    /// Linux tells.
+    cores_busy: Option<f64>,
 }
 
 impl Row {
@@ -246,6 +253,10 @@ impl Row {
             chunk_bytes: s.chunk_bytes_per_rn_per_round,
             messages: s.messages_per_rn_per_round,
             rmse: s.final_metric,
+            cores_busy: s
+                .extra
+                .get("cores_busy_after_round0")
+                .and_then(|v| v.as_f64()),
         }
     }
 }

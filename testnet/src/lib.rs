@@ -31,6 +31,7 @@
 pub mod audit;
 pub mod churn;
 pub mod cli;
+pub mod cpu;
 pub mod linkage;
 pub mod packets;
 pub mod pdmm_view;

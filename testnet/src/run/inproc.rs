@@ -72,6 +72,7 @@ async fn run_async(
     // Wall-clock time of the run, reported beside the rounds; no engine reads it.
     #[allow(clippy::disallowed_methods)]
     let t0 = Instant::now();
+    let cpu0 = crate::cpu::process_cpu_seconds();
     // Fresh random identities, as `node keygen` makes them: VN keys are never derived from a seed (keys.rs).
     let keys: Vec<Vec<Keypair>> = (0..n)
         .map(|_| (0..k).map(|_| Keypair::generate_ed25519()).collect())
@@ -151,6 +152,9 @@ async fn run_async(
     let mut finished = vec![false; n];
     let mut refused = 0u64;
     let mut interrupted = false;
+    // When every node had finished its first round, and the CPU time then: the rounds after it are the
+    // network's steady state, without the warm-up and round 0's cold start.
+    let mut after_first_round: Option<(Instant, Option<f64>)> = None;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     loop {
@@ -160,6 +164,11 @@ async fn run_async(
                 Some((i, NodeEvent::RoundFinished(m))) => {
                     progress.on_round(i, &m);
                     metrics[i].push(m);
+                    if after_first_round.is_none() && metrics.iter().all(|m| !m.is_empty()) {
+                        #[allow(clippy::disallowed_methods)]
+                        let now = Instant::now();
+                        after_first_round = Some((now, crate::cpu::process_cpu_seconds()));
+                    }
                 }
                 Some((i, NodeEvent::Error(e))) => {
                     progress.note(&format!("node {i}: error: {e}"));
@@ -197,12 +206,28 @@ async fn run_async(
         json!(if memory { "memory" } else { "tcp" }),
     );
     extra.insert("peers_refused".into(), json!(refused));
+    let wall_secs = t0.elapsed().as_secs_f64();
+    // The whole network's CPU (`crate::cpu`): over the run, and over the rounds after every node's first.
+    // Cores busy near the machine's count means the rounds wait on the cores, not on the protocol's timing.
+    let cpu_end = crate::cpu::process_cpu_seconds();
+    if let (Some(start), Some(end)) = (cpu0, cpu_end) {
+        extra.insert("cpu_seconds".into(), json!(end - start));
+        extra.insert("cores_busy".into(), json!((end - start) / wall_secs));
+    }
+    if let Some((at, Some(start))) = after_first_round
+        && let Some(end) = cpu_end
+    {
+        let secs = at.elapsed().as_secs_f64();
+        if secs > 0.0 {
+            extra.insert("cores_busy_after_round0".into(), json!((end - start) / secs));
+        }
+    }
     if let Some((_, l)) = &observers {
         extra.insert("linkage".into(), serde_json::to_value(l.finish())?);
     }
     Ok(RunOutput {
         metrics,
-        wall_secs: t0.elapsed().as_secs_f64(),
+        wall_secs,
         peak_rss_bytes: crate::rss::peak_rss_bytes(),
         extra,
         errors,
