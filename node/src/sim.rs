@@ -84,7 +84,7 @@ impl SimConfig {
             send_jitter: Duration::from_secs(1),
             send_pace: Duration::ZERO,
             send_pace_auto: false,
-            // The release build's loopback lookahead, in every build, so a seed gives the same run.
+            // The loopback timing's lookahead.
             lookahead: crate::runtime::LOOPBACK_LOOKAHEAD,
             train_time: Duration::from_secs(10),
             train_jitter: 0.2,

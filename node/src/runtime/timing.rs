@@ -8,8 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::VnConfig;
 
-/// Rounds negotiated ahead by a release build on loopback (see `Timing::loopback`); the node simulator uses
-/// it in every build so that a seed gives the same run.
+/// Rounds negotiated ahead on loopback (see `Timing::loopback`); the node simulator uses it too.
 pub const LOOPBACK_LOOKAHEAD: u64 = 12;
 
 /// Protocol timing on a real network. The defaults suit a LAN or the Internet with rounds of seconds to
@@ -82,12 +81,20 @@ impl Timing {
             cyclon_period_ms: 250,
             shuffle_timeout_ms: 500,
             // A loopback round trip is well under a millisecond, but with every node of a testnet training on
-            // the same few cores a VN's event loop can wait tens of milliseconds for a core: 40 ms sub-steps
-            // keep a round trip inside one sub-step (measured: 3.99 of 4 neighbours per VN, README). The window
-            // (5r + 4 sub-steps, `OverlayConfig::deadline`) is then ~1 s at r = 4 and its grace of 4 sub-steps
-            // covers the skew of round starts, which the rounds themselves keep within an exchange.
-            substep_ms: 40,
-            // Rounds down to ~0.08 s (r = 4) or ~0.15 s (r = 8) do not wait for the overlay. Each open
+            // the same few cores a VN's event loop can wait tens of milliseconds for a core. This is the floor
+            // of the sub-step: each VN stretches its own to two of the round trips it measures
+            // (`node::engine::round_trips`), and a busy run does. The window (5r + 4 sub-steps,
+            // `OverlayConfig::deadline`) is 0.72 s at r = 4 and its grace of 4 sub-steps covers the skew of
+            // round starts, which the rounds themselves keep within an exchange. The floor matters most for
+            // round 0, whose overlay is negotiated from scratch at twice the floor (`INITIAL_STRETCH`): 30 ms
+            // against 40 took round 0 from 1.04-1.16 s to 0.60-0.65 s and the default release run's mean round
+            // from 0.143-0.150 s (6 runs) to 0.107-0.148 s (8 runs), at 3.98-4.00 of 4 neighbours in both; at
+            // MovieLens k = 2 from 0.130-0.138 s to 0.122-0.125 s (3.97-3.99 neighbours; 2026-11-26, 2 cores,
+            // `target/release/testnet --plain [--dataset movielens ...] --substep-ms 30|40`). 20 ms gave
+            // round 0 in 0.21-0.27 s but spikes of 0.5-0.9 s in the first rounds of the default run, and
+            // 3.95-3.96 neighbours at MovieLens.
+            substep_ms: 30,
+            // Rounds down to W / L (0.06 s at r = 4, 0.11 s at r = 8) do not wait for the overlay. Each open
             // negotiation adds its walks to the control traffic, and a VN's event loop that falls behind makes
             // replies miss their sub-step, rounds freeze short and short VNs propose more. With fixed
             // sub-steps the overlay collapsed past the cores' capacity instead of slowing down (a slower
@@ -96,14 +103,11 @@ impl Timing {
             // (`node::engine::round_trips`: 3.92 there), which also spaces the negotiations further apart.
             // Measured on a faster two-core machine before the pacing (README, `cargo bench -p testnet
             // --bench rounds`): release, 12 gives 0.098 s rounds at MovieLens k = 2 with 3.98 of 4
-            // neighbours (16: 0.08 s there, but k = 4 saturates: 3.81 neighbours, 0.21 s); a debug build
-            // handles messages several times slower and holds 4 (`cargo run -p testnet`: 4.0 neighbours,
-            // 0.24 s rounds; 8: 3.5 neighbours, 0.37 s).
-            overlay_lookahead: if cfg!(debug_assertions) {
-                4
-            } else {
-                LOOPBACK_LOOKAHEAD
-            },
+            // neighbours (16: 0.08 s there, but k = 4 saturates: 3.81 neighbours, 0.21 s). Debug builds used
+            // 4 while the workspace crates were built at opt-level 0-1 (they handled messages several times
+            // slower); the dev profile now optimises them (the workspace `Cargo.toml`), and `cargo run -p
+            // testnet` with 12 ran its mean round at 0.149 s against 0.294 s with 4.
+            overlay_lookahead: LOOPBACK_LOOKAHEAD,
             exchange_timeout_ms: 5000,
             // Sibling VNs get their chunks at the same instant: each waits its own random delay up to this
             // before sending (DESIGN §5). It is paid once per round, so it stays a fraction of a fast round.
