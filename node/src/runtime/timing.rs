@@ -87,12 +87,12 @@ impl Timing {
             // `OverlayConfig::deadline`) is 0.72 s at r = 4 and its grace of 4 sub-steps covers the skew of
             // round starts, which the rounds themselves keep within an exchange. The floor matters most for
             // round 0, whose overlay is negotiated from scratch at twice the floor (`INITIAL_STRETCH`): 30 ms
-            // against 40 took round 0 from 1.04-1.16 s to 0.60-0.65 s and the default release run's mean round
+            // against 40 took round 0 from 1.04-1.16 s to 0.59-0.66 s and the default release run's mean round
             // from 0.143-0.150 s (6 runs) to 0.107-0.148 s (8 runs), at 3.98-4.00 of 4 neighbours in both; at
-            // MovieLens k = 2 from 0.130-0.138 s to 0.122-0.125 s (3.97-3.99 neighbours; 2026-11-26, 2 cores,
-            // `target/release/testnet --plain [--dataset movielens ...] --substep-ms 30|40`). 20 ms gave
-            // round 0 in 0.21-0.27 s but spikes of 0.5-0.9 s in the first rounds of the default run, and
-            // 3.95-3.96 neighbours at MovieLens.
+            // MovieLens k = 2 from 0.130-0.138 s (7 runs) to 0.122-0.124 s (4 runs), 3.97-3.99 neighbours
+            // (2026-11-26, 2 cores, `target/release/testnet --plain [--dataset movielens ...] --substep-ms
+            // 30|40`). 20 ms gave round 0 in 0.21-0.27 s but spikes of 0.5-0.9 s in the first rounds of the
+            // default run, and 3.95-3.96 neighbours at MovieLens.
             substep_ms: 30,
             // Rounds down to W / L (0.06 s at r = 4, 0.11 s at r = 8) do not wait for the overlay. Each open
             // negotiation adds its walks to the control traffic, and a VN's event loop that falls behind makes
@@ -106,7 +106,8 @@ impl Timing {
             // neighbours (16: 0.08 s there, but k = 4 saturates: 3.81 neighbours, 0.21 s). Debug builds used
             // 4 while the workspace crates were built at opt-level 0-1 (they handled messages several times
             // slower); the dev profile now optimises them (the workspace `Cargo.toml`), and `cargo run -p
-            // testnet` with 12 ran its mean round at 0.149 s against 0.294 s with 4.
+            // testnet` with 12 ran its mean round at 0.149 s against 0.294 s with 4 (one run each, 40 ms
+            // floor).
             overlay_lookahead: LOOPBACK_LOOKAHEAD,
             exchange_timeout_ms: 5000,
             // Sibling VNs get their chunks at the same instant: each waits its own random delay up to this
