@@ -120,6 +120,10 @@ pub struct RnEngine {
     /// The round the network is at, as this node's VNs found (catch-up): the next round begins there
     /// instead of at the one after ours, if it is later.
     catch_up: Option<Round>,
+    /// Copies of a later exchange that a VN handed over while this node was not yet in it (evaluating the
+    /// round before, or before its first round), kept for the round they belong to: see
+    /// [`RnEngine::keep_early`].
+    early: Vec<(usize, FromVirtualNode)>,
     /// Copies a VN handed over that the aggregator refused: the VN already checks index, length and
     /// finiteness, so this stays 0 unless the VN and RN disagree on the partition.
     pub rejected_copies: u64,
@@ -148,6 +152,7 @@ impl RnEngine {
             params: Vec::new(),
             vn_done: vec![false; k],
             vn_lost: vec![false; k],
+            early: Vec::new(),
             awaiting_edges: vec![false; k],
             metrics: RoundMetrics::default(),
             participates: Vec::new(),
@@ -370,9 +375,10 @@ impl RnEngine {
                 round,
                 wait: self.idle,
             });
-            return;
+        } else {
+            out.push(RnOutput::Train { round });
         }
-        out.push(RnOutput::Train { round });
+        self.take_early(now, out);
     }
 
     /// Hands each VN its frame for the current step (the wire's round field is the step's exchange number),
@@ -457,7 +463,13 @@ impl RnEngine {
     ) {
         // Copies can arrive while we still train: a neighbour whose training finished first sends as soon as
         // its overlay is frozen, and our VN hands the copy over at once.
-        if !matches!(self.phase, Phase::Training | Phase::Exchanging) || vn >= self.vn_done.len() {
+        if vn >= self.vn_done.len() {
+            return;
+        }
+        let Some(msg) = self.keep_early(vn, msg) else {
+            return;
+        };
+        if !matches!(self.phase, Phase::Training | Phase::Exchanging) {
             return;
         }
         let exchange = self.exchange(self.round, self.step);
@@ -517,6 +529,43 @@ impl RnEngine {
         }
     }
 
+    /// Keeps a copy for a later exchange than this node's (`None`: kept or dropped; `Some`: not such a copy).
+    /// A neighbour that finished an exchange before us (its evaluation or its warm-up ended sooner) trains
+    /// and sends its next chunk as soon as the next overlay is frozen, which the overlays negotiated ahead
+    /// make the common case, and our VN accepts the copy and hands it over at once. Ignored, it was counted
+    /// by the VN and lost to the average: 1-3 of a node's 4 copies of the last round, in half the runs of
+    /// `node/tests/both_drivers.rs`. Bounded: a VN accepts at most one copy per neighbour of an exchange, and
+    /// this keeps at most `MAX_DEGREE` per VN; [`RnEngine::take_early`] hands them on when their exchange
+    /// begins.
+    fn keep_early(&mut self, vn: usize, msg: FromVirtualNode) -> Option<FromVirtualNode> {
+        let round = match &msg {
+            FromVirtualNode::Received(f) | FromVirtualNode::ReceivedOnEdge { frame: f, .. } => f.round,
+            _ => return Some(msg),
+        };
+        let later = match self.phase {
+            Phase::Idle => true,
+            Phase::Training | Phase::Exchanging | Phase::Evaluating | Phase::Absent => {
+                round > self.exchange(self.round, self.step)
+            }
+            Phase::Finished => false,
+        };
+        if !later {
+            return Some(msg);
+        }
+        if self.early.len() < self.vn_done.len() * sampling::overlay::MAX_DEGREE {
+            self.early.push((vn, msg));
+        }
+        None
+    }
+
+    /// Hands on the copies kept for the exchange this node has just begun; those of later ones stay, those of
+    /// earlier ones (a round skipped to catch up) are dropped.
+    fn take_early(&mut self, now: Duration, out: &mut Vec<RnOutput>) {
+        for (vn, msg) in std::mem::take(&mut self.early) {
+            self.on_vn_message(now, vn, msg, out);
+        }
+    }
+
     /// Once trained and every VN is done with the step: combine, then start the next step or ask for the
     /// evaluation.
     fn finish_exchange(&mut self, now: Duration, out: &mut Vec<RnOutput>) {
@@ -543,6 +592,7 @@ impl RnEngine {
                 exchange: self.exchange(self.round, self.step),
             });
             self.start_step(out);
+            self.take_early(now, out);
             // Every VN may already be done: all of them lost.
             self.finish_exchange(now, out);
             return;
@@ -696,6 +746,60 @@ mod tests {
             loss: 1.0,
             secs: 0.0,
         }
+    }
+
+    /// A copy of chunk `vn`'s values from a neighbour of VN `vn`, for `round`.
+    fn copy(partition: &models::chunking::ChunkPartition, vn: usize, round: Round) -> RnInput {
+        RnInput::FromVn {
+            vn,
+            msg: FromVirtualNode::Received(ChunkFrame {
+                round,
+                chunk: protocol::ChunkIndex(vn as u32),
+                values: vec![2.0; partition.chunk_len(vn)],
+            }),
+        }
+    }
+
+    #[test]
+    fn copies_that_come_before_their_round_are_kept_for_it() {
+        let t = Duration::ZERO;
+        let partition = Arc::new(models::chunking::ChunkPartition::new(&[6, 4], 2, 1).unwrap());
+        let mut e = RnEngine::new(crate::algo::shatter_or_el(partition.clone()), 3).unwrap();
+        // Before the first round (a neighbour's warm-up ended sooner).
+        e.handle(t, copy(&partition, 0, Round(0)));
+        e.handle(t, RnInput::Start);
+        e.handle(t, trained(Round(0)));
+        e.handle(t, done(0, Round(0)));
+        assert!(evaluates(&e.handle(t, done(1, Round(0)))));
+        // While round 0 is evaluated: copies of round 1 (kept) and of round 0 (too late: dropped).
+        e.handle(t, copy(&partition, 1, Round(1)));
+        e.handle(t, copy(&partition, 0, Round(1)));
+        e.handle(t, copy(&partition, 0, Round(0)));
+        let out = e.handle(t, evaluated(Round(0)));
+        let RnOutput::RoundDone(m) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(m.copies_received, 1, "round 0: the copy from before the start");
+        e.handle(t, trained(Round(1)));
+        e.handle(t, done(0, Round(1)));
+        e.handle(t, done(1, Round(1)));
+        let out = e.handle(t, evaluated(Round(1)));
+        let RnOutput::RoundDone(m) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(m.copies_received, 2, "round 1: both copies that came during round 0's evaluation");
+        assert_eq!(e.rejected_copies, 0);
+    }
+
+    #[test]
+    fn early_copies_are_bounded() {
+        let t = Duration::ZERO;
+        let partition = Arc::new(models::chunking::ChunkPartition::new(&[6, 4], 1, 1).unwrap());
+        let mut e = RnEngine::new(crate::algo::shatter_or_el(partition.clone()), 3).unwrap();
+        for _ in 0..3 * sampling::overlay::MAX_DEGREE {
+            e.handle(t, copy(&partition, 0, Round(2)));
+        }
+        assert_eq!(e.early.len(), sampling::overlay::MAX_DEGREE);
     }
 
     fn behind(exchange: u64) -> RnInput {
