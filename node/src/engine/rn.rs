@@ -3,6 +3,7 @@
 //! Round t: start the overlay of t at every VN and train (the driver trains, on a blocking thread) →
 //! cut the trained parameters into k chunks and hand chunk s to VN s → collect every copy the VNs receive →
 //! when every VN reported the round done, average per parameter → evaluate (the driver) → round t + 1.
+//! Copies of round t + 1 that come while round t is still evaluated (a faster neighbour) are kept for it.
 //! With k = 1 this is Epidemic Learning: one VN carries the whole model; same code path.
 //!
 //! The RN never learns who sent a copy: a VN hands over frames (round, chunk index, values) only.
