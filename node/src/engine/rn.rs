@@ -121,8 +121,8 @@ pub struct RnEngine {
     /// The round the network is at, as this node's VNs found (catch-up): the next round begins there
     /// instead of at the one after ours, if it is later.
     catch_up: Option<Round>,
-    /// Copies of a later exchange that a VN handed over while this node was not yet in it (evaluating the
-    /// round before, or before its first round), kept for the round they belong to: see
+    /// Copies of a later exchange than this node's (handed over while it evaluated the round before, before
+    /// its first round, or during an earlier step), kept until that exchange begins: see
     /// [`RnEngine::keep_early`].
     early: Vec<(usize, FromVirtualNode)>,
     /// Copies a VN handed over that the aggregator refused: the VN already checks index, length and
