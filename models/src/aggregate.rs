@@ -10,7 +10,8 @@
 //!
 //! Layout for speed: all indices of chunk `s` receive the same number of copies, so the aggregator keeps one
 //! running sum per chunk position, in chunk order (contiguous, vectorisable adds at memory speed), and one
-//! copy count per chunk; the scatter to flat parameter positions happens once, in [`Aggregator::finish_into`].
+//! copy count per chunk; the scatter to flat parameter positions happens once, in [`Aggregator::finish_into`],
+//! tile by tile.
 
 use std::sync::Arc;
 
@@ -93,20 +94,23 @@ impl Aggregator {
     /// received are left untouched, bit for bit. The accumulator is not consumed; call [`Self::reset`] before
     /// the next round.
     ///
-    /// One forward pass over `params` guided by the partition's per-index chunk ids and positions (each
-    /// chunk's sums are then read as a forward stream), instead of k strided passes that would each touch
-    /// every cache line of `params`.
+    /// Tile by tile over `params` (see [`crate::chunking`]): within a tile, each received chunk's sums are a
+    /// forward stream scattered into the tile, which stays in cache; `params` is read and written once.
     pub fn finish_into(&self, params: &mut [f32]) -> Result<()> {
         self.partition.check_flat(params.len())?;
-        // Per chunk the factor 1 / (copies + 1), with 1 marking "nothing received" (value kept as is).
+        // Per chunk the factor 1 / (copies + 1); chunks never received are skipped.
         let scale: Vec<f32> = self.counts.iter().map(|&c| 1.0 / (c + 1) as f32).collect();
-        let ids = self.partition.chunk_ids();
-        let pos = self.partition.positions();
-        for ((p, &s), &g) in params.iter_mut().zip(ids).zip(pos) {
-            let f = scale[usize::from(s)];
-            let v = (*p + self.sums[g as usize]) * f;
-            *p = if f == 1.0 { *p } else { v };
-        }
+        self.partition.walk_tiles(|tile, s, span, idx| {
+            if self.counts[s] == 0 {
+                return;
+            }
+            let f = scale[s];
+            let block = &mut params[tile.clone()];
+            for (&sum, &i) in self.sums[span].iter().zip(idx) {
+                let p = &mut block[i as usize - tile.start];
+                *p = (*p + sum) * f;
+            }
+        });
         Ok(())
     }
 
@@ -174,7 +178,12 @@ mod tests {
     }
 
     fn setup(sizes: &[usize], k: usize) -> (Arc<ChunkPartition>, Aggregator) {
-        let p = Arc::new(ChunkPartition::new(sizes, k, 7).unwrap());
+        setup_tiled(sizes, k, crate::chunking::TILE)
+    }
+
+    /// With tiles of `tile` indices: small tiles make `finish_into` cross tile boundaries.
+    fn setup_tiled(sizes: &[usize], k: usize, tile: usize) -> (Arc<ChunkPartition>, Aggregator) {
+        let p = Arc::new(ChunkPartition::with_tile(sizes, k, 7, tile).unwrap());
         let a = Aggregator::new(p.clone());
         (p, a)
     }
@@ -186,10 +195,11 @@ mod tests {
             k in 1usize..6,
             picks in prop::collection::vec((0usize..6, -10.0f32..10.0), 0..20),
             base in -5.0f32..5.0,
+            tile in 1usize..40,
         ) {
             let d: usize = sizes.iter().sum();
             prop_assume!(k <= d);
-            let (p, mut agg) = setup(&sizes, k);
+            let (p, mut agg) = setup_tiled(&sizes, k, tile);
             let local: Vec<f32> = (0..d).map(|i| base + i as f32 * 0.01).collect();
             let received: Vec<(usize, Vec<f32>)> = picks
                 .iter()
