@@ -22,7 +22,8 @@ use crate::{ModelsError, Result};
 #[derive(Clone, Debug)]
 pub struct Aggregator {
     partition: Arc<ChunkPartition>,
-    /// Sum of received copies, chunk-ordered (see [`ChunkPartition::chunk_range`]); length d.
+    /// Sum of received copies, chunk-ordered (see [`ChunkPartition::chunk_range`]); length d. Meaningful only
+    /// for chunks with a copy (`counts[s] > 0`).
     sums: Vec<f32>,
     /// Copies received per chunk.
     counts: Vec<usize>,
@@ -64,8 +65,13 @@ impl Aggregator {
             });
         }
         let sums = &mut self.sums[self.partition.chunk_range(chunk)];
-        for (acc, &v) in sums.iter_mut().zip(values) {
-            *acc += v;
+        if self.counts[chunk] == 0 {
+            // The first copy is the sum: a plain copy, and no zeroing of the sums in `reset`.
+            sums.copy_from_slice(values);
+        } else {
+            for (acc, &v) in sums.iter_mut().zip(values) {
+                *acc += v;
+            }
         }
         self.counts[chunk] += 1;
         Ok(())
@@ -114,14 +120,10 @@ impl Aggregator {
         Ok(())
     }
 
-    /// Forgets everything received, keeping the allocation.
+    /// Forgets everything received, keeping the allocation. The sums are not cleared: a chunk's sums are
+    /// read only once it has a copy, and its first copy overwrites them.
     pub fn reset(&mut self) {
-        for s in 0..self.counts.len() {
-            if self.counts[s] > 0 {
-                self.sums[self.partition.chunk_range(s)].fill(0.0);
-                self.counts[s] = 0;
-            }
-        }
+        self.counts.fill(0);
     }
 }
 
@@ -220,7 +222,12 @@ mod tests {
             // After a reset the aggregator is a no-op again.
             agg.reset();
             prop_assert_eq!(agg.total_received(), 0);
-            prop_assert_eq!(agg.finish(&local).unwrap(), local);
+            prop_assert_eq!(&agg.finish(&local).unwrap(), &local);
+            // And the next round sees nothing of this one's sums: the same copies give the same result.
+            for (s, values) in &received {
+                agg.add(*s, values).unwrap();
+            }
+            prop_assert_eq!(agg.finish(&local).unwrap(), got);
         }
     }
 
