@@ -21,7 +21,7 @@
 //! position, which a single pass needs. Measured against that single pass (per flat index, its chunk and its
 //! position in the concatenation): one round's aggregation of MovieLens MF at k = 2, r = 4, cut included,
 //! rose from 3.2–4.7 to 4.3–7.6 GB/s (`cargo bench -p testnet --bench rounds -- --limits-only`, old and new
-//! binaries interleaved, 7 runs each). For every tile and chunk the partition stores where that chunk's
+//! binaries interleaved, 7 and 10 runs). For every tile and chunk the partition stores where that chunk's
 //! indices in the tile begin.
 //!
 //! Within a chunk, indices are stored in ascending order. The order is part of the wire contract (value `j`
