@@ -190,7 +190,7 @@ impl NodeBuilder {
     }
 
     /// Uses an already-built chunk partition (it must be the one `LearningConfig::chunk_partition` gives for
-    /// this model and k). In-process networks share one: it takes ~10 bytes per parameter.
+    /// this model and k). In-process networks share one: it takes ~6 bytes per parameter.
     pub fn partition(mut self, partition: Arc<ChunkPartition>) -> Self {
         self.partition = Some(partition);
         self

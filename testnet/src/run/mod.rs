@@ -31,7 +31,7 @@ pub fn setting(
         return procs::run(s, setting, &s.out, progress);
     }
     let learners = s.learning.learners(split, parts, 0..s.nodes)?;
-    // One partition for all in-process nodes (and the audit): it takes ~10 bytes per parameter.
+    // One partition for all in-process nodes (and the audit): it takes ~6 bytes per parameter.
     let partition = Arc::new(
         s.learning
             .chunk_partition(&learners[0].model, setting.chunks())?,
