@@ -45,7 +45,7 @@ pub const MAX_CHUNKS: usize = 1 << 16;
 /// Flat indices per tile of the whole-vector passes (see the module documentation): 64 KiB of `f32`, small
 /// enough to stay in a core's L2 cache while the k chunk walks run over it, large enough that each chunk's
 /// walk in a tile is long (2,048 elements at k = 8). With many chunks the tile grows to 64 indices per chunk,
-/// so that the walks do not become a few elements each and the tile table stays within d / 64 + k entries.
+/// so that the walks do not become a few elements each and the tile table stays within d / 64 + 2k entries.
 pub const TILE: usize = 16_384;
 
 /// Tile length for `k` chunks (see [`TILE`]).
@@ -56,8 +56,8 @@ fn tile_len(k: usize) -> usize {
 /// A static partition of `[0, d)` into `k` disjoint chunks whose union is `[0, d)`.
 ///
 /// Computed once, in [`ChunkPartition::new`]: the indices of every chunk as `u32` (all chunks in one
-/// allocation), per flat index its chunk (`u16`), and the tile table (k + 1 words per tile of [`TILE`]
-/// indices): about 6 bytes per parameter in all (67 MB for ResNet-18's 11.2M parameters), so in-process nodes
+/// allocation), per flat index its chunk (`u16`), and the tile table (k words per tile of [`TILE`] indices,
+/// and k more for the end): about 6 bytes per parameter in all (67 MB for ResNet-18's 11.2M parameters), so in-process nodes
 /// should share one partition through an `Arc`, as [`crate::aggregate::Aggregator`] does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChunkPartition {
