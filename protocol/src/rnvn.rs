@@ -65,7 +65,8 @@ pub enum FromVirtualNode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RoundSummary {
     pub round: Round,
-    /// Confirmed neighbours in the round's overlay.
+    /// Confirmed neighbours in the round's overlay. An edge its other end dropped or refused after the
+    /// freeze is not counted (unless its copy came): no copy was going to cross it either way.
     pub neighbours: u32,
     /// Copies received and accepted.
     pub received: u32,
