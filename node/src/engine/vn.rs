@@ -2258,11 +2258,13 @@ mod tests {
     /// already reported.
     #[test]
     fn an_edge_dropped_after_the_freeze_is_not_counted_as_a_neighbour() {
-        let mut r: ExchangeRound<u32> = ExchangeRound::default();
-        r.neighbours = Some([5, 7, 9].into_iter().collect());
+        let mut r: ExchangeRound<u32> = ExchangeRound {
+            neighbours: Some([5, 7, 9].into_iter().collect()),
+            awaiting_reply: [5, 7, 9].into_iter().collect(),
+            received_from: [7].into_iter().collect(),
+            ..ExchangeRound::default()
+        };
         r.summary.neighbours = 3;
-        r.awaiting_reply.extend([5, 7, 9]);
-        r.received_from.insert(7);
         r.forget_edge(&9);
         assert_eq!(r.summary.neighbours, 2);
         assert!(!r.awaiting_reply.contains(&9));
