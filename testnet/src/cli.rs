@@ -38,8 +38,8 @@ pub enum TimingChoice {
     /// `loopback` for up to 64 VNs, `lan` up to 256, `crowded` above (hundreds of swarms on a few cores need
     /// the slack).
     Auto,
-    /// `node::Timing::loopback()`: 40 ms overlay sub-steps negotiated 12 rounds ahead (4 in a debug build),
-    /// 5 s exchange timeout.
+    /// `node::Timing::loopback()`: overlay sub-steps of at least 30 ms (each VN stretches its own to two of
+    /// the round trips it measures) negotiated 12 rounds ahead, a 1.5 s warm-up, 5 s exchange timeout.
     Loopback,
     /// `node::Timing::default()`: 200 ms sub-steps negotiated 4 rounds ahead, 30 s exchange timeout, 5 s
     /// warm-up.
