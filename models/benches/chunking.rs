@@ -98,6 +98,10 @@ fn bench_size(c: &mut Criterion, name: &str, layout: &[usize]) {
                 .expect("extract");
         })
     });
+    // What Shatter and GHP send: one vector per chunk.
+    group.bench_function("extract_all_vecs", |b| {
+        b.iter(|| black_box(part.extract_all(black_box(&local)).expect("extract")))
+    });
     group.bench_function("extract_each_chunk", |b| {
         b.iter(|| {
             for (s, o) in out.iter_mut().enumerate() {

@@ -290,13 +290,19 @@ impl ChunkPartition {
         Ok(())
     }
 
-    /// All k chunks at once, as one vector per chunk (see [`Self::extract_all_into`]).
+    /// All k chunks at once, as one vector per chunk, in the same tile walk as [`Self::extract_all_into`]:
+    /// each chunk's vector is allocated at its length and filled by appends, so nothing is zeroed or copied
+    /// twice.
     pub fn extract_all(&self, flat: &[f32]) -> Result<Vec<Vec<f32>>> {
-        let mut all = Vec::new();
-        self.extract_all_into(flat, &mut all)?;
-        Ok((0..self.k)
-            .map(|s| all[self.chunk_range(s)].to_vec())
-            .collect())
+        self.check_flat(flat.len())?;
+        let mut all: Vec<Vec<f32>> = (0..self.k)
+            .map(|s| Vec::with_capacity(self.chunk_len(s)))
+            .collect();
+        self.walk_tiles(|tile, s, _, idx| {
+            let block = &flat[tile.clone()];
+            all[s].extend(idx.iter().map(|&i| block[i as usize - tile.start]));
+        });
+        Ok(all)
     }
 
     /// The chunk holding flat index `i`, or `None` if `i >= d`. O(1).
@@ -439,7 +445,8 @@ mod tests {
                 let want = p.extract(s, &flat).unwrap();
                 prop_assert_eq!(&concat[t.chunk_range(s)], want.as_slice());
             }
-            let all = p.extract_all(&flat).unwrap();
+            let all = t.extract_all(&flat).unwrap();
+            prop_assert_eq!(all.len(), k);
             for (s, chunk) in all.iter().enumerate() {
                 prop_assert_eq!(chunk, &p.extract(s, &flat).unwrap());
             }
