@@ -297,11 +297,21 @@ impl<I: Ord> ExchangeRound<I> {
     /// (half-open: it never counted us) or dropped it. The exchange stops waiting for it, and the round's
     /// summary, if not yet reported, stops counting the edge, whose copies were never going to come either
     /// way. Counted, such an edge showed as a copy lost each way in the metrics (the default run: 0-4 of
-    /// about 2,500 a run). A neighbour that went away (`on_peer_gone`) stays counted: its copy was missed.
+    /// about 2,500 a run). A neighbour that went away stays counted: its copy was missed ([`Self::lose_edge`]).
     fn forget_edge(&mut self, peer: &I) {
         let removed = self.neighbours.as_mut().is_some_and(|n| n.remove(peer));
         if removed && !self.done && !self.received_from.contains(peer) {
             self.summary.neighbours = self.summary.neighbours.saturating_sub(1);
+        }
+        self.awaiting_reply.remove(peer);
+    }
+
+    /// `peer` went away (`on_peer_gone`): the exchange stops waiting for it, and the edge stays counted, since
+    /// it stood and its copy was missed. Called before the overlay and the static graph drop the edge, so that
+    /// [`Self::forget_edge`] then finds nothing to count off.
+    fn lose_edge(&mut self, peer: &I) {
+        if let Some(n) = self.neighbours.as_mut() {
+            n.remove(peer);
         }
         self.awaiting_reply.remove(peer);
     }
@@ -1288,17 +1298,23 @@ impl<I: VnIdentity> VnEngine<I> {
     /// frozen before it went (with a lookahead of L, up to L of them). The overlay stops counting those
     /// edges too, so a chunk it sends after all is refused as `NotNeighbour` and its end drops the edge.
     fn on_peer_gone(&mut self, now: Duration, peer: I, out: &mut Vec<VnOutput<I>>) {
-        self.sampler_input(now, SamplerInput::SendFailed { to: peer.clone() }, out);
-        if self.cfg.static_graph {
-            // Gone for the run's graph too (a node restarted with a static graph runs without edges).
-            self.drop_static_edge(&peer);
-        }
         let open: Vec<Round> = self
             .rounds
             .iter()
             .filter(|(_, r)| !r.done && r.neighbours.as_ref().is_some_and(|n| n.contains(&peer)))
             .map(|(u, _)| *u)
             .collect();
+        // First the exchanges, which keep counting the edge: the drops below reach `forget_edge`.
+        for round in &open {
+            if let Some(r) = self.rounds.get_mut(round) {
+                r.lose_edge(&peer);
+            }
+        }
+        self.sampler_input(now, SamplerInput::SendFailed { to: peer.clone() }, out);
+        if self.cfg.static_graph {
+            // Gone for the run's graph too (a node restarted with a static graph runs without edges).
+            self.drop_static_edge(&peer);
+        }
         for round in open {
             if self.sampler.is_neighbour(round, &peer) {
                 let input = SamplerInput::EdgeRefused {
@@ -1306,12 +1322,6 @@ impl<I: VnIdentity> VnEngine<I> {
                     peer: peer.clone(),
                 };
                 self.sampler_input(now, input, out);
-            }
-            if let Some(r) = self.rounds.get_mut(&round) {
-                if let Some(n) = r.neighbours.as_mut() {
-                    n.remove(&peer);
-                }
-                r.awaiting_reply.remove(&peer);
             }
         }
         if let Some(p) = self.probe.as_mut() {
@@ -3125,6 +3135,8 @@ mod tests {
         let out = e.handle(t, VnInput::PeerGone { peer: 9 });
         let s = done_of(&out).expect("done at once");
         assert_eq!((s.round, s.received, s.delivered), (Round(1), 2, 2));
+        // 9 stays counted: the edge stood and its copy was missed, which the metrics show.
+        assert_eq!(s.neighbours, 3);
         // The next exchange neither sends to 9 nor waits for it.
         let out = e.handle(t, VnInput::FromRn(own_frame(2, 1.0)));
         let to: Vec<u32> = out
