@@ -188,13 +188,6 @@ impl VnSetup {
             place.epoch,
             self.timeouts().control_request,
         )?;
-        let chunks = crate::net::chunk_link::ChunkLinks::new(
-            swarm.behaviour().stream.new_control(),
-            place.peers.clone(),
-            self.max_chunk_frame(),
-            self.timeouts().control_request,
-            self.timeouts().chunk_request,
-        )?;
         let task = VnTask {
             index: place.index,
             swarm,
@@ -212,8 +205,6 @@ impl VnSetup {
             round_channels: Default::default(),
             redialing: Default::default(),
             links,
-            chunks,
-            chunk_replies: Default::default(),
             preconnect,
         };
         Ok((task, tx, me))
