@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use crate::chunking::ChunkPartition;
+use crate::chunking::{ChunkPartition, scatter_mean};
 use crate::{ModelsError, Result};
 
 /// Accumulates received chunks for one round. Reusable across rounds via [`Aggregator::reset`].
@@ -106,15 +106,9 @@ impl Aggregator {
         self.partition.check_flat(params.len())?;
         // Per chunk the factor 1 / (copies + 1); chunks never received are skipped.
         let scale: Vec<f32> = self.counts.iter().map(|&c| 1.0 / (c + 1) as f32).collect();
-        self.partition.walk_tiles(|tile, s, span, idx| {
-            if self.counts[s] == 0 {
-                return;
-            }
-            let f = scale[s];
-            let block = &mut params[tile.clone()];
-            for (&sum, &i) in self.sums[span].iter().zip(idx) {
-                let p = &mut block[i as usize - tile.start];
-                *p = (*p + sum) * f;
+        self.partition.walk_tiles(|tile, s, span, offs| {
+            if self.counts[s] > 0 {
+                scatter_mean(&mut params[tile], offs, &self.sums[span], scale[s]);
             }
         });
         Ok(())
@@ -309,6 +303,38 @@ mod tests {
                 got: 12
             })
         ));
+    }
+
+    /// Vectors of several full tiles write back through the unchecked fast path of
+    /// `chunking::scatter_mean` (the property test above fits one short tile): the same means as the
+    /// definition, and chunks never received untouched.
+    #[test]
+    fn full_tiles_write_back_the_definition() {
+        let tile = crate::chunking::TILE;
+        let sizes = [2 * tile + 17, tile, 300];
+        let d: usize = sizes.iter().sum();
+        let local: Vec<f32> = (0..d).map(|i| (i % 97) as f32 * 0.5 - 20.0).collect();
+        for k in [1, 2, 3] {
+            let (p, mut agg) = setup(&sizes, k);
+            // Chunk 0 twice, the last chunk once, others (k = 3: chunk 1) never.
+            let received: Vec<(usize, Vec<f32>)> = [(0, 1.0), (0, -3.0), (k - 1, 7.0)]
+                .into_iter()
+                .map(|(s, v)| (s, (0..p.chunk_len(s)).map(|j| v + (j % 13) as f32).collect()))
+                .collect();
+            for (s, values) in &received {
+                agg.add(*s, values).unwrap();
+            }
+            let got = agg.finish(&local).unwrap();
+            let want = naive(&p, &local, &received);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "k = {k}, index {i}: {g} vs {w}");
+            }
+            if k == 3 {
+                for &i in p.indices(1) {
+                    assert_eq!(got[i as usize].to_bits(), local[i as usize].to_bits());
+                }
+            }
+        }
     }
 
     #[test]

@@ -22,7 +22,10 @@
 //! position in the concatenation): one round's aggregation of MovieLens MF at k = 2, r = 4, cut included,
 //! rose from 3.2–4.7 to 4.3–7.6 GB/s (`cargo bench -p testnet --bench rounds -- --limits-only`, old and new
 //! binaries interleaved, 7 and 10 runs). For every tile and chunk the partition stores where that chunk's
-//! indices in the tile begin.
+//! indices in the tile begin, and for every index its offset inside its tile as a `u16`: half the bytes of
+//! the `u32` index to stream through each pass, no subtraction of the tile's start, and, for a full tile of
+//! [`TILE`] values seen as an array, an offset masked to `TILE - 1` that the compiler knows is in bounds, so
+//! the gather and scatter loops carry no bounds check (the crate forbids `unsafe`).
 //!
 //! Within a chunk, indices are stored in ascending order. The order is part of the wire contract (value `j`
 //! of chunk `s` is parameter `indices(s)[j]`), it is the same on every node because it is derived, and
@@ -48,17 +51,22 @@ pub const MAX_CHUNKS: usize = 1 << 16;
 /// so that the walks do not become a few elements each and the tile table stays within d / 64 + 2k entries.
 pub const TILE: usize = 16_384;
 
+/// Longest tile: in-tile offsets are stored as `u16`.
+const MAX_TILE: usize = 1 << 16;
+
 /// Tile length for `k` chunks (see [`TILE`]).
 fn tile_len(k: usize) -> usize {
-    TILE.max(64 * k)
+    TILE.max(64 * k).min(MAX_TILE)
 }
 
 /// A static partition of `[0, d)` into `k` disjoint chunks whose union is `[0, d)`.
 ///
 /// Computed once, in [`ChunkPartition::new`]: the indices of every chunk as `u32` (all chunks in one
-/// allocation), per flat index its chunk (`u16`), and the tile table (k words per tile of [`TILE`] indices,
-/// and k more for the end): about 6 bytes per parameter in all (67 MB for ResNet-18's 11.2M parameters), so in-process nodes
-/// should share one partition through an `Arc`, as [`crate::aggregate::Aggregator`] does.
+/// allocation), each index's offset inside its tile (`u16`), and the tile table (k words per tile of
+/// [`TILE`] indices, and k more for the end): about 6 bytes per parameter in all (67 MB for ResNet-18's
+/// 11.2M parameters), so in-process nodes should share one partition through an `Arc`, as
+/// [`crate::aggregate::Aggregator`] does. The chunk of a flat index is found from the tile table
+/// ([`Self::chunk_of`]), not stored per index.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChunkPartition {
     k: usize,
@@ -66,10 +74,10 @@ pub struct ChunkPartition {
     tensor_sizes: Vec<usize>,
     /// All chunks back to back: chunk `s` is `indices[offsets[s]..offsets[s + 1]]`.
     indices: Vec<u32>,
+    /// `tile_offsets[j]` is `indices[j]`'s offset inside its tile (`indices[j] % tile`).
+    tile_offsets: Vec<u16>,
     /// `k + 1` offsets into `indices`.
     offsets: Vec<usize>,
-    /// `chunk_ids[i]` is the chunk holding flat index `i`.
-    chunk_ids: Vec<u16>,
     /// Flat indices per tile (the last tile may be shorter).
     tile: usize,
     /// For tile `b` and chunk `s`, `tile_starts[b * k + s]` is where chunk `s`'s first index at or after
@@ -88,7 +96,7 @@ impl ChunkPartition {
         Self::with_tile(tensor_sizes, k, seed, tile_len(k))
     }
 
-    /// [`Self::new`] with tiles of `tile` flat indices (at least 1): the same partition whatever the tile,
+    /// [`Self::new`] with tiles of `tile` flat indices (1 to 65,536): the same partition whatever the tile,
     /// which only changes how the whole-vector passes walk it (the tests use tiny tiles to cross many tile
     /// boundaries).
     pub(crate) fn with_tile(tensor_sizes: &[usize], k: usize, seed: u64, tile: usize) -> Result<Self> {
@@ -146,19 +154,15 @@ impl ChunkPartition {
             offset += n;
         }
 
-        let tile = tile.max(1);
+        let tile = tile.clamp(1, MAX_TILE);
         let tiles = d.div_ceil(tile);
         let mut indices = Vec::with_capacity(d);
         let mut offsets = Vec::with_capacity(k + 1);
-        let mut chunk_ids = vec![0u16; d];
         let mut tile_starts = vec![0usize; (tiles + 1) * k];
         offsets.push(0);
         for (s, mut chunk) in per_chunk.into_iter().enumerate() {
             // Tensors were dealt in flat order, so sorting only reorders within each tensor's slice.
             chunk.sort_unstable();
-            for &i in &chunk {
-                chunk_ids[i as usize] = s as u16; // s < k <= MAX_CHUNKS = 2^16
-            }
             // Ascending, so one walk finds where each tile's indices begin; the tile past the last
             // (limit >= d) gets the chunk's end.
             let mut j = 0;
@@ -172,13 +176,15 @@ impl ChunkPartition {
             indices.extend_from_slice(&chunk);
             offsets.push(indices.len());
         }
+        // tile <= MAX_TILE = 2^16, so every offset fits.
+        let tile_offsets = indices.iter().map(|&i| (i as usize % tile) as u16).collect();
         Ok(Self {
             k,
             d,
             tensor_sizes: tensor_sizes.to_vec(),
             indices,
+            tile_offsets,
             offsets,
-            chunk_ids,
             tile,
             tile_starts,
         })
@@ -233,23 +239,31 @@ impl ChunkPartition {
         self.offsets[s]..self.offsets[s + 1]
     }
 
-    /// The chunk of every flat index: `chunk_ids()[i]` holds `i`.
-    pub fn chunk_ids(&self) -> &[u16] {
-        &self.chunk_ids
+    /// The chunk of every flat index: `chunk_ids()[i]` holds `i` (k < 2^16). Built on each call, in one
+    /// walk over the tiles; for a single index, [`Self::chunk_of`].
+    pub fn chunk_ids(&self) -> Vec<u16> {
+        let mut ids = vec![0u16; self.d];
+        self.walk_tiles(|tile, s, _, offs| {
+            for &o in offs {
+                ids[tile.start + usize::from(o)] = s as u16; // s < k <= MAX_CHUNKS = 2^16
+            }
+        });
+        ids
     }
 
-    /// Calls `walk(tile, s, span, idx)` for every tile of the flat vector, in flat order, and within it for
+    /// Calls `walk(tile, s, span, offs)` for every tile of the flat vector, in flat order, and within it for
     /// every chunk `s` that has indices in it, in chunk order: `tile` is the tile's flat range, `span` the
-    /// range those indices take in the chunk-ordered concatenation of all chunks, and `idx` the indices
-    /// themselves (ascending, all inside `tile`). Each flat index is visited exactly once.
-    pub(crate) fn walk_tiles(&self, mut walk: impl FnMut(Range<usize>, usize, Range<usize>, &[u32])) {
+    /// range those indices take in the chunk-ordered concatenation of all chunks, and `offs` their offsets
+    /// inside the tile (ascending; index `tile.start + offs[j]` is `indices[span][j]`). Each flat index is
+    /// visited exactly once. Gather and scatter over a tile with [`gather`] and [`scatter_mean`].
+    pub(crate) fn walk_tiles(&self, mut walk: impl FnMut(Range<usize>, usize, Range<usize>, &[u16])) {
         let k = self.k;
         let starts = self.tile_starts.chunks_exact(k);
         for (b, (from, to)) in starts.clone().zip(starts.skip(1)).enumerate() {
             let tile = b * self.tile..((b + 1) * self.tile).min(self.d);
             for (s, (&a, &z)) in from.iter().zip(to).enumerate() {
                 if a < z {
-                    walk(tile.clone(), s, a..z, &self.indices[a..z]);
+                    walk(tile.clone(), s, a..z, &self.tile_offsets[a..z]);
                 }
             }
         }
@@ -281,12 +295,7 @@ impl ChunkPartition {
             out.clear();
             out.resize(self.d, 0.0);
         }
-        self.walk_tiles(|tile, _, span, idx| {
-            let block = &flat[tile.clone()];
-            for (o, &i) in out[span].iter_mut().zip(idx) {
-                *o = block[i as usize - tile.start];
-            }
-        });
+        self.walk_tiles(|tile, _, span, offs| gather(&flat[tile], offs, &mut out[span]));
         Ok(())
     }
 
@@ -298,24 +307,34 @@ impl ChunkPartition {
         let mut all: Vec<Vec<f32>> = (0..self.k)
             .map(|s| Vec::with_capacity(self.chunk_len(s)))
             .collect();
-        self.walk_tiles(|tile, s, _, idx| {
-            let block = &flat[tile.clone()];
-            all[s].extend(idx.iter().map(|&i| block[i as usize - tile.start]));
+        self.walk_tiles(|tile, s, _, offs| {
+            // Grown to full length, then gathered into: the zeroing is one pass over a buffer the gather
+            // writes next, and the gather then runs without checks (a push per value would not).
+            let chunk = &mut all[s];
+            let start = chunk.len();
+            chunk.resize(start + offs.len(), 0.0);
+            gather(&flat[tile], offs, &mut chunk[start..]);
         });
         Ok(all)
     }
 
-    /// The chunk holding flat index `i`, or `None` if `i >= d`. O(1).
+    /// The chunk holding flat index `i`, or `None` if `i >= d`. O(k log(tile / k)), see [`Self::locate`].
     pub fn chunk_of(&self, i: usize) -> Option<usize> {
-        self.chunk_ids.get(i).map(|&s| usize::from(s))
+        self.locate(i).map(|(s, _)| s)
     }
 
-    /// The chunk holding flat index `i` and the position of `i` inside it, or `None` if `i >= d`.
-    /// O(log(d/k)).
+    /// The chunk holding flat index `i` and the position of `i` inside it, or `None` if `i >= d`: a binary
+    /// search in each chunk's indices within `i`'s tile, O(k log(tile / k)).
     pub fn locate(&self, i: usize) -> Option<(usize, usize)> {
-        let s = self.chunk_of(i)?;
-        let p = self.indices(s).binary_search(&(i as u32)).ok()?;
-        Some((s, p))
+        if i >= self.d {
+            return None;
+        }
+        let (k, b) = (self.k, i / self.tile);
+        (0..k).find_map(|s| {
+            let span = self.tile_starts[b * k + s]..self.tile_starts[(b + 1) * k + s];
+            let p = self.indices[span.clone()].binary_search(&(i as u32)).ok()?;
+            Some((s, span.start + p - self.offsets[s]))
+        })
     }
 
     pub(crate) fn check_flat(&self, len: usize) -> Result<()> {
@@ -326,6 +345,40 @@ impl ChunkPartition {
                 expected: self.d,
                 got: len,
             })
+        }
+    }
+}
+
+/// `out[j] = block[offs[j]]`: one chunk's values from one tile. A full tile of [`TILE`] values is seen as an
+/// array and each offset masked to `TILE - 1` (a no-op for offsets the partition made), so the compiler
+/// proves every read in bounds and the loop carries no check; other tiles (the last, shorter one; the longer
+/// tiles of k > 256; the tests' tiny ones) take the checked loop.
+pub(crate) fn gather(block: &[f32], offs: &[u16], out: &mut [f32]) {
+    debug_assert_eq!(offs.len(), out.len());
+    if let Ok(full) = <&[f32; TILE]>::try_from(block) {
+        for (o, &i) in out.iter_mut().zip(offs) {
+            *o = full[usize::from(i) & (TILE - 1)];
+        }
+    } else {
+        for (o, &i) in out.iter_mut().zip(offs) {
+            *o = block[usize::from(i)];
+        }
+    }
+}
+
+/// `block[offs[j]] = (block[offs[j]] + sums[j]) * scale`: one chunk's means written back into one tile (see
+/// [`crate::aggregate::Aggregator::finish_into`]), with the same unchecked fast path as [`gather`].
+pub(crate) fn scatter_mean(block: &mut [f32], offs: &[u16], sums: &[f32], scale: f32) {
+    debug_assert_eq!(offs.len(), sums.len());
+    if let Ok(full) = <&mut [f32; TILE]>::try_from(&mut *block) {
+        for (&sum, &i) in sums.iter().zip(offs) {
+            let p = &mut full[usize::from(i) & (TILE - 1)];
+            *p = (*p + sum) * scale;
+        }
+    } else {
+        for (&sum, &i) in sums.iter().zip(offs) {
+            let p = &mut block[usize::from(i)];
+            *p = (*p + sum) * scale;
         }
     }
 }
@@ -399,10 +452,12 @@ mod tests {
             let d: usize = sizes.iter().sum();
             prop_assume!(k <= d);
             let p = ChunkPartition::new(&sizes, k, seed).unwrap();
+            let ids = p.chunk_ids();
+            prop_assert_eq!(ids.len(), d);
             for s in 0..k {
                 for (pos, &i) in p.indices(s).iter().enumerate() {
                     prop_assert_eq!(p.locate(i as usize), Some((s, pos)));
-                    prop_assert_eq!(p.chunk_ids()[i as usize] as usize, s);
+                    prop_assert_eq!(ids[i as usize] as usize, s);
                 }
             }
             prop_assert_eq!(p.chunk_of(d), None);
@@ -425,12 +480,13 @@ mod tests {
             }
             let mut visits = vec![0u32; d];
             let mut last = (0usize, 0usize);
-            t.walk_tiles(|range, s, span, idx| {
+            t.walk_tiles(|range, s, span, offs| {
                 assert!((range.start, s) >= last, "tiles in flat order, chunks in chunk order");
                 last = (range.start, s);
                 assert_eq!(range.start % tile, 0);
-                assert_eq!(&t.indices[span], idx);
-                for &i in idx {
+                let idx: Vec<u32> = offs.iter().map(|&o| (range.start + usize::from(o)) as u32).collect();
+                assert_eq!(&t.indices[span], idx.as_slice());
+                for i in idx {
                     assert!(range.contains(&(i as usize)));
                     assert_eq!(t.chunk_of(i as usize), Some(s));
                     visits[i as usize] += 1;
@@ -466,6 +522,27 @@ mod tests {
         // k = 1 (Epidemic Learning) and k = d.
         check_partition(&[10, 20], 1, 4);
         check_partition(&[3, 4], 7, 5);
+    }
+
+    /// Vectors of several full tiles take the unchecked fast path of [`gather`] (every test above fits one
+    /// short tile): the cut still equals the plain definition, for chunks that do and do not divide `TILE`.
+    #[test]
+    fn full_tiles_cut_as_extract_does() {
+        let sizes = [3 * TILE + 5, 1000, TILE];
+        let d: usize = sizes.iter().sum();
+        let flat: Vec<f32> = (0..d).map(|i| i as f32).collect();
+        for k in [1, 2, 3, 8] {
+            let p = ChunkPartition::new(&sizes, k, 11).unwrap();
+            assert_eq!(p.tile, TILE);
+            let mut concat = Vec::new();
+            p.extract_all_into(&flat, &mut concat).unwrap();
+            let all = p.extract_all(&flat).unwrap();
+            for s in 0..k {
+                let want: Vec<f32> = p.indices(s).iter().map(|&i| i as f32).collect();
+                assert_eq!(&concat[p.chunk_range(s)], want.as_slice(), "k = {k}, chunk {s}");
+                assert_eq!(all[s], want, "k = {k}, chunk {s}");
+            }
+        }
     }
 
     #[test]

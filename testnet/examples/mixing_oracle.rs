@@ -196,8 +196,7 @@ fn main() -> anyhow::Result<()> {
                 _ => s
                     .learning
                     .chunk_partition(&learners[0].model, k)?
-                    .chunk_ids()
-                    .to_vec(),
+                    .chunk_ids(),
             };
             let mut members: Vec<Vec<u32>> = vec![Vec::new(); k];
             for (p, &id) in chunk_of.iter().enumerate() {

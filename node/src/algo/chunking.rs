@@ -160,8 +160,9 @@ mod tests {
         })
         .unwrap();
         let next = a.combine(Round(20), 0, &local).unwrap();
+        let ids = p.chunk_ids();
         for (i, (&n, &l)) in next.iter().zip(&local).enumerate() {
-            let expect = if p.chunk_ids()[i] == 2 { l / 2.0 } else { l };
+            let expect = if ids[i] == 2 { l / 2.0 } else { l };
             assert_eq!(n, expect, "parameter {i}");
         }
     }
