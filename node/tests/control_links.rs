@@ -7,101 +7,20 @@
 // The links time round trips from an epoch, as a VN task does; no engine reads it.
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
 use libp2p::identity::Keypair;
-use libp2p::swarm::SwarmEvent;
-use libp2p::swarm::dial_opts::DialOpts;
-use libp2p::{Multiaddr, PeerId, StreamProtocol};
-use node::net::behaviour::Timeouts;
+use libp2p::StreamProtocol;
 use node::net::control_link::{Closed, ControlLinks, LinkEvent};
-use node::net::transport::{VnSwarm, build_swarm};
-use node::net::vn_task::listen;
 use node::peers::PeerList;
+
+use common::swarms::{LIMIT, Vn, connected_pair, vn, vns};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-
-const LIMIT: Duration = Duration::from_secs(20);
-
-/// One Swarm, driven in a task; dials go in and established connections come out through channels (the
-/// task owns the Swarm).
-struct Vn {
-    id: PeerId,
-    addr: Multiaddr,
-    stream: libp2p_stream::Control,
-    dial: mpsc::UnboundedSender<(PeerId, Multiaddr)>,
-    connected: mpsc::UnboundedReceiver<PeerId>,
-}
-
-impl Vn {
-    /// Dials `to` and waits for the connection, so that the links find it up (as a VN's do, which dial
-    /// before they send).
-    async fn connect(&mut self, to: &Vn) {
-        self.dial.send((to.id, to.addr.clone())).unwrap();
-        tokio::time::timeout(LIMIT, async {
-            while self.connected.recv().await != Some(to.id) {}
-        })
-        .await
-        .expect("connected in time");
-    }
-}
-
-/// A Swarm for `key` that allows `allow` at the connection level.
-async fn vn(key: Keypair, allow: &[PeerId]) -> Vn {
-    let mut swarm: VnSwarm =
-        build_swarm(key.clone(), None, Timeouts::default(), 1 << 16).unwrap();
-    for p in allow {
-        swarm.behaviour_mut().allow.allow_peer(*p);
-    }
-    let addr = listen(&mut swarm, "/memory/0".parse().unwrap())
-        .await
-        .unwrap();
-    let stream = swarm.behaviour().stream.new_control();
-    let (dial, mut dials) = mpsc::unbounded_channel::<(PeerId, Multiaddr)>();
-    let (up, connected) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                ev = swarm.select_next_some() => {
-                    if let SwarmEvent::ConnectionEstablished { peer_id, .. } = ev {
-                        let _ = up.send(peer_id);
-                    }
-                }
-                Some((peer, addr)) = dials.recv() => {
-                    let _ = swarm.dial(DialOpts::peer_id(peer).addresses(vec![addr]).build());
-                }
-            }
-        }
-    });
-    Vn {
-        id: key.public().to_peer_id(),
-        addr,
-        stream,
-        dial,
-        connected,
-    }
-}
-
-/// `n` Swarms, each allowing all the others at the connection level.
-async fn vns(n: usize) -> Vec<Vn> {
-    let keys: Vec<Keypair> = (0..n).map(|_| Keypair::generate_ed25519()).collect();
-    let peers: Vec<PeerId> = keys.iter().map(|k| k.public().to_peer_id()).collect();
-    let mut out = Vec::new();
-    for key in keys {
-        out.push(vn(key, &peers).await);
-    }
-    out
-}
-
-/// Two Swarms allowing each other, the first connected to the second.
-async fn connected_pair() -> Vec<Vn> {
-    let mut v = vns(2).await;
-    let (x, y) = v.split_at_mut(1);
-    x[0].connect(&y[0]).await;
-    v
-}
 
 fn links(v: &Vn, listed: &[&Vn], epoch: Instant) -> ControlLinks {
     let list = PeerList::from_entries(listed.iter().map(|p| (p.id, Some(p.addr.clone()))));

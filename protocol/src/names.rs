@@ -5,6 +5,10 @@
 /// [`crate::ChunkReply`] response.
 pub const CHUNK: &str = "/shatter/chunk/1";
 
+/// Chunk exchange on one long-lived stream per pair of virtual nodes and direction: length-prefixed
+/// [`crate::ChunkFrame`]s one way, a length-prefixed [`crate::ChunkReply`] for each, in order, the other.
+pub const CHUNK_STREAM: &str = "/shatter/chunk-stream/1";
+
 /// Control messages between virtual nodes: Cyclon shuffles and overlay negotiation. One long-lived stream per
 /// peer carrying length-prefixed messages one way and cumulative acknowledgements (the count of messages
 /// read, a little-endian u64) the other (since version 2; version 1 was one request-response stream per

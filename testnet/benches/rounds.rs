@@ -10,7 +10,8 @@
 //!    node's first round: near the machine's core count, the rounds wait on the cores) — next to the figures
 //!    the issue quotes for the Python reference.
 //! 2. Limits measured in the same run: one chunk of MovieLens at k = 2 (413 KB) sent request/acknowledge
-//!    over raw loopback TCP vs over our libp2p chunk path (noise + yamux + request-response), and the
+//!    over raw loopback TCP vs over our libp2p chunk path (noise + yamux + the chunk links' long-lived
+//!    stream; and, for comparison, as request-response requests, as chunks went before), and the
 //!    authenticated encryption alone (noise's ChaCha20-Poly1305 from `ring`, sealed and opened in noise-sized
 //!    frames, as both ends of the path do) with the bounds it puts on the path's ratio (one core doing a
 //!    chunk's sealing, transfer and opening in turn, or the two ends overlapped on two cores); one round's
@@ -37,6 +38,7 @@ use models::aggregate::Aggregator;
 use models::chunking::ChunkPartition;
 use node::engine::RoundMetrics;
 use node::net::behaviour::{Timeouts, VnBehaviourEvent};
+use node::net::chunk_link::{ChunkEvent, ChunkLinks};
 use testnet::cli::{Mode, Options};
 use testnet::scenario::Settings;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -100,6 +102,7 @@ fn main() -> anyhow::Result<()> {
     .encode();
     let raw = rt.block_on(raw_tcp(&frame, a.chunks))?;
     let p2p = rt.block_on(libp2p_chunks(&frame, a.chunks))?;
+    let requests = rt.block_on(libp2p_chunk_requests(&frame, a.chunks))?;
     let aead = seal_and_open(&frame, a.chunks);
     let aggregation = [(2, 4), (8, 8)].map(|(k, r)| (k, r, aggregation_vs_memcpy(k, r)));
     drop(rt);
@@ -204,9 +207,14 @@ fn main() -> anyhow::Result<()> {
     );
     println!("  raw loopback TCP           {:>8.1} MB/s", mb(raw));
     println!(
-        "  libp2p chunk path          {:>8.1} MB/s  ({:.2}× raw)",
+        "  libp2p chunk path          {:>8.1} MB/s  ({:.2}× raw; chunk streams)",
         mb(p2p),
         p2p / raw
+    );
+    println!(
+        "  … as requests (before)     {:>8.1} MB/s  ({:.2}× raw; a request-response stream per chunk)",
+        mb(requests),
+        requests / raw
     );
     // Two bounds on an encrypted path's ratio, for one chunk at a time. Where one core does all the work of
     // a chunk (as in a round, where both cores are busy), a chunk takes at least its raw transfer plus its
@@ -336,9 +344,85 @@ fn seal_and_open(frame: &[u8], n: usize) -> f64 {
     (n * frame.len()) as f64 / t.elapsed().as_secs_f64()
 }
 
-/// Bytes per second of `n` chunk frames sent between two VN Swarms over 127.0.0.1 TCP (the node's own
-/// transport and behaviour: noise, yamux, request-response with the chunk codec), one at a time.
+/// Bytes per second of `n` chunk frames sent between two VN Swarms over 127.0.0.1 TCP through the node's own
+/// path (noise, yamux, the chunk links' long-lived stream: `node::net::chunk_link`), one at a time, each
+/// answered before the next.
 async fn libp2p_chunks(frame: &[u8], n: usize) -> anyhow::Result<f64> {
+    let (ka, kb) = (Keypair::generate_ed25519(), Keypair::generate_ed25519());
+    let (pa, pb) = (ka.public().to_peer_id(), kb.public().to_peer_id());
+    let max = frame.len();
+    let mut a = node::net::transport::build_swarm(ka, None, Timeouts::default(), max)?;
+    let mut b = node::net::transport::build_swarm(kb, None, Timeouts::default(), max)?;
+    a.behaviour_mut().allow.allow_peer(pb);
+    b.behaviour_mut().allow.allow_peer(pa);
+    let links = |swarm: &node::net::transport::VnSwarm, peer: libp2p::PeerId| {
+        let list = node::peers::PeerList::from_entries([(peer, None)]);
+        ChunkLinks::new(
+            swarm.behaviour().chunk_stream.new_control(),
+            Arc::new(list),
+            max,
+            Duration::from_secs(10),
+            Duration::from_secs(120),
+        )
+    };
+    let (mut la, mut lb) = (links(&a, pb)?, links(&b, pa)?);
+    b.listen_on("/ip4/127.0.0.1/tcp/0".parse()?)?;
+    let addr = loop {
+        if let SwarmEvent::NewListenAddr { address, .. } = b.select_next_some().await {
+            break address;
+        }
+    };
+    // The Swarms run on their own; the links talk to them through their stream controls.
+    let drive_b = tokio::spawn(async move {
+        loop {
+            b.select_next_some().await;
+        }
+    });
+    a.dial(addr)?;
+    loop {
+        if let SwarmEvent::ConnectionEstablished { .. } = a.select_next_some().await {
+            break;
+        }
+    }
+    let drive_a = tokio::spawn(async move {
+        loop {
+            a.select_next_some().await;
+        }
+    });
+    let receiver = tokio::spawn(async move {
+        loop {
+            if let ChunkEvent::Chunk { reply, .. } = lb.next().await {
+                let _ = reply.send(vec![0]);
+            }
+        }
+    });
+    let frame = Arc::new(frame.to_vec());
+    // The first chunk (stream opening, protocol negotiation) is not timed.
+    let mut t = None;
+    for i in 0..=n {
+        if i == 1 {
+            t = Some(Instant::now());
+        }
+        la.send(pb, protocol::Round(i as u64), frame.clone(), false);
+        loop {
+            match la.next().await {
+                ChunkEvent::Reply { .. } => break,
+                ChunkEvent::Failed { .. } => bail!("chunk {i} not delivered"),
+                _ => {}
+            }
+        }
+    }
+    let secs = t.expect("n ≥ 1").elapsed().as_secs_f64();
+    receiver.abort();
+    drive_a.abort();
+    drive_b.abort();
+    Ok((n * frame.len()) as f64 / secs)
+}
+
+/// Bytes per second of `n` chunk frames sent between two VN Swarms over 127.0.0.1 TCP as request-response
+/// requests (noise, yamux, the request-response chunk codec: how VNs sent chunks before the chunk links), one
+/// at a time.
+async fn libp2p_chunk_requests(frame: &[u8], n: usize) -> anyhow::Result<f64> {
     let (ka, kb) = (Keypair::generate_ed25519(), Keypair::generate_ed25519());
     let (pa, pb) = (ka.public().to_peer_id(), kb.public().to_peer_id());
     let max = frame.len();
@@ -382,11 +466,9 @@ async fn libp2p_chunks(frame: &[u8], n: usize) -> anyhow::Result<f64> {
         if i == 1 {
             t = Some(Instant::now());
         }
-        a.behaviour_mut().chunk.send_request_with_addresses(
-            &pb,
-            frame.clone(),
-            vec![addr.clone()],
-        );
+        a.behaviour_mut()
+            .chunk
+            .send_request_with_addresses(&pb, frame.clone(), vec![addr.clone()]);
         loop {
             match a.select_next_some().await {
                 SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(Event::Message {

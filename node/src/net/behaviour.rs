@@ -67,6 +67,10 @@ pub struct VnBehaviour {
     pub chunk: request_response::Behaviour<FrameCodec<Arc<Vec<u8>>>>,
     /// Control messages: one long-lived stream per peer and direction (`super::control_link`).
     pub stream: libp2p_stream::Behaviour,
+    /// Chunks: one long-lived stream per peer and direction (`super::chunk_link`). A behaviour apart from
+    /// `stream`: `libp2p_stream`'s handler negotiates one outbound stream at a time per connection, so chunk
+    /// streams opened (and reopened) in a round's burst would hold control streams' openings behind them.
+    pub chunk_stream: libp2p_stream::Behaviour,
     /// "Which exchange are you at?" (catch-up, `engine/vn.rs` probes): tiny, bounded both ways.
     pub round: request_response::Behaviour<FrameCodec>,
 }
@@ -113,6 +117,7 @@ impl VnBehaviour {
             ping: ping::Behaviour::new(ping::Config::new()),
             chunk,
             stream: libp2p_stream::Behaviour::new(),
+            chunk_stream: libp2p_stream::Behaviour::new(),
             round,
         }
     }

@@ -1,7 +1,7 @@
 //! Connection and stream limits of one VN's Swarm: what anyone who can reach a port, and what one listed peer,
 //! can make a VN hold. Enforced by libp2p's own `connection_limits` behaviour, the transport's upgrade timeout,
-//! request-response's per-connection stream cap and the control links' own bounds (`super::control_link`); the
-//! numbers live here, each with the reason for its size.
+//! request-response's per-connection stream cap and the control and chunk links' own bounds
+//! (`super::control_link`, `super::chunk_link`); the numbers live here, each with the reason for its size.
 //!
 //! Bounds that follow (per VN; `F` = the run's largest chunk frame, `protocol::chunk::chunk_frame_bytes`):
 //! - unauthenticated sockets: at most [`MAX_PENDING_INCOMING`] at once, each closed
@@ -10,9 +10,11 @@
 //! - established: at most [`MAX_CONNECTIONS_PER_PEER`] per listed peer (an unlisted peer's connection is closed
 //!   by the allow-list as soon as its handshake reveals who it is).
 //! - inbound bytes held for one peer: at most `MAX_CONNECTIONS_PER_PEER` × [`CHUNK_STREAMS_PER_CONNECTION`] × F in
-//!   chunk frames plus one control frame (`protocol::codec::MAX_CONTROL_BYTES`) and its reader's buffer: a peer
-//!   has one control stream to a VN, a newer one replacing the older ([`inbound_bytes_per_peer`]). Frame reads
-//!   grow with the bytes that arrive, so a stream that announces a large frame and trickles costs what it sent.
+//!   chunk requests (the request-response chunk protocol, still accepted), one chunk frame F on its chunk
+//!   stream, one control frame (`protocol::codec::MAX_CONTROL_BYTES`) and its reader's buffer: a peer has one
+//!   chunk stream and one control stream to a VN, a newer one replacing the older, and a chunk stream's reader
+//!   reads its next frame only once the VN answered the last ([`inbound_bytes_per_peer`]). Frame reads grow with
+//!   the bytes that arrive, so a stream that announces a large frame and trickles costs what it sent.
 
 use std::time::Duration;
 
@@ -65,9 +67,8 @@ pub fn memory_limits() -> memory_connection_limits::Behaviour {
 /// The most inbound frame bytes one listed peer can make a VN hold at once, with chunk frames of at most
 /// `max_chunk_frame` bytes.
 pub const fn inbound_bytes_per_peer(max_chunk_frame: usize) -> usize {
-    MAX_CONNECTIONS_PER_PEER as usize
-        * (CHUNK_STREAMS_PER_CONNECTION * max_chunk_frame
-)
+    MAX_CONNECTIONS_PER_PEER as usize * CHUNK_STREAMS_PER_CONNECTION * max_chunk_frame
+        + max_chunk_frame
         + protocol::codec::MAX_CONTROL_BYTES
         + super::control_link::READ_BUFFER
 }
@@ -82,8 +83,9 @@ mod tests {
         let frame = protocol::chunk::chunk_frame_bytes(103_340);
         let bound = inbound_bytes_per_peer(frame);
         assert_eq!(CHUNK_STREAMS_PER_CONNECTION, 8);
-        // 4 × 8 × 413 KB + 64 KiB + 4 KiB ≈ 13.3 MB: bounded and independent of what a frame announces.
+        // 4 × 8 × 413 KB + 413 KB + 64 KiB + 1 KiB ≈ 13.7 MB: bounded and independent of what a frame
+        // announces.
         assert!(bound < 14_000_000, "{bound}");
-        assert!(bound > 4 * 8 * frame);
+        assert!(bound > (4 * 8 + 1) * frame);
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod behaviour;
 pub mod boxed;
+pub mod chunk_link;
 pub mod codec;
 pub mod control_link;
 pub mod limits;

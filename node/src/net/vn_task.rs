@@ -17,11 +17,12 @@ use libp2p::{Multiaddr, PeerId, Swarm, identify};
 use protocol::ChunkFrame;
 use protocol::Round;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::behaviour::VnBehaviourEvent;
 use super::transport::VnSwarm;
+use super::chunk_link::{ChunkEvent, ChunkLinks};
 use super::control_link::{Closed, ControlLinks, LinkEvent};
 use super::preconnect::Preconnect;
 use crate::VnAddr;
@@ -88,6 +89,10 @@ pub enum VnCommand {
 /// answers or holds at most `MAX_PENDING_CHUNKS` beyond the ones it decides at once).
 pub type Channels = BTreeMap<u64, ResponseChannel<Vec<u8>>>;
 
+/// Chunks received on chunk streams awaiting the engine's verdict, as [`Channels`] are for requests: each
+/// holds its reader's next read until answered.
+pub type StreamReplies = BTreeMap<u64, oneshot::Sender<Vec<u8>>>;
+
 pub struct VnTask {
     pub index: usize,
     pub swarm: VnSwarm,
@@ -115,6 +120,12 @@ pub struct VnTask {
     /// Control messages to and from peers, over one stream per peer and direction; their acknowledgements'
     /// round trips go to the engine (`VnInput::ControlRoundTrip`).
     pub links: ControlLinks,
+    /// Chunks to and from peers, over one stream per peer and direction.
+    pub chunks: ChunkLinks,
+    /// Received chunks on those streams awaiting the engine's verdict.
+    pub chunk_replies: StreamReplies,
+    /// Chunks whose streams were all dropped unread, sent again as requests: each request's peer and round.
+    pub chunk_requests: HashMap<OutboundRequestId, (PeerId, Round)>,
     /// Connections to open during the warm-up (`preconnect.rs`); empty for a resumed VN.
     pub preconnect: Preconnect,
 }
@@ -123,7 +134,6 @@ impl VnTask {
     pub async fn run(mut self) {
         let mut channels: Channels = BTreeMap::new();
         let mut next_token = 0u64;
-        let mut outbound_chunks: HashMap<OutboundRequestId, (PeerId, Round)> = HashMap::new();
         let mut addrs: HashMap<PeerId, Multiaddr> = self
             .bootstrap
             .iter()
@@ -137,7 +147,7 @@ impl VnTask {
             .engine
             .join_restored(now, saved, self.bootstrap.clone());
         if !self
-            .apply(out, &mut channels, &mut outbound_chunks, &addrs, &mut wake)
+            .apply(out, &mut channels, &addrs, &mut wake)
             .await
         {
             return;
@@ -173,6 +183,10 @@ impl VnTask {
                     Some(input) => input,
                     None => continue,
                 },
+                ev = self.chunks.next() => match self.on_chunk_event(ev, &mut next_token, &addrs) {
+                    Some(input) => input,
+                    None => continue,
+                },
                 ev = self.swarm.select_next_some() => {
                     match &ev {
                         SwarmEvent::ConnectionEstablished { peer_id, .. }
@@ -181,7 +195,7 @@ impl VnTask {
                         }
                         _ => {}
                     }
-                    match self.on_swarm_event(ev, &mut channels, &mut next_token, &mut outbound_chunks, &mut addrs) {
+                    match self.on_swarm_event(ev, &mut channels, &mut next_token, &mut addrs) {
                         Some(input) => input,
                         None => continue,
                     }
@@ -190,7 +204,7 @@ impl VnTask {
             let now = self.epoch.elapsed();
             let out = self.engine.handle(now, input);
             if !self
-                .apply(out, &mut channels, &mut outbound_chunks, &addrs, &mut wake)
+                .apply(out, &mut channels, &addrs, &mut wake)
                 .await
             {
                 return;
@@ -224,20 +238,6 @@ impl VnTask {
         )
     }
 
-    /// A request to `peer` failed: a peer we could not even dial is gone (`PeerGone`); anything else (a
-    /// timeout, a stream refused, a connection closed under the request) is a failed send.
-    fn failed_send(
-        peer: PeerId,
-        error: &request_response::OutboundFailure,
-        addrs: &HashMap<PeerId, Multiaddr>,
-    ) -> VnInput<VnAddr> {
-        let to = Self::addr_of(peer, addrs);
-        match error {
-            request_response::OutboundFailure::DialFailure => VnInput::PeerGone { peer: to },
-            _ => VnInput::SendFailed { to },
-        }
-    }
-
     /// Tells a harness observing arrivals (a network observer's view: kind and time) about one.
     fn observe_arrival(&self, from: &PeerId, what: impl FnOnce() -> crate::observe::Arrival) {
         if let Some(o) = self.observer.as_deref().filter(|o| o.wants_arrivals()) {
@@ -255,6 +255,67 @@ impl VnTask {
             reason: "not on the peer list".into(),
         });
         true
+    }
+
+    /// A chunk link's event as an engine input, if it is one.
+    fn on_chunk_event(
+        &mut self,
+        ev: ChunkEvent,
+        next_token: &mut u64,
+        addrs: &HashMap<PeerId, Multiaddr>,
+    ) -> Option<VnInput<VnAddr>> {
+        match ev {
+            ChunkEvent::Chunk { peer, bytes, reply } => {
+                if self.refuse_unlisted(peer) {
+                    return None; // dropping `reply` closes the stream: nothing is answered
+                }
+                self.observe_arrival(&peer, || crate::observe::classify_chunk(&bytes));
+                *next_token += 1;
+                self.chunk_replies.insert(*next_token, reply);
+                Some(VnInput::Chunk {
+                    from: Self::addr_of(peer, addrs),
+                    bytes,
+                    token: *next_token,
+                })
+            }
+            ChunkEvent::Reply { peer, round, bytes } => Some(VnInput::ChunkReply {
+                from: Self::addr_of(peer, addrs),
+                round,
+                bytes,
+            }),
+            ChunkEvent::Failed {
+                peer,
+                round,
+                retry: Some(bytes),
+                ..
+            } => {
+                // The peer's accept queue dropped every stream: request-response's handler drops none.
+                tracing::debug!(vn = self.index, %peer, %round, "chunk streams refused; sending as a request");
+                let to = Self::addr_of(peer, addrs);
+                let id = self
+                    .swarm
+                    .behaviour_mut()
+                    .chunk
+                    .send_request_with_addresses(&peer, bytes, dial_addrs(&to, addrs));
+                self.chunk_requests.insert(id, (peer, round));
+                None
+            }
+            ChunkEvent::Failed {
+                peer,
+                round,
+                unreachable,
+                retry: None,
+            } => {
+                tracing::debug!(vn = self.index, %peer, %round, unreachable, "chunk not delivered");
+                let to = Self::addr_of(peer, addrs);
+                Some(if unreachable {
+                    VnInput::PeerGone { peer: to }
+                } else {
+                    VnInput::SendFailed { to }
+                })
+            }
+            ChunkEvent::Closed { .. } => None,
+        }
     }
 
     /// A control link's event as an engine input, if it is one.
@@ -297,7 +358,6 @@ impl VnTask {
         ev: SwarmEvent<VnBehaviourEvent>,
         channels: &mut Channels,
         next_token: &mut u64,
-        outbound_chunks: &mut HashMap<OutboundRequestId, (PeerId, Round)>,
         addrs: &mut HashMap<PeerId, Multiaddr>,
     ) -> Option<VnInput<VnAddr>> {
         use request_response::{Event, Message};
@@ -323,11 +383,12 @@ impl VnTask {
                         token: *next_token,
                     })
                 }
+                // A chunk sent as a request after its streams were refused.
                 Message::Response {
                     request_id,
                     response,
                 } => {
-                    let (_, round) = outbound_chunks.remove(&request_id)?;
+                    let (_, round) = self.chunk_requests.remove(&request_id)?;
                     Some(VnInput::ChunkReply {
                         from: Self::addr_of(peer, addrs),
                         round,
@@ -341,9 +402,13 @@ impl VnTask {
                 error,
                 ..
             })) => {
-                outbound_chunks.remove(&request_id);
+                self.chunk_requests.remove(&request_id)?;
                 tracing::debug!(vn = self.index, %peer, %error, "chunk not delivered");
-                Some(Self::failed_send(peer, &error, addrs))
+                let to = Self::addr_of(peer, addrs);
+                Some(match error {
+                    request_response::OutboundFailure::DialFailure => VnInput::PeerGone { peer: to },
+                    _ => VnInput::SendFailed { to },
+                })
             }
             SwarmEvent::Behaviour(VnBehaviourEvent::Round(Event::Message {
                 peer,
@@ -484,7 +549,6 @@ impl VnTask {
         &mut self,
         out: Vec<VnOutput<VnAddr>>,
         channels: &mut Channels,
-        outbound_chunks: &mut HashMap<OutboundRequestId, (PeerId, Round)>,
         addrs: &HashMap<PeerId, Multiaddr>,
         wake: &mut Option<Instant>,
     ) -> bool {
@@ -494,10 +558,11 @@ impl VnTask {
             swarm: &mut self.swarm,
             channels,
             round_channels: &mut self.round_channels,
-            outbound_chunks,
             addrs,
             wake,
             links: &mut self.links,
+            chunks: &mut self.chunks,
+            chunk_replies: &mut self.chunk_replies,
             epoch: self.epoch,
             log: &mut self.log,
             observer: self.observer.as_deref(),
@@ -531,10 +596,11 @@ struct SwarmPort<'a> {
     swarm: &'a mut VnSwarm,
     channels: &'a mut Channels,
     round_channels: &'a mut Channels,
-    outbound_chunks: &'a mut HashMap<OutboundRequestId, (PeerId, Round)>,
     addrs: &'a HashMap<PeerId, Multiaddr>,
     wake: &'a mut Option<Instant>,
     links: &'a mut ControlLinks,
+    chunks: &'a mut ChunkLinks,
+    chunk_replies: &'a mut StreamReplies,
     epoch: Instant,
     log: &'a mut RefusalLog,
     observer: Option<&'a dyn Observer<PeerId>>,
@@ -560,17 +626,23 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
     }
 
     fn send_chunk(&mut self, to: VnAddr, round: Round, bytes: Arc<Vec<u8>>) {
-        let a = dial_addrs(&to, self.addrs);
-        let id = self
-            .swarm
-            .behaviour_mut()
-            .chunk
-            .send_request_with_addresses(&to.peer, bytes, a);
-        self.outbound_chunks.insert(id, (to.peer, round));
+        let connected = self.swarm.is_connected(&to.peer);
+        if !connected {
+            // The stream behaviour dials by peer id alone: the addresses come from here.
+            let opts = DialOpts::peer_id(to.peer)
+                .addresses(dial_addrs(&to, self.addrs))
+                .condition(PeerCondition::DisconnectedAndNotDialing)
+                .build();
+            let _ = self.swarm.dial(opts);
+        }
+        self.chunks.send(to.peer, round, bytes, !connected);
     }
 
     fn reply(&mut self, token: ReplyToken, bytes: Vec<u8>) {
-        if let Some(ch) = self.channels.remove(&token) {
+        if let Some(reply) = self.chunk_replies.remove(&token) {
+            // Fails only if the reader is gone (its stream closed): nothing to do then.
+            let _ = reply.send(bytes);
+        } else if let Some(ch) = self.channels.remove(&token) {
             // Fails only if the requester gave up (timeout, closed): nothing to do then.
             let _ = self.swarm.behaviour_mut().chunk.send_response(ch, bytes);
         }

@@ -188,6 +188,15 @@ impl VnSetup {
             place.epoch,
             self.timeouts().control_request,
         )?;
+        let chunks = crate::net::chunk_link::ChunkLinks::new(
+            swarm.behaviour().chunk_stream.new_control(),
+            place.peers.clone(),
+            self.max_chunk_frame(),
+            // Opening, dial included, may take as long as a chunk request did (a crowded network's
+            // handshakes take seconds); a chunk lost to a short timeout costs a neighbour's copy.
+            self.timeouts().chunk_request,
+            self.timeouts().chunk_request,
+        )?;
         let task = VnTask {
             index: place.index,
             swarm,
@@ -205,6 +214,9 @@ impl VnSetup {
             round_channels: Default::default(),
             redialing: Default::default(),
             links,
+            chunks,
+            chunk_replies: Default::default(),
+            chunk_requests: Default::default(),
             preconnect,
         };
         Ok((task, tx, me))

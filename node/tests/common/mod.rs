@@ -1,9 +1,12 @@
 //! Real `node` processes for the integration tests: keys, config files and a peer list in a temporary
 //! directory, the way a deployment writes them.
 
-#![allow(dead_code)] // each test binary uses its own part
+#![allow(dead_code)]
+// each test binary uses its own part
 // Wall-clock waits for whole processes; no engine reads them.
 #![allow(clippy::disallowed_methods)]
+
+pub mod swarms;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
