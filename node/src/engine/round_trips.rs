@@ -86,10 +86,18 @@ impl RoundTrips {
     /// again), from [`INITIAL_STRETCH`] at the first round if it is the network's start (`cold_start`; a VN
     /// that resumes into a running network starts from what it measured: stretched, its first rounds took
     /// so long that the network ran ahead of it again). A driver that measures nothing (the simulator) gets
-    /// the floor: without round trips there is no pacing.
-    pub fn next_substep(&mut self, floor: Duration, cold_start: bool) -> Duration {
+    /// the floor: without round trips there is no pacing. `measuring`: the driver measures round trips, so a
+    /// VN at the network's start that has none yet (its warm-up brought no control message back in time)
+    /// takes the cold start's stretch too. At the floor it froze its first overlays at half the window of
+    /// its peers that had measured, and their proposals that came later failed: in 512-VN runs (crowded
+    /// timing, 400 ms floor) round 0 ended 25-27 s into the run and formed 7.09-7.88 of 8 neighbours.
+    pub fn next_substep(&mut self, floor: Duration, cold_start: bool, measuring: bool) -> Duration {
         let Some(rtt) = self.typical() else {
-            return floor;
+            return if cold_start && measuring {
+                floor * INITIAL_STRETCH
+            } else {
+                floor
+            };
         };
         let target = (rtt * SUBSTEP_PER_ROUND_TRIP).clamp(floor, floor * MAX_STRETCH);
         let eased = self.substep.map_or(
@@ -128,44 +136,58 @@ mod tests {
     fn a_driver_that_measures_nothing_gets_the_configured_substep() {
         let mut t = RoundTrips::default();
         for _ in 0..10 {
-            assert_eq!(t.next_substep(FLOOR, true), FLOOR);
+            assert_eq!(t.next_substep(FLOOR, true, false), FLOOR);
         }
+    }
+
+    /// A node at the network's start with no round trip yet: the cold start's stretch, as its peers that
+    /// measured one get; once running (not the start), the floor.
+    #[test]
+    fn a_measuring_vn_with_no_round_trip_yet_starts_stretched() {
+        let mut t = RoundTrips::default();
+        assert_eq!(t.next_substep(FLOOR, true, true), FLOOR * INITIAL_STRETCH);
+        assert_eq!(t.next_substep(FLOOR, false, true), FLOOR);
+        assert_eq!(
+            filled(ms(1)).next_substep(FLOOR, true, true),
+            FLOOR * INITIAL_STRETCH,
+            "the same as with a quiet round trip measured"
+        );
     }
 
     #[test]
     fn the_first_rounds_start_stretched_and_ease_down_to_the_floor_on_a_quiet_network() {
         let mut t = filled(Duration::from_micros(900));
-        let mut seen = vec![t.next_substep(FLOOR, true)];
+        let mut seen = vec![t.next_substep(FLOOR, true, true)];
         assert_eq!(seen[0], FLOOR * INITIAL_STRETCH);
         while *seen.last().unwrap() > FLOOR {
-            seen.push(t.next_substep(FLOOR, true));
+            seen.push(t.next_substep(FLOOR, true, true));
             assert!(seen.len() < 50, "never reached the floor: {seen:?}");
         }
         assert!(seen.windows(2).all(|w| w[1] < w[0]), "{seen:?}");
-        assert_eq!(t.next_substep(FLOOR, true), FLOOR);
+        assert_eq!(t.next_substep(FLOOR, true, true), FLOOR);
     }
 
     #[test]
     fn a_vn_resuming_into_a_running_network_starts_from_what_it_measured() {
         let mut t = filled(ms(1));
-        assert_eq!(t.next_substep(FLOOR, false), FLOOR);
+        assert_eq!(t.next_substep(FLOOR, false, true), FLOOR);
         let mut t = filled(ms(30));
-        assert_eq!(t.next_substep(FLOOR, false), ms(30) * SUBSTEP_PER_ROUND_TRIP);
+        assert_eq!(t.next_substep(FLOOR, false, true), ms(30) * SUBSTEP_PER_ROUND_TRIP);
     }
 
     #[test]
     fn slow_replies_stretch_the_substep_at_once_and_it_eases_back_when_they_are_fast_again() {
         let mut t = filled(ms(1));
-        while t.next_substep(FLOOR, true) > FLOOR {}
+        while t.next_substep(FLOOR, true, true) > FLOOR {}
         for _ in 0..SAMPLES {
             t.record(ms(60));
         }
-        assert_eq!(t.next_substep(FLOOR, true), ms(120));
+        assert_eq!(t.next_substep(FLOOR, true, true), ms(120));
         for _ in 0..SAMPLES {
             t.record(ms(1));
         }
-        assert_eq!(t.next_substep(FLOOR, true), ms(108));
-        assert_eq!(t.next_substep(FLOOR, true), Duration::from_micros(97_200));
+        assert_eq!(t.next_substep(FLOOR, true, true), ms(108));
+        assert_eq!(t.next_substep(FLOOR, true, true), Duration::from_micros(97_200));
     }
 
     #[test]
@@ -177,7 +199,7 @@ mod tests {
         }
         assert_eq!(t.typical(), Some(ms(2)));
         let mut t = filled(ms(10_000));
-        assert_eq!(t.next_substep(FLOOR, true), FLOOR * MAX_STRETCH);
+        assert_eq!(t.next_substep(FLOOR, true, true), FLOOR * MAX_STRETCH);
     }
 
     #[test]

@@ -392,6 +392,10 @@ pub struct VnEngine<I> {
     /// Control round trips the driver measured (`VnInput::ControlRoundTrip`): they stretch the sub-steps of
     /// the overlays this VN starts when the network is busy (`round_trips.rs`). None in the simulator.
     round_trips: RoundTrips,
+    /// A `Prepare` came: this VN is at the network's start, driven by a node's shell, which measures round
+    /// trips (the simulator sends no `Prepare`). Until it has measured any, its overlays take the cold
+    /// start's stretch, as its peers' that have (`RoundTrips::next_substep`).
+    prepared: bool,
 }
 
 /// One catch-up probe: whom it asked, what they answered, when it gives up waiting.
@@ -482,6 +486,7 @@ impl<I: VnIdentity> VnEngine<I> {
             round_query_rate,
             push: false,
             round_trips: RoundTrips::default(),
+            prepared: false,
         })
     }
 
@@ -624,7 +629,10 @@ impl<I: VnIdentity> VnEngine<I> {
         match input {
             VnInput::StartRound(round) => self.on_rn_round(now, round, true, &mut out),
             // Directed push draws its targets from the view when the round starts: nothing to prepare.
-            VnInput::Prepare(round) if !self.push => self.on_rn_round(now, round, false, &mut out),
+            VnInput::Prepare(round) if !self.push => {
+                self.prepared = true;
+                self.on_rn_round(now, round, false, &mut out)
+            }
             VnInput::Prepare(_) => {}
             VnInput::FromRn(ToVirtualNode::Exchange(frame)) => {
                 self.on_own_chunk(now, frame, &mut out)
@@ -817,9 +825,11 @@ impl<I: VnIdentity> VnEngine<I> {
     fn pace_overlays(&mut self) {
         // The network's start: every VN opens its first negotiations (and connections) at once.
         let cold_start = self.newest.is_none_or(|n| n == Round::ZERO);
-        let substep = self
-            .round_trips
-            .next_substep(self.cfg.sampler.overlay.substep, cold_start);
+        let substep = self.round_trips.next_substep(
+            self.cfg.sampler.overlay.substep,
+            cold_start,
+            self.prepared,
+        );
         if substep != self.sampler.overlay().config().substep {
             tracing::debug!(?substep, rtt = ?self.round_trips.typical(), "overlay sub-step stretched");
         }
@@ -2883,6 +2893,11 @@ mod tests {
         // The configured window (140 ms) twice over the lookahead of 4: 70 ms apart.
         let ms = |t| Some(Duration::from_millis(t));
         assert_eq!(q, [ms(0), ms(70), ms(140), ms(210), ms(280)]);
+        // Prepared with no round trip measured yet: the cold start's stretch, as measuring VNs get.
+        assert_eq!(
+            quiet.sampler.overlay().deadline(),
+            cfg.sampler.overlay.deadline() * crate::engine::round_trips::INITIAL_STRETCH
+        );
         assert!(busy.sampler.overlay().deadline() > quiet.sampler.overlay().deadline());
     }
 
