@@ -38,9 +38,9 @@ use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
 use libp2p::{PeerId, Stream, StreamProtocol};
 use protocol::Round;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use super::stream_link::{self, AbortOnDrop, OpenFailed, accept_streams};
 use crate::peers::PeerList;
 
 /// Chunks queued for one peer while its stream opens or its earlier chunks are answered: a VN sends a peer
@@ -105,15 +105,6 @@ pub enum ChunkEvent {
     Closed { peer: PeerId, link: u64 },
 }
 
-/// Aborts a task when dropped: a VN's links end with it.
-struct AbortOnDrop(AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// One chunk to send: its round, and its frame shared with the other neighbours' writers.
 #[derive(Clone)]
 struct Outgoing {
@@ -158,12 +149,10 @@ impl ChunkLinks {
             .accept(protocol_name())
             .map_err(|e| crate::NodeError::Network(format!("chunk protocol: {e}")))?;
         let (events_tx, events) = mpsc::channel(EVENTS);
-        let accept = tokio::spawn(accept_streams(
-            incoming,
-            peers,
-            max_frame,
-            events_tx.clone(),
-        ));
+        let to_vn = events_tx.clone();
+        let accept = tokio::spawn(accept_streams(incoming, peers, move |peer, stream| {
+            read_link(peer, stream, max_frame, to_vn.clone())
+        }));
         Ok(Self {
             control,
             open_timeout,
@@ -250,24 +239,6 @@ impl ChunkLinks {
 
 fn protocol_name() -> StreamProtocol {
     StreamProtocol::new(protocol::names::CHUNK_STREAM)
-}
-
-/// Accepts chunk streams; one reader per listed peer (a newer stream replaces the older one).
-async fn accept_streams(
-    mut incoming: libp2p_stream::IncomingStreams,
-    peers: Arc<PeerList>,
-    max_frame: usize,
-    events: mpsc::Sender<ChunkEvent>,
-) {
-    let mut readers: HashMap<PeerId, AbortOnDrop> = HashMap::new();
-    while let Some((peer, stream)) = incoming.next().await {
-        if !peers.is_allowed(&peer) {
-            continue; // dropping it closes it; the allow-list closes the connection
-        }
-        readers.retain(|_, r| !r.0.is_finished());
-        let reader = tokio::spawn(read_link(peer, stream, max_frame, events.clone()));
-        readers.insert(peer, AbortOnDrop(reader.abort_handle()));
-    }
 }
 
 /// Reads one peer's chunks one at a time, handing each to the VN and writing back its reply.
@@ -391,24 +362,20 @@ impl Writer {
     }
 
     async fn open(&mut self) -> Result<Stream, Ended> {
-        let opened = tokio::time::timeout(
+        let opened = stream_link::open(
+            &mut self.control,
+            self.peer,
+            protocol_name(),
             self.open_timeout,
-            self.control.open_stream(self.peer, protocol_name()),
+            self.dialled,
+            "chunk",
         )
         .await;
-        match opened {
-            Ok(Ok(s)) => Ok(s),
-            Ok(Err(libp2p_stream::OpenStreamError::Io(e)))
-                if e.kind() == io::ErrorKind::NotConnected && self.dialled =>
-            {
-                Err(Ended::Unreachable)
-            }
-            Ok(Err(e)) => {
-                tracing::debug!(peer = %self.peer, %e, "chunk stream not opened");
-                Err(Ended::Broken)
-            }
-            Err(_) => Err(Ended::Broken),
-        }
+        opened.map_err(|why| match why {
+            OpenFailed::Unreachable => Ended::Unreachable,
+            OpenFailed::TimedOut => Ended::Broken,
+            OpenFailed::Failed => Ended::Broken,
+        })
     }
 
     /// Writes the chunks in `unanswered` again (a new stream), then what the queue brings, on `stream` until it

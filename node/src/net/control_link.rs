@@ -24,7 +24,6 @@
 //! connections to peers no longer talked to can idle out.
 
 use std::collections::{HashMap, VecDeque};
-use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,9 +32,9 @@ use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
 use libp2p::{PeerId, Stream, StreamProtocol};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use super::stream_link::{self, AbortOnDrop, OpenFailed, accept_streams};
 use crate::peers::PeerList;
 
 /// Messages queued for one peer while its stream opens or its receiver is slow: a VN negotiating
@@ -86,15 +85,6 @@ pub enum LinkEvent {
     },
 }
 
-/// Aborts a task when dropped: a VN's links end with it.
-struct AbortOnDrop(AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 struct Outgoing {
     bytes: Vec<u8>,
     /// When the VN sent it (time since the epoch), if its acknowledgement measures a round trip.
@@ -134,7 +124,10 @@ impl ControlLinks {
             .accept(protocol_name())
             .map_err(|e| crate::NodeError::Network(format!("control protocol: {e}")))?;
         let (events_tx, events) = mpsc::channel(EVENTS);
-        let accept = tokio::spawn(accept_streams(incoming, peers, events_tx.clone()));
+        let to_vn = events_tx.clone();
+        let accept = tokio::spawn(accept_streams(incoming, peers, move |peer, stream| {
+            read_link(peer, stream, to_vn.clone())
+        }));
         Ok(Self {
             control,
             epoch,
@@ -218,23 +211,6 @@ impl ControlLinks {
 
 fn protocol_name() -> StreamProtocol {
     StreamProtocol::new(protocol::names::CONTROL)
-}
-
-/// Accepts control streams; one reader per listed peer (a newer stream replaces the older one).
-async fn accept_streams(
-    mut incoming: libp2p_stream::IncomingStreams,
-    peers: Arc<PeerList>,
-    events: mpsc::Sender<LinkEvent>,
-) {
-    let mut readers: HashMap<PeerId, AbortOnDrop> = HashMap::new();
-    while let Some((peer, stream)) = incoming.next().await {
-        if !peers.is_allowed(&peer) {
-            continue; // dropping it closes it; the allow-list closes the connection
-        }
-        readers.retain(|_, r| !r.0.is_finished());
-        let reader = tokio::spawn(read_link(peer, stream, events.clone()));
-        readers.insert(peer, AbortOnDrop(reader.abort_handle()));
-    }
 }
 
 /// Reads one peer's messages, handing each to the VN and acknowledging each burst.
@@ -341,24 +317,20 @@ impl Writer {
     }
 
     async fn open(&mut self) -> Result<Stream, Closed> {
-        let opened = tokio::time::timeout(
+        let opened = stream_link::open(
+            &mut self.control,
+            self.peer,
+            protocol_name(),
             self.open_timeout,
-            self.control.open_stream(self.peer, protocol_name()),
+            self.dialled,
+            "control",
         )
         .await;
-        match opened {
-            Ok(Ok(s)) => Ok(s),
-            Ok(Err(libp2p_stream::OpenStreamError::Io(e)))
-                if e.kind() == io::ErrorKind::NotConnected && self.dialled =>
-            {
-                Err(Closed::Unreachable)
-            }
-            Ok(Err(e)) => {
-                tracing::debug!(peer = %self.peer, %e, "control stream not opened");
-                Err(Closed::Broken)
-            }
-            Err(_) => Err(Closed::Slow),
-        }
+        opened.map_err(|why| match why {
+            OpenFailed::Unreachable => Closed::Unreachable,
+            OpenFailed::TimedOut => Closed::Slow,
+            OpenFailed::Failed => Closed::Broken,
+        })
     }
 
     /// Writes `replay`, then what the queue brings, on `stream` until it ends.

@@ -8,6 +8,7 @@ pub mod codec;
 pub mod control_link;
 pub mod limits;
 pub mod preconnect;
+mod stream_link;
 pub mod link;
 pub mod transport;
 pub mod vn_task;
