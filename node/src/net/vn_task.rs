@@ -607,34 +607,33 @@ struct SwarmPort<'a> {
     to_rn: Vec<FromVirtualNode>,
 }
 
-impl VnDriver<VnAddr> for SwarmPort<'_> {
-    fn send_control(&mut self, to: VnAddr, bytes: Vec<u8>) {
-        // Only a message over a connection that is already up measures the network's round trip; one that
-        // dials first also waits for a handshake, a one-time cost that must not stretch the sub-steps.
+impl SwarmPort<'_> {
+    /// Whether a connection to `to` is up; if not, starts a dial to it (the stream behaviours dial by peer id
+    /// alone: the addresses come from here; a dial already under way is not started twice).
+    fn connect(&mut self, to: &VnAddr) -> bool {
         let connected = self.swarm.is_connected(&to.peer);
         if !connected {
-            // The stream behaviour dials by peer id alone: the addresses come from here. A dial already
-            // under way is not started twice.
             let opts = DialOpts::peer_id(to.peer)
-                .addresses(dial_addrs(&to, self.addrs))
+                .addresses(dial_addrs(to, self.addrs))
                 .condition(PeerCondition::DisconnectedAndNotDialing)
                 .build();
             let _ = self.swarm.dial(opts);
         }
+        connected
+    }
+}
+
+impl VnDriver<VnAddr> for SwarmPort<'_> {
+    fn send_control(&mut self, to: VnAddr, bytes: Vec<u8>) {
+        // Only a message over a connection that is already up measures the network's round trip; one that
+        // dials first also waits for a handshake, a one-time cost that must not stretch the sub-steps.
+        let connected = self.connect(&to);
         let sent = connected.then(|| self.epoch.elapsed());
         self.links.send(to.peer, bytes, sent, !connected);
     }
 
     fn send_chunk(&mut self, to: VnAddr, round: Round, bytes: Arc<Vec<u8>>) {
-        let connected = self.swarm.is_connected(&to.peer);
-        if !connected {
-            // The stream behaviour dials by peer id alone: the addresses come from here.
-            let opts = DialOpts::peer_id(to.peer)
-                .addresses(dial_addrs(&to, self.addrs))
-                .condition(PeerCondition::DisconnectedAndNotDialing)
-                .build();
-            let _ = self.swarm.dial(opts);
-        }
+        let connected = self.connect(&to);
         self.chunks.send(to.peer, round, bytes, !connected);
     }
 
