@@ -48,7 +48,9 @@ pub const MAX_CHUNKS: usize = 1 << 16;
 /// Flat indices per tile of the whole-vector passes (see the module documentation): 64 KiB of `f32`, small
 /// enough to stay in a core's L2 cache while the k chunk walks run over it, large enough that each chunk's
 /// walk in a tile is long (2,048 elements at k = 8). With many chunks the tile grows to 64 indices per chunk,
-/// so that the walks do not become a few elements each and the tile table stays within d / 64 + 2k entries.
+/// so that the walks do not become a few elements each and the tile table stays within d / 64 + 2k entries,
+/// up to 65,536 indices (in-tile offsets are `u16`): past k = 1,024 the walks shorten and the table grows to
+/// about d · k / 65,536 entries.
 pub const TILE: usize = 16_384;
 
 /// Longest tile: in-tile offsets are stored as `u16`.
