@@ -28,7 +28,7 @@
 //! chunks and neighbours that requests did not. Writers close their stream after [`IDLE`] without traffic,
 //! so that connections to peers no longer talked to can idle out.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,7 +40,7 @@ use protocol::Round;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::stream_link::{self, AbortOnDrop, OpenFailed, accept_streams};
+use super::stream_link::{self, AbortOnDrop, OpenFailed, Writers, accept_streams};
 use crate::peers::PeerList;
 
 /// Chunks queued for one peer while its stream opens or its earlier chunks are answered: a VN sends a peer
@@ -112,20 +112,13 @@ struct Outgoing {
     bytes: Arc<Vec<u8>>,
 }
 
-struct Link {
-    id: u64,
-    queue: mpsc::Sender<Outgoing>,
-    _writer: AbortOnDrop,
-}
-
 /// One VN's chunk links.
 pub struct ChunkLinks {
     control: libp2p_stream::Control,
     open_timeout: Duration,
     reply_timeout: Duration,
     max_frame: usize,
-    links: HashMap<PeerId, Link>,
-    next_id: u64,
+    writers: Writers<Outgoing>,
     events_tx: mpsc::Sender<ChunkEvent>,
     events: mpsc::Receiver<ChunkEvent>,
     /// Failures found at `send` (a full queue), reported through [`Self::next`] like the others.
@@ -158,8 +151,7 @@ impl ChunkLinks {
             open_timeout,
             reply_timeout,
             max_frame,
-            links: HashMap::new(),
-            next_id: 0,
+            writers: Writers::new(QUEUE_PER_PEER),
             events_tx,
             events,
             failed_now: VecDeque::new(),
@@ -170,29 +162,9 @@ impl ChunkLinks {
     /// Queues our chunk of `round` for `peer`, opening a link if there is none. `dialled`: the caller started a
     /// dial for it, so a failure to open means unreachable.
     pub fn send(&mut self, peer: PeerId, round: Round, bytes: Arc<Vec<u8>>, dialled: bool) {
-        let mut chunk = Outgoing { round, bytes };
-        if let Some(link) = self.links.get(&peer) {
-            match link.queue.try_send(chunk) {
-                Ok(()) => return,
-                Err(mpsc::error::TrySendError::Full(c)) => {
-                    tracing::debug!(%peer, round = %c.round, "chunk queue full; chunk not sent");
-                    self.failed_now.push_back(ChunkEvent::Failed {
-                        peer,
-                        round: c.round,
-                        unreachable: false,
-                        retry: None,
-                    });
-                    return;
-                }
-                // Its writer ended and the event saying so is still on its way: open a new one.
-                Err(mpsc::error::TrySendError::Closed(c)) => chunk = c,
-            }
-        }
-        let (tx, rx) = mpsc::channel(QUEUE_PER_PEER);
-        let _ = tx.try_send(chunk);
-        self.next_id += 1;
-        let writer = tokio::spawn(write_link(
-            Writer {
+        let chunk = Outgoing { round, bytes };
+        let spawned = self.writers.send(peer, chunk, |id, queue| {
+            let writer = Writer {
                 control: self.control.clone(),
                 peer,
                 open_timeout: self.open_timeout,
@@ -200,18 +172,18 @@ impl ChunkLinks {
                 max_frame: self.max_frame,
                 dialled,
                 events: self.events_tx.clone(),
-            },
-            self.next_id,
-            rx,
-        ));
-        self.links.insert(
-            peer,
-            Link {
-                id: self.next_id,
-                queue: tx,
-                _writer: AbortOnDrop(writer.abort_handle()),
-            },
-        );
+            };
+            write_link(writer, id, queue)
+        });
+        if let Err(c) = spawned {
+            tracing::debug!(%peer, round = %c.round, "chunk queue full; chunk not sent");
+            self.failed_now.push_back(ChunkEvent::Failed {
+                peer,
+                round: c.round,
+                unreachable: false,
+                retry: None,
+            });
+        }
     }
 
     /// The next event; pending forever if there is none (the links hold a sender themselves).
@@ -221,9 +193,7 @@ impl ChunkLinks {
         }
         match self.events.recv().await {
             Some(ChunkEvent::Closed { peer, link }) => {
-                if self.links.get(&peer).is_some_and(|l| l.id == link) {
-                    self.links.remove(&peer);
-                }
+                self.writers.closed(peer, link);
                 ChunkEvent::Closed { peer, link }
             }
             Some(ev) => ev,
@@ -233,7 +203,7 @@ impl ChunkLinks {
 
     /// Links open now.
     pub fn open(&self) -> usize {
-        self.links.len()
+        self.writers.len()
     }
 }
 

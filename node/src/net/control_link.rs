@@ -23,7 +23,7 @@
 //! replaces its first. Writers close their stream after [`IDLE`] without traffic, so that
 //! connections to peers no longer talked to can idle out.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,10 +31,9 @@ use futures::io::BufReader;
 use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
 use libp2p::{PeerId, Stream, StreamProtocol};
 use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::Instant;
 
-use super::stream_link::{self, AbortOnDrop, OpenFailed, accept_streams};
+use super::stream_link::{self, AbortOnDrop, OpenFailed, Writers, accept_streams};
 use crate::peers::PeerList;
 
 /// Messages queued for one peer while its stream opens or its receiver is slow: a VN negotiating
@@ -91,19 +90,12 @@ struct Outgoing {
     sent: Option<Duration>,
 }
 
-struct Link {
-    id: u64,
-    queue: mpsc::Sender<Outgoing>,
-    _writer: AbortOnDrop,
-}
-
 /// One VN's control links.
 pub struct ControlLinks {
     control: libp2p_stream::Control,
     epoch: Instant,
     open_timeout: Duration,
-    links: HashMap<PeerId, Link>,
-    next_id: u64,
+    writers: Writers<Outgoing>,
     events_tx: mpsc::Sender<LinkEvent>,
     events: mpsc::Receiver<LinkEvent>,
     _accept: AbortOnDrop,
@@ -132,8 +124,7 @@ impl ControlLinks {
             control,
             epoch,
             open_timeout,
-            links: HashMap::new(),
-            next_id: 0,
+            writers: Writers::new(QUEUE_PER_PEER),
             events_tx,
             events,
             _accept: AbortOnDrop(accept.abort_handle()),
@@ -145,42 +136,22 @@ impl ControlLinks {
     /// acknowledgement should measure a round trip (a message that waits for a dial would also time the
     /// handshake). `dialled`: the caller started a dial for it, so a failure to open means unreachable.
     pub fn send(&mut self, peer: PeerId, bytes: Vec<u8>, sent: Option<Duration>, dialled: bool) {
-        let mut msg = Outgoing { bytes, sent };
-        if let Some(link) = self.links.get(&peer) {
-            match link.queue.try_send(msg) {
-                Ok(()) => return,
-                Err(TrySendError::Full(_)) => {
-                    self.dropped += 1;
-                    tracing::debug!(%peer, dropped = self.dropped, "control queue full; message dropped");
-                    return;
-                }
-                // Its writer ended and the event saying so is still on its way: open a new one.
-                Err(TrySendError::Closed(m)) => msg = m,
-            }
-        }
-        let (tx, rx) = mpsc::channel(QUEUE_PER_PEER);
-        let _ = tx.try_send(msg);
-        self.next_id += 1;
-        let writer = tokio::spawn(write_link(
-            Writer {
+        let msg = Outgoing { bytes, sent };
+        let spawned = self.writers.send(peer, msg, |id, queue| {
+            let writer = Writer {
                 control: self.control.clone(),
                 peer,
                 epoch: self.epoch,
                 open_timeout: self.open_timeout,
                 dialled,
                 events: self.events_tx.clone(),
-            },
-            self.next_id,
-            rx,
-        ));
-        self.links.insert(
-            peer,
-            Link {
-                id: self.next_id,
-                queue: tx,
-                _writer: AbortOnDrop(writer.abort_handle()),
-            },
-        );
+            };
+            write_link(writer, id, queue)
+        });
+        if spawned.is_err() {
+            self.dropped += 1;
+            tracing::debug!(%peer, dropped = self.dropped, "control queue full; message dropped");
+        }
     }
 
     /// The next event; pending forever if there is none (the links hold a sender themselves).
@@ -193,9 +164,7 @@ impl ControlLinks {
 
     /// Forgets link `id` to `peer` once its end is reported (a newer link to the peer stays).
     pub fn closed(&mut self, peer: PeerId, id: u64) {
-        if self.links.get(&peer).is_some_and(|l| l.id == id) {
-            self.links.remove(&peer);
-        }
+        self.writers.closed(peer, id);
     }
 
     /// Messages dropped so far because a peer's queue was full.
@@ -205,7 +174,7 @@ impl ControlLinks {
 
     /// Links open now.
     pub fn open(&self) -> usize {
-        self.links.len()
+        self.writers.len()
     }
 }
 

@@ -1,6 +1,6 @@
 //! What the two kinds of long-lived per-peer stream links (`super::control_link`, `super::chunk_link`) share:
-//! tasks that end with their VN, opening a stream to a peer (dial included) within a time limit, and
-//! accepting streams from listed peers with one reader each.
+//! tasks that end with their VN, one writer per peer behind a bounded queue, opening a stream to a peer
+//! (dial included) within a time limit, and accepting streams from listed peers with one reader each.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use libp2p::{PeerId, Stream, StreamProtocol};
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::AbortHandle;
 
 use crate::peers::PeerList;
@@ -77,5 +79,77 @@ pub(super) async fn accept_streams<R>(
         readers.retain(|_, r| !r.0.is_finished());
         let reader = tokio::spawn(read(peer, stream));
         readers.insert(peer, AbortOnDrop(reader.abort_handle()));
+    }
+}
+
+/// One writer task per peer, each fed by a bounded queue: the send side of a link kind. A link is known by
+/// an id, so that the end of an old link does not forget a newer one to the same peer.
+pub(super) struct Writers<T> {
+    links: HashMap<PeerId, Writer<T>>,
+    next_id: u64,
+    queue_len: usize,
+}
+
+struct Writer<T> {
+    id: u64,
+    queue: mpsc::Sender<T>,
+    _task: AbortOnDrop,
+}
+
+impl<T: Send + 'static> Writers<T> {
+    /// Writers whose queues hold `queue_len` items each.
+    pub(super) fn new(queue_len: usize) -> Self {
+        Self {
+            links: HashMap::new(),
+            next_id: 0,
+            queue_len,
+        }
+    }
+
+    /// Queues `item` for `peer`. With no writer for `peer` (or one that has ended, its end not yet
+    /// reported), `spawn(id, queue)` makes a new writer, whose queue holds `item` first. `Err(item)`: the
+    /// peer's queue is full.
+    pub(super) fn send<F>(
+        &mut self,
+        peer: PeerId,
+        item: T,
+        spawn: impl FnOnce(u64, mpsc::Receiver<T>) -> F,
+    ) -> Result<(), T>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let item = match self.links.get(&peer) {
+            None => item,
+            Some(w) => match w.queue.try_send(item) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Full(item)) => return Err(item),
+                Err(TrySendError::Closed(item)) => item,
+            },
+        };
+        let (tx, rx) = mpsc::channel(self.queue_len);
+        let _ = tx.try_send(item);
+        self.next_id += 1;
+        let task = tokio::spawn(spawn(self.next_id, rx));
+        self.links.insert(
+            peer,
+            Writer {
+                id: self.next_id,
+                queue: tx,
+                _task: AbortOnDrop(task.abort_handle()),
+            },
+        );
+        Ok(())
+    }
+
+    /// Forgets writer `id` to `peer` once its end is reported (a newer writer to the peer stays).
+    pub(super) fn closed(&mut self, peer: PeerId, id: u64) {
+        if self.links.get(&peer).is_some_and(|w| w.id == id) {
+            self.links.remove(&peer);
+        }
+    }
+
+    /// Writers running now.
+    pub(super) fn len(&self) -> usize {
+        self.links.len()
     }
 }
