@@ -207,6 +207,13 @@ pub struct Options {
     #[arg(long, value_name = "ROUNDS")]
     pub lookahead: Option<u64>,
 
+    /// Warm-up before round 0 in ms, overriding the timing's: the VNs open their connections in its first
+    /// half and negotiate round 0's overlay in its tail, so a warm-up shorter than that window makes round 0
+    /// wait for the rest.
+    #[arg(long, value_name = "MS")]
+    #[serde(alias = "warmup-ms")]
+    pub warmup_ms: Option<u64>,
+
     /// Value rule (issue 14): a VN refuses a chunk holding a value larger than this many times the largest
     /// |value| of its own latest chunk, clamped to [--value-floor, --value-ceiling].
     /// [default: 1000]
@@ -373,6 +380,7 @@ impl Options {
             send_pace_auto: self.send_pace_auto || file.send_pace_auto,
             hide_walk_origin: self.hide_walk_origin || file.hide_walk_origin,
             lookahead: self.lookahead.or(file.lookahead),
+            warmup_ms: self.warmup_ms.or(file.warmup_ms),
             value_ratio: self.value_ratio.or(file.value_ratio),
             value_floor: self.value_floor.or(file.value_floor),
             value_ceiling: self.value_ceiling.or(file.value_ceiling),
@@ -409,7 +417,7 @@ impl Options {
             let at = e.span().map(|s| locate(text, s.start)).unwrap_or_default();
             anyhow::anyhow!(
                 "scenario file {}{at}: {}\n  keys: mode, nodes, vns, degree, rounds, algo, dataset, data_dir, model, lr, batch, \
-                 local_epochs, local_steps, clip, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, send_pace_auto, hide_walk_origin, lookahead, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, netns, capture, observe_timing, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
+                 local_epochs, local_steps, clip, partition, alpha, seed, out, target, test_samples, timing, substep_ms, send_jitter_ms, send_pace_ms, send_pace_auto, hide_walk_origin, lookahead, warmup_ms, value_ratio, value_floor, value_ceiling, dropout, vn_hosts, own_ips, netns, capture, observe_timing, kill, restart_after, pause, transport, node_bin, audit, audit_chunks, audit_every, audit_la_samples",
                 path.display(),
                 e.message().trim_end()
             )

@@ -310,6 +310,9 @@ impl Settings {
             }
             timing.overlay_lookahead = l;
         }
+        if let Some(ms) = o.warmup_ms {
+            timing.warmup_ms = ms;
+        }
         let defaults = ValueBounds::default();
         let values = ValueBounds {
             ratio: o.value_ratio.unwrap_or(defaults.ratio),

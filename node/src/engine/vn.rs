@@ -1281,8 +1281,8 @@ impl<I: VnIdentity> VnEngine<I> {
             // The network is within this VN's reach. Its first round back is as slow as ever, so it still
             // lands past the median if that is beyond its own round; if not, it starts where it is. Either
             // way at once: a resumed node whose probe found nothing beyond its window used to wait out the
-            // warm-up (1.5 s on loopback; measured in procs mode, a restart 1 s after the kill lost 1.5 s
-            // this way), which mixes views before round 0 and is not needed after a restart.
+            // warm-up (3 s on loopback, 1.5 s then; measured in procs mode, a restart 1 s after the kill lost
+            // 1.5 s this way), which mixes views before round 0 and is not needed after a restart.
             let margin = self.cfg.lookahead.min(MAX_FUTURE_ROUNDS);
             let last = self.cfg.last_round.unwrap_or(Round(u64::MAX));
             if (at + margin).min(last) > newest {

@@ -85,7 +85,7 @@ impl RnTask {
         // this phase acts only on `Behind`: a resumed node whose probes found the network ahead then starts
         // at the network's round instead of training a round nobody else is in — and starts at once: the
         // warm-up mixes views before round 0, while a resumed node has its saved view and a network that
-        // moves on while it waits (at rounds of 0.3 s, a 1.5 s warm-up is five rounds).
+        // moves on while it waits (at rounds of 0.3 s, the loopback timing's 3 s warm-up is ten rounds).
         let warmup = tokio::time::sleep(self.warmup);
         tokio::pin!(warmup);
         let resumed = self.engine.first_round() > Round::ZERO;

@@ -113,7 +113,16 @@ impl Timing {
             // Sibling VNs get their chunks at the same instant: each waits its own random delay up to this
             // before sending (DESIGN §5). It is paid once per round, so it stays a fraction of a fast round.
             send_jitter_ms: 20,
-            warmup_ms: 1500,
+            // Connections in its first half (`net::preconnect::SPREAD_FRACTION`), round 0's overlay in its
+            // tail (`prepare_lead`): 3 s holds both at r <= 4 (a stretched window of 1.47 s), so round 0 waits
+            // for no negotiation. With 1.5 s the tail was cut to 0.75 s, round 0 waited the other 0.72 s, and
+            // in the default run the first rounds' negotiations overlapped the last handshakes (connections
+            // were still being set up 2 s into the run, both cores busy): rounds 1-8 took 0.2-1.9 s each. The
+            // default release run (`target/release/testnet --plain --warmup-ms 1500|3000`, 8 runs each,
+            // interleaved, 2026-11-27): mean round 0.155-0.331 s -> 0.096-0.169 s, wall 4.9-8.3 s ->
+            // 5.0-6.5 s. At MovieLens k = 2 the rounds after round 0 did not change and the run's wall time
+            // grew by about 0.8 s: there round 0's time only moves into the warm-up.
+            warmup_ms: 3000,
             ..Self::default()
         }
     }
@@ -215,6 +224,27 @@ impl Timing {
             // Each VN's own phase within one sub-step: far inside the grace of four.
             start_jitter: Duration::from_millis(self.substep_ms),
             chunk_lens,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The loopback warm-up holds its dials and, after them, round 0's whole negotiation window at the
+    /// overlay degrees of the default run and the MovieLens setting (r = 4), so round 0 does not wait for it.
+    #[test]
+    fn the_loopback_warmup_holds_its_dials_and_round_0s_window() {
+        let t = Timing::loopback();
+        for degree in [2, 4] {
+            let substep = Duration::from_millis(t.substep_ms);
+            let window = OverlayConfig::new(degree, substep).deadline()
+                * crate::engine::round_trips::INITIAL_STRETCH
+                + substep;
+            assert_eq!(t.prepare_lead(degree), window, "r = {degree}");
+            let dials = Duration::from_millis(t.warmup_ms).mul_f64(crate::net::preconnect::SPREAD_FRACTION);
+            assert!(dials + window <= Duration::from_millis(t.warmup_ms), "r = {degree}");
         }
     }
 }
