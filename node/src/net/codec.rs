@@ -64,8 +64,9 @@ impl<Req> FrameCodec<Req> {
     }
 }
 
-/// The most a read allocates before bytes arrive: a frame's buffer then doubles as it fills (amortised O(1)
-/// per byte), up to the announced length and never past it, so memory follows what the peer actually sent.
+/// The most a read allocates before bytes arrive. Past it the frame's buffer is reserved at its announced
+/// length (at most the frame limit) and its usable part doubles as it fills, so the memory written follows
+/// what the peer actually sent.
 const INITIAL_READ_BYTES: usize = 64 * 1024;
 
 pub(crate) async fn read_frame<T: AsyncRead + Unpin + Send>(io: &mut T, max: usize) -> io::Result<Vec<u8>> {
@@ -80,9 +81,13 @@ pub(crate) async fn read_frame<T: AsyncRead + Unpin + Send>(io: &mut T, max: usi
     let mut filled = 0;
     while filled < len {
         if filled == buf.len() {
-            let grown = (2 * filled).min(len);
-            buf.reserve_exact(grown - filled);
-            buf.resize(grown, 0);
+            // Room for the whole frame at the first growth, once the peer has sent the first step: growing by
+            // doubling moved every byte again at each step (64 + 128 + 256 KB of copies for a 413 KB chunk,
+            // 1.3 % of a MovieLens run's CPU). The bytes are still zeroed, and so touched, only as they come.
+            if buf.capacity() < len {
+                buf.reserve_exact(len - filled);
+            }
+            buf.resize((2 * filled).min(len), 0);
         }
         let n = io.read(&mut buf[filled..]).await?;
         if n == 0 {
