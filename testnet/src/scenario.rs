@@ -641,6 +641,22 @@ mod tests {
         assert_eq!(s.timing.overlay_lookahead, 1);
     }
 
+    /// `--warmup-ms` (and the scenario key `warmup_ms`) replaces the chosen timing's warm-up, and nothing else.
+    #[test]
+    fn the_warmup_override_replaces_the_timings_warmup() {
+        let toml = "timing = \"loopback\"\nwarmup_ms = 4500";
+        let o = Options::from_toml(std::path::Path::new("x.toml"), toml).unwrap();
+        let s = resolve(o).unwrap();
+        assert_eq!(s.timing.warmup_ms, 4500);
+        assert_eq!(
+            node::Timing {
+                warmup_ms: node::Timing::loopback().warmup_ms,
+                ..s.timing
+            },
+            node::Timing::loopback()
+        );
+    }
+
     #[test]
     fn impossible_graphs_are_refused() {
         let e = resolve(Options {
