@@ -4,8 +4,8 @@
 //!
 //! 1. The setting of the reference's MovieLens experiment — matrix factorisation (d = 206,680), 8 RNs, r = 4,
 //!    lr 0.075, batch 32, one local epoch per round — run with `testnet --mode inproc` (real libp2p on
-//!    127.0.0.1 TCP) for k = 1, 2, 4: round time (mean, and without round 0, whose overlay cannot have been
-//!    negotiated ahead), training time, protocol overhead (round − training), neighbours per VN, chunk bytes
+//!    127.0.0.1 TCP) for k = 1, 2, 4: round time (mean, and without round 0, which waits for whatever of its
+//!    overlay the warm-up did not negotiate), training time, protocol overhead (round − training), neighbours per VN, chunk bytes
 //!    against 4·d·r, messages, final RMSE, cores busy (the process's CPU seconds over wall seconds after every
 //!    node's first round: near the machine's core count, the rounds wait on the cores), the run's wall time
 //!    with its start-up (round 0's overlay is negotiated in the warm-up, so this is where that time shows) —
