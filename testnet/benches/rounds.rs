@@ -40,6 +40,7 @@ use models::chunking::ChunkPartition;
 use node::engine::RoundMetrics;
 use node::net::behaviour::{Timeouts, VnBehaviourEvent};
 use node::net::chunk_link::{ChunkEvent, ChunkLinks};
+use node::net::transport::VnSwarm;
 use testnet::cli::{Mode, Options};
 use testnet::scenario::Settings;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -351,18 +352,25 @@ fn seal_and_open(frame: &[u8], n: usize) -> f64 {
     (n * frame.len()) as f64 / t.elapsed().as_secs_f64()
 }
 
-/// Bytes per second of `n` chunk frames sent between two VN Swarms over 127.0.0.1 TCP through the node's own
-/// path (noise, yamux, the chunk links' long-lived stream: `node::net::chunk_link`), one at a time, each
-/// answered before the next.
-async fn libp2p_chunks(frame: &[u8], n: usize) -> anyhow::Result<f64> {
+/// Two VN Swarms with fresh identities, each on the other's allow-list, refusing chunk frames over `max`
+/// bytes: (a, b, a's id, b's id).
+fn allowed_pair(max: usize) -> anyhow::Result<(VnSwarm, VnSwarm, libp2p::PeerId, libp2p::PeerId)> {
     let (ka, kb) = (Keypair::generate_ed25519(), Keypair::generate_ed25519());
     let (pa, pb) = (ka.public().to_peer_id(), kb.public().to_peer_id());
-    let max = frame.len();
     let mut a = node::net::transport::build_swarm(ka, None, Timeouts::default(), max)?;
     let mut b = node::net::transport::build_swarm(kb, None, Timeouts::default(), max)?;
     a.behaviour_mut().allow.allow_peer(pb);
     b.behaviour_mut().allow.allow_peer(pa);
-    let links = |swarm: &node::net::transport::VnSwarm, peer: libp2p::PeerId| {
+    Ok((a, b, pa, pb))
+}
+
+/// Bytes per second of `n` chunk frames sent between two VN Swarms over 127.0.0.1 TCP through the node's own
+/// path (noise, yamux, the chunk links' long-lived stream: `node::net::chunk_link`), one at a time, each
+/// answered before the next.
+async fn libp2p_chunks(frame: &[u8], n: usize) -> anyhow::Result<f64> {
+    let max = frame.len();
+    let (mut a, mut b, pa, pb) = allowed_pair(max)?;
+    let links = |swarm: &VnSwarm, peer: libp2p::PeerId| {
         let list = node::peers::PeerList::from_entries([(peer, None)]);
         ChunkLinks::new(
             swarm.behaviour().chunk_stream.new_control(),
@@ -430,13 +438,8 @@ async fn libp2p_chunks(frame: &[u8], n: usize) -> anyhow::Result<f64> {
 /// requests (noise, yamux, the request-response chunk codec: how VNs sent chunks before the chunk links), one
 /// at a time.
 async fn libp2p_chunk_requests(frame: &[u8], n: usize) -> anyhow::Result<f64> {
-    let (ka, kb) = (Keypair::generate_ed25519(), Keypair::generate_ed25519());
-    let (pa, pb) = (ka.public().to_peer_id(), kb.public().to_peer_id());
     let max = frame.len();
-    let mut a = node::net::transport::build_swarm(ka, None, Timeouts::default(), max)?;
-    let mut b = node::net::transport::build_swarm(kb, None, Timeouts::default(), max)?;
-    a.behaviour_mut().allow.allow_peer(pb);
-    b.behaviour_mut().allow.allow_peer(pa);
+    let (mut a, mut b, _, pb) = allowed_pair(max)?;
     b.listen_on("/ip4/127.0.0.1/tcp/0".parse()?)?;
     let addr = loop {
         if let SwarmEvent::NewListenAddr { address, .. } = b.select_next_some().await {
