@@ -22,8 +22,9 @@ use crate::chunk::ChunkFrame;
 use crate::rnvn::{FromVirtualNode, MAX_EDGE_SLOTS, RoundSummary, ToVirtualNode};
 use crate::{DecodeError, EncodeError, Round, frame};
 
-/// Version byte of the layout above.
-pub const LINK_VERSION: u8 = 1;
+/// Version byte of the layout above. 2: a VN's round summary carries its overlay wait
+/// ([`RoundSummary::overlay_wait_us`]).
+pub const LINK_VERSION: u8 = 2;
 
 /// Bytes before the body.
 pub const LINK_HEADER_BYTES: usize = 1 + 1 + 4 + 8;
@@ -417,6 +418,7 @@ mod tests {
                 bytes_received: 91011,
                 messages_sent: 12,
                 messages_received: 13,
+                overlay_wait_us: 14_500,
             })),
             LinkBody::FromVn(FromVirtualNode::Behind {
                 exchange: Round(42),

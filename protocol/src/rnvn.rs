@@ -84,6 +84,11 @@ pub struct RoundSummary {
     pub bytes_received: u64,
     pub messages_sent: u64,
     pub messages_received: u64,
+    /// How long the round's exchange waited at this VN for the round's overlay to freeze, in microseconds:
+    /// from the RN's request to exchange (its chunk, or its request for the edge slots) to the freeze, 0
+    /// when the overlay was frozen first (the aim of negotiating overlays ahead). The rest of the exchange
+    /// is the chunks' transfer and the neighbours' own pace.
+    pub overlay_wait_us: u64,
 }
 
 /// Refusals counted by reason: one named counter per reason (a fixed set, so the count stays a few bytes per

@@ -5,7 +5,8 @@
 //! 1. The setting of the reference's MovieLens experiment — matrix factorisation (d = 206,680), 8 RNs, r = 4,
 //!    lr 0.075, batch 32, one local epoch per round — run with `testnet --mode inproc` (real libp2p on
 //!    127.0.0.1 TCP) for k = 1, 2, 4: round time (mean, and without round 0, which waits for whatever of its
-//!    overlay the warm-up did not negotiate), training time, protocol overhead (round − training), neighbours per VN, chunk bytes
+//!    overlay the warm-up did not negotiate), training time, protocol overhead (round − training) and the
+//!    part of it that waited for the round's overlay to freeze (`ovl wait`), neighbours per VN, chunk bytes
 //!    against 4·d·r, messages, final RMSE, cores busy (the process's CPU seconds over wall seconds after every
 //!    node's first round: near the machine's core count, the rounds wait on the cores), the run's wall time
 //!    with its start-up (round 0's overlay is negotiated in the warm-up, so this is where that time shows) —
@@ -160,12 +161,13 @@ fn main() -> anyhow::Result<()> {
             a.rounds
         );
         println!(
-            "{:<4} {:>9} {:>12} {:>9} {:>9} {:>10} {:>11} {:>10} {:>9} {:>8} {:>6} {:>7} {:>9}",
+            "{:<4} {:>9} {:>12} {:>9} {:>9} {:>9} {:>10} {:>11} {:>10} {:>9} {:>8} {:>6} {:>7} {:>9}",
             "k",
             "round s",
             "w/o round0",
             "train s",
             "overhead",
+            "ovl wait",
             "nbrs/VN",
             "chunk B/RN",
             "÷ 4·d·r",
@@ -181,12 +183,13 @@ fn main() -> anyhow::Result<()> {
                 .find(|(k, _)| *k == r.k)
                 .map_or("-".to_string(), |(_, s)| format!("{s:.3}"));
             println!(
-                "{:<4} {:>9.3} {:>12.3} {:>9.4} {:>9.3} {:>10.3} {:>11.0} {:>10.3} {:>9.0} {:>8.4} {:>6} {:>7.1} {:>9}",
+                "{:<4} {:>9.3} {:>12.3} {:>9.4} {:>9.3} {:>9.3} {:>10.3} {:>11.0} {:>10.3} {:>9.0} {:>8.4} {:>6} {:>7.1} {:>9}",
                 r.k,
                 r.round,
                 r.round_after_first,
                 r.train,
                 r.round - r.train,
+                r.overlay_wait,
                 r.neighbours,
                 r.chunk_bytes,
                 r.chunk_bytes / (4.0 * d as f64 * 4.0),
@@ -249,6 +252,9 @@ struct Row {
     round: f64,
     round_after_first: f64,
     train: f64,
+    /// Of the round, the wait for its overlay to freeze (`RoundMetrics::overlay_wait_secs`): what of the
+    /// overhead is negotiation rather than the exchange itself.
+    overlay_wait: f64,
     neighbours: f64,
     chunk_bytes: f64,
     messages: f64,
@@ -273,6 +279,7 @@ impl Row {
             round: s.mean_round_seconds,
             round_after_first: mean(&|m| m.round_secs, &|m| m.round.get() > 0),
             train: s.mean_train_seconds,
+            overlay_wait: s.mean_overlay_wait_seconds,
             neighbours: mean(&|m| m.neighbours as f64, &all) / s.vns as f64,
             chunk_bytes: s.chunk_bytes_per_rn_per_round,
             messages: s.messages_per_rn_per_round,

@@ -58,6 +58,9 @@ pub struct Summary {
     /// Round time per RN (virtual seconds in sim mode).
     pub mean_round_seconds: f64,
     pub mean_train_seconds: f64,
+    /// Of the mean round, how long its exchange waited for the round's overlay to freeze (0 when every
+    /// overlay was negotiated ahead; see `node::RoundMetrics::overlay_wait_secs`).
+    pub mean_overlay_wait_seconds: f64,
     pub wall_seconds: f64,
     /// This process's peak RSS (inproc, sim; reset between settings of a sweep where Linux allows), or the
     /// sum of the node processes' peaks (procs). `null` where `/proc` is unavailable.
@@ -183,6 +186,7 @@ impl Summary {
                 / (setting.vns as f64 * setting.algo.steps() as f64),
             mean_round_seconds: mean(&|m| m.round_secs),
             mean_train_seconds: mean(&|m| m.train_secs),
+            mean_overlay_wait_seconds: mean(&|m| m.overlay_wait_secs),
             wall_seconds: out.wall_secs,
             peak_rss_bytes: out.peak_rss_bytes,
             lr: l.train.lr,
@@ -484,6 +488,10 @@ pub fn settings_table(summaries: &[Summary]) -> String {
         (
             "training time (s)".into(),
             Box::new(|s| format!("{:.3}", s.mean_train_seconds)),
+        ),
+        (
+            "… waiting for the overlay (s)".into(),
+            Box::new(|s| format!("{:.3}", s.mean_overlay_wait_seconds)),
         ),
         (
             "wall time (s)".into(),

@@ -62,6 +62,11 @@ pub struct RoundMetrics {
     pub train_secs: f64,
     /// From the end of training to the last VN's report (waiting for the overlay and the neighbours' chunks).
     pub exchange_secs: f64,
+    /// The part of `exchange_secs` that waited for the round's overlay to freeze: per exchange, the longest
+    /// wait of this RN's VNs (`RoundSummary::overlay_wait_us`), summed over the round's exchanges. 0 when
+    /// every overlay was negotiated ahead. Metrics files written before it read as 0.
+    #[serde(default)]
+    pub overlay_wait_secs: f64,
     pub aggregate_secs: f64,
     pub eval_secs: f64,
     pub round_secs: f64,

@@ -116,6 +116,8 @@ pub struct RnEngine {
     idle: Duration,
     round_start: Duration,
     exchange_start: Duration,
+    /// The longest overlay wait reported so far by this exchange's VNs, in microseconds.
+    exchange_overlay_wait: u64,
     /// The round `Start` begins (0, or the round after a checkpoint's: [`RnEngine::starting_at`]).
     first: Round,
     /// The round the network is at, as this node's VNs found (catch-up): the next round begins there
@@ -160,6 +162,7 @@ impl RnEngine {
             idle: Duration::ZERO,
             round_start: Duration::ZERO,
             exchange_start: Duration::ZERO,
+            exchange_overlay_wait: 0,
             first: Round::ZERO,
             catch_up: None,
             rejected_copies: 0,
@@ -362,6 +365,7 @@ impl RnEngine {
             round,
             ..RoundMetrics::default()
         };
+        self.exchange_overlay_wait = 0;
         // Sent in a round sat out too: the VNs stay out of this round's exchange (their `skip`) but keep
         // negotiating the overlays of the rounds after it on the network's cadence. Without it a node back
         // from an absence started negotiating its first rounds only on its return, after the others had
@@ -521,6 +525,8 @@ impl RnEngine {
                 m.copies_delivered += s.delivered;
                 m.refused += s.refused;
                 m.refused_by_reason.add(&s.refused_by_reason);
+                // The exchange waits for its slowest VN: the longest wait of this exchange's VNs.
+                self.exchange_overlay_wait = self.exchange_overlay_wait.max(s.overlay_wait_us);
                 self.algo.delivered(self.step, vn, s.delivered);
                 self.finish_exchange(now, out);
             }
@@ -573,6 +579,9 @@ impl RnEngine {
         if self.phase != Phase::Exchanging || !self.vn_done.iter().all(|d| *d) {
             return;
         }
+        // Summed over the round's exchanges, as the exchange time is.
+        self.metrics.overlay_wait_secs +=
+            std::mem::take(&mut self.exchange_overlay_wait) as f64 / 1e6;
         let params = match self.algo.combine(self.round, self.step, &self.params) {
             Ok(params) => params,
             Err(e) => {
@@ -673,6 +682,63 @@ mod tests {
         e.handle(t, trained(Round(1)));
         e.handle(t, done(0, Round(1)));
         assert!(evaluates(&e.handle(t, done(2, Round(1)))));
+    }
+
+    /// A round's overlay wait is its slowest VN's: the exchange ends only when every VN is done.
+    #[test]
+    fn the_round_reports_the_longest_overlay_wait_of_its_vns() {
+        let t = Duration::ZERO;
+        let mut e = engine(3);
+        e.handle(t, RnInput::Start);
+        e.handle(t, trained(Round(0)));
+        for (vn, wait_us) in [(0, 3_000), (1, 8_000), (2, 0)] {
+            e.handle(
+                t,
+                RnInput::FromVn {
+                    vn,
+                    msg: FromVirtualNode::Done(RoundSummary {
+                        round: Round(0),
+                        overlay_wait_us: wait_us,
+                        ..RoundSummary::default()
+                    }),
+                },
+            );
+        }
+        let out = e.handle(
+            t,
+            RnInput::Evaluated {
+                round: Round(0),
+                metric_name: models::train::MetricKind::Accuracy,
+                metric: 0.5,
+                loss: 1.0,
+                secs: 0.0,
+            },
+        );
+        let Some(RnOutput::RoundDone(m)) = out.iter().find(|o| matches!(o, RnOutput::RoundDone(_)))
+        else {
+            panic!("{out:?}")
+        };
+        assert_eq!(m.overlay_wait_secs, 0.008);
+        // The next round starts from nothing.
+        e.handle(t, trained(Round(1)));
+        for vn in 0..3 {
+            e.handle(t, done(vn, Round(1)));
+        }
+        let out = e.handle(
+            t,
+            RnInput::Evaluated {
+                round: Round(1),
+                metric_name: models::train::MetricKind::Accuracy,
+                metric: 0.5,
+                loss: 1.0,
+                secs: 0.0,
+            },
+        );
+        let Some(RnOutput::RoundDone(m)) = out.iter().find(|o| matches!(o, RnOutput::RoundDone(_)))
+        else {
+            panic!("{out:?}")
+        };
+        assert_eq!(m.overlay_wait_secs, 0.0);
     }
 
     #[test]

@@ -281,6 +281,9 @@ struct ExchangeRound<I> {
     /// When our RN started this round (its `StartRound`, or its chunk if that came first): `send_pace`
     /// counts from here.
     rn_started: Option<Duration>,
+    /// When our RN asked for this round's exchange (its chunk, or its request for the edge slots): a freeze
+    /// after it is reported as the round's overlay wait (`RoundSummary::overlay_wait_us`).
+    exchange_asked: Option<Duration>,
     /// When the last neighbour's chunk of this round was accepted (the automatic pace learns from it).
     last_copy_at: Option<Duration>,
     /// Neighbours our chunk was sent to, and those whose reply is still outstanding.
@@ -332,6 +335,7 @@ impl<I> Default for ExchangeRound<I> {
             neighbours: None,
             send_at: None,
             rn_started: None,
+            exchange_asked: None,
             last_copy_at: None,
             awaiting_reply: BTreeSet::new(),
             received_from: BTreeSet::new(),
@@ -866,6 +870,7 @@ impl<I: VnIdentity> VnEngine<I> {
             tracing::error!(%round, "a broadcast chunk for a per-edge round is ignored");
             return;
         }
+        r.exchange_asked.get_or_insert(now);
         r.own = Some(Arc::new(frame.encode()));
         self.send_own_chunk(now, round, out);
     }
@@ -887,6 +892,7 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         };
         r.per_edge = true;
+        r.exchange_asked.get_or_insert(now);
         self.report_edges(round, out);
     }
 
@@ -1635,6 +1641,9 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         };
         r.summary.neighbours = neighbours.len() as u32;
+        if let Some(asked) = r.exchange_asked {
+            r.summary.overlay_wait_us = micros(now.saturating_sub(asked));
+        }
         r.neighbours = Some(neighbours.into_iter().collect());
         r.slots = Some(slots);
         let pending = std::mem::take(&mut r.pending);
@@ -1854,6 +1863,11 @@ impl<I: VnIdentity> VnEngine<I> {
     }
 }
 
+/// Whole microseconds of `d`, saturating (a `u64` of microseconds holds 584,000 years).
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// The identities an overlay message claims about third parties (at most two), which must be on the peer
 /// list. An array, not a `Vec`: it is asked of every overlay message.
 fn overlay_claims<I>(m: &OverlayMsg<I>) -> [Option<&I>; 2] {
@@ -2045,6 +2059,61 @@ mod tests {
             out = e.handle(t, VnInput::Tick);
         }
         None
+    }
+
+    /// The overlay wait a VN reports for round 0 when its RN hands it the chunk `chunk_at` after the round
+    /// started and the overlay freezes `frozen_at` after it.
+    fn overlay_wait(chunk_at: Duration, frozen_at: Duration) -> u64 {
+        let cfg = VnConfig {
+            chunk_lens: Arc::new(vec![1]),
+            ..engine(|_| true).cfg.clone()
+        };
+        let mut e = VnEngine::new(
+            0u32,
+            cfg,
+            derive_rng(1, 0),
+            derive_rng(1, 1),
+            Box::new(|_| true),
+        )
+        .unwrap();
+        let start = Duration::from_secs(100);
+        e.handle(start, VnInput::StartRound(Round(0)));
+        let frame = ChunkFrame {
+            round: Round(0),
+            chunk: protocol::ChunkIndex(0),
+            values: vec![1.0],
+        };
+        let mut events: Vec<(Duration, bool)> = vec![(chunk_at, true), (frozen_at, false)];
+        events.sort();
+        for (at, is_chunk) in events {
+            if is_chunk {
+                e.handle(
+                    start + at,
+                    VnInput::FromRn(ToVirtualNode::Exchange(frame.clone())),
+                );
+            } else {
+                e.on_frozen(start + at, Round(0), vec![5, 7], &mut Vec::new());
+            }
+        }
+        e.rounds[&Round(0)].summary.overlay_wait_us
+    }
+
+    /// A round's summary tells how long its exchange waited for the overlay: from the RN's chunk to the
+    /// freeze, and nothing when the overlay was frozen before the chunk came (negotiated ahead).
+    #[test]
+    fn the_summary_reports_how_long_the_chunk_waited_for_the_overlay() {
+        let ms = Duration::from_millis;
+        assert_eq!(
+            overlay_wait(ms(10), ms(55)),
+            45_000,
+            "frozen 45 ms after the chunk"
+        );
+        assert_eq!(overlay_wait(ms(10), ms(10)), 0, "frozen as the chunk came");
+        assert_eq!(
+            overlay_wait(ms(30), ms(5)),
+            0,
+            "frozen before the chunk: no wait"
+        );
     }
 
     /// The send pace holds a chunk until the node's round start + pace, whenever the chunk came: a node that
