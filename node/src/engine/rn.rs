@@ -653,6 +653,16 @@ mod tests {
         }
     }
 
+    /// The metrics of the round that `out` ends.
+    fn round_done(out: &[RnOutput]) -> &RoundMetrics {
+        out.iter()
+            .find_map(|o| match o {
+                RnOutput::RoundDone(m) => Some(m),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no round ended: {out:?}"))
+    }
+
     fn evaluates(out: &[RnOutput]) -> bool {
         out.iter().any(|o| matches!(o, RnOutput::Evaluate { .. }))
     }
@@ -667,16 +677,7 @@ mod tests {
         assert!(!evaluates(&e.handle(t, trained(Round(0)))));
         assert!(!evaluates(&e.handle(t, done(0, Round(0)))));
         assert!(evaluates(&e.handle(t, done(2, Round(0)))));
-        let out = e.handle(
-            t,
-            RnInput::Evaluated {
-                round: Round(0),
-                metric_name: models::train::MetricKind::Accuracy,
-                metric: 0.5,
-                loss: 1.0,
-                secs: 0.0,
-            },
-        );
+        let out = e.handle(t, evaluated(Round(0)));
         assert!(out.iter().any(|o| matches!(o, RnOutput::Train { .. })));
         // Round 1: still not waited for.
         e.handle(t, trained(Round(1)));
@@ -704,41 +705,15 @@ mod tests {
                 },
             );
         }
-        let out = e.handle(
-            t,
-            RnInput::Evaluated {
-                round: Round(0),
-                metric_name: models::train::MetricKind::Accuracy,
-                metric: 0.5,
-                loss: 1.0,
-                secs: 0.0,
-            },
-        );
-        let Some(RnOutput::RoundDone(m)) = out.iter().find(|o| matches!(o, RnOutput::RoundDone(_)))
-        else {
-            panic!("{out:?}")
-        };
-        assert_eq!(m.overlay_wait_secs, 0.008);
+        let out = e.handle(t, evaluated(Round(0)));
+        assert_eq!(round_done(&out).overlay_wait_secs, 0.008);
         // The next round starts from nothing.
         e.handle(t, trained(Round(1)));
         for vn in 0..3 {
             e.handle(t, done(vn, Round(1)));
         }
-        let out = e.handle(
-            t,
-            RnInput::Evaluated {
-                round: Round(1),
-                metric_name: models::train::MetricKind::Accuracy,
-                metric: 0.5,
-                loss: 1.0,
-                secs: 0.0,
-            },
-        );
-        let Some(RnOutput::RoundDone(m)) = out.iter().find(|o| matches!(o, RnOutput::RoundDone(_)))
-        else {
-            panic!("{out:?}")
-        };
-        assert_eq!(m.overlay_wait_secs, 0.0);
+        let out = e.handle(t, evaluated(Round(1)));
+        assert_eq!(round_done(&out).overlay_wait_secs, 0.0);
     }
 
     #[test]
@@ -754,16 +729,7 @@ mod tests {
         e.handle(t, trained(Round(0)));
         e.handle(t, done(0, Round(0)));
         let later = Duration::from_secs(5);
-        let out = e.handle(
-            later,
-            RnInput::Evaluated {
-                round: Round(0),
-                metric_name: models::train::MetricKind::Accuracy,
-                metric: 0.5,
-                loss: 1.0,
-                secs: 0.0,
-            },
-        );
+        let out = e.handle(later, evaluated(Round(0)));
         // Round 1 is sat out: no training, an idle as long as round 0 was; the VNs are told the round started
         // (they stay out of its exchange, and keep negotiating the rounds after it in step).
         assert!(
@@ -775,16 +741,7 @@ mod tests {
             "{out:?}"
         );
         // After the wait the driver evaluates the unchanged model.
-        let out = e.handle(
-            later + later,
-            RnInput::Evaluated {
-                round: Round(1),
-                metric_name: models::train::MetricKind::Accuracy,
-                metric: 0.5,
-                loss: 1.0,
-                secs: 0.0,
-            },
-        );
+        let out = e.handle(later + later, evaluated(Round(1)));
         let RnOutput::RoundDone(m) = &out[0] else {
             panic!("{out:?}")
         };

@@ -1936,6 +1936,11 @@ mod tests {
             start_jitter: Duration::ZERO,
             chunk_lens: Arc::new(LENS.to_vec()),
         };
+        engine_with(cfg, allowed)
+    }
+
+    /// VN 0 with `cfg`, accepting the peers `allowed` accepts.
+    fn engine_with(cfg: VnConfig, allowed: fn(&u32) -> bool) -> VnEngine<u32> {
         VnEngine::new(
             0,
             cfg,
@@ -2032,9 +2037,7 @@ mod tests {
             chunk_lens: Arc::new(vec![1]),
             ..engine(|_| true).cfg.clone()
         };
-        let mut e =
-            VnEngine::new(0u32, cfg, derive_rng(1, 0), derive_rng(1, 1), Box::new(|_| true))
-                .unwrap();
+        let mut e = engine_with(cfg, |_| true);
         let start = Duration::from_secs(100);
         if let Some(ahead) = prepared_ahead {
             e.handle(start - ahead, VnInput::Prepare(Round(0)));
@@ -2068,14 +2071,7 @@ mod tests {
             chunk_lens: Arc::new(vec![1]),
             ..engine(|_| true).cfg.clone()
         };
-        let mut e = VnEngine::new(
-            0u32,
-            cfg,
-            derive_rng(1, 0),
-            derive_rng(1, 1),
-            Box::new(|_| true),
-        )
-        .unwrap();
+        let mut e = engine_with(cfg, |_| true);
         let start = Duration::from_secs(100);
         e.handle(start, VnInput::StartRound(Round(0)));
         let frame = ChunkFrame {
@@ -3083,14 +3079,7 @@ mod tests {
             chunk_lens: Arc::new(vec![1]),
             ..engine(|_| true).cfg.clone()
         };
-        let mut e = VnEngine::new(
-            0u32,
-            cfg,
-            derive_rng(1, 0),
-            derive_rng(1, 1),
-            Box::new(|_| true),
-        )
-        .unwrap();
+        let mut e = engine_with(cfg, |_| true);
         e.handle(Duration::ZERO, VnInput::StartRound(Round(0)));
         let mut out = Vec::new();
         e.on_frozen(Duration::ZERO, Round(0), vec![9, 5, 7], &mut out);
