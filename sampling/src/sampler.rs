@@ -210,9 +210,8 @@ impl<I: PeerId> Sampler<I> {
 
     /// The overlay builder sees the view as it is after Cyclon handled the same input.
     fn overlay_input(&mut self, now: Duration, input: OverlayInput<I>) {
-        let view = self.cyclon.peers();
         self.overlay
-            .handle(now, input, &view, &mut self.overlay_out);
+            .handle(now, input, self.cyclon.peer_ids(), &mut self.overlay_out);
     }
 
     fn drain(&mut self, out: &mut Vec<SamplerOutput<I>>) {
