@@ -284,7 +284,11 @@ impl<'a> Sim<'a> {
         let vn_cfg = VnConfig {
             sampler: SamplerConfig {
                 cyclon: cfg.cyclon.clone(),
-                overlay: cfg.overlay.clone(),
+                // Every VN knows the network's size, as a node knows its peer list's (`Timing::vn_config`).
+                overlay: OverlayConfig {
+                    network_size: cfg.overlay.network_size.or(Some(total)),
+                    ..cfg.overlay.clone()
+                },
             },
             exchange_timeout: cfg.exchange_timeout,
             send_jitter: cfg.send_jitter,

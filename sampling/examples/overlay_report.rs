@@ -49,6 +49,11 @@ struct Args {
     /// Walks that name no origin, answered back along their path (`OverlayConfig::hide_origin`).
     #[arg(long)]
     hide_origin: bool,
+    /// Start every walk with the whole hop budget, as if the network's size were unknown (by default a
+    /// network of fewer VNs than the budget starts them with one hop per other VN,
+    /// `OverlayConfig::walk_ttl`).
+    #[arg(long)]
+    full_walks: bool,
     /// Rounds negotiated ahead (the node's `overlay_lookahead`); with it, a round starts every
     /// `--round-period-ms` whatever the overlay window, so up to L + 1 negotiations overlap.
     #[arg(long, default_value_t = 0)]
@@ -81,7 +86,10 @@ fn main() -> anyhow::Result<()> {
     let big_n = a.rns * a.vns;
     let t0 = Instant::now();
     let mut cfg = SimConfig::new(big_n, a.degree, a.seed);
-    cfg.overlay = sampling::OverlayConfig::new(a.degree, Duration::from_millis(a.substep_ms));
+    cfg.overlay = sampling::OverlayConfig {
+        network_size: (!a.full_walks).then_some(big_n),
+        ..sampling::OverlayConfig::new(a.degree, Duration::from_millis(a.substep_ms))
+    };
     cfg.net.loss = a.loss;
     cfg.crash_prob = a.crash;
     if let Some(ttl) = a.ttl {
@@ -104,6 +112,7 @@ fn main() -> anyhow::Result<()> {
             None => cfg.overlay.deadline() / a.lookahead as u32,
         };
     }
+    let walk_ttl = cfg.overlay.walk_ttl();
     let mut sim = OverlaySim::new(cfg).context("simulator config")?;
     let before: Traffic = sim.traffic.clone();
     let mut rng = derive_rng(a.seed, u64::MAX - 7);
@@ -191,7 +200,7 @@ fn main() -> anyhow::Result<()> {
         - before.cyclon_bytes_peerid
         - before.overlay_bytes_peerid;
     let report = json!({
-        "n": a.rns, "k": a.vns, "r": r, "n_vns": big_n, "rounds": a.rounds, "seed": a.seed, "hide_origin": a.hide_origin, "loss": a.loss,
+        "n": a.rns, "k": a.vns, "r": r, "n_vns": big_n, "rounds": a.rounds, "seed": a.seed, "hide_origin": a.hide_origin, "walk_ttl": walk_ttl, "loss": a.loss,
         "crash": a.crash,
         "deficient_fraction": defi.mean(), "deficient_fraction_max": defi_max, "min_degree": min_degree,
         "mean_degree": meandeg.mean(), "degree_histogram": hist,

@@ -65,10 +65,20 @@ fn lossless_rounds_are_near_regular_and_consistent() {
     );
 }
 
-/// The report's quality criteria (DESIGN §5) over `rounds` rounds of `cfg`'s network: the share of (VN, round)
-/// pairs below degree r, the mean second eigenvalue, and the peers each VN contacted. Panics on a half-open
-/// edge or a malformed graph.
-fn quality(cfg: SimConfig, rounds: usize) -> (f64, f64, f64) {
+/// The report's quality criteria (DESIGN §5) over some rounds of one network, and what they cost.
+struct Quality {
+    /// The share of (VN, round) pairs below degree r.
+    deficient: f64,
+    /// The mean second eigenvalue.
+    lambda2: f64,
+    /// The peers each VN contacted over the run.
+    contacts: f64,
+    /// Overlay messages per VN and round.
+    messages: f64,
+}
+
+/// [`Quality`] over `rounds` rounds of `cfg`'s network. Panics on a half-open edge or a malformed graph.
+fn quality(cfg: SimConfig, rounds: usize) -> Quality {
     let (n, r, seed) = (cfg.n_vns, cfg.overlay.degree, cfg.seed);
     let mut s = OverlaySim::new(cfg).unwrap();
     let mut rng = derive_rng(seed, 98);
@@ -79,8 +89,13 @@ fn quality(cfg: SimConfig, rounds: usize) -> (f64, f64, f64) {
         deficient += check(&g, r);
         l2 += sampling::spectral::spectrum(&g.adj, r, &mut rng).lambda2;
     }
-    let contacts = 2.0 * s.contact_pairs() as f64 / n as f64;
-    (deficient as f64 / (n * rounds) as f64, l2 / rounds as f64, contacts)
+    let vn_rounds = (n * rounds) as f64;
+    Quality {
+        deficient: deficient as f64 / vn_rounds,
+        lambda2: l2 / rounds as f64,
+        contacts: 2.0 * s.contact_pairs() as f64 / n as f64,
+        messages: s.traffic.overlay_msgs as f64 / vn_rounds,
+    }
 }
 
 /// The mean second eigenvalue of `rounds` uniform random r-regular graphs on n vertices.
@@ -110,8 +125,8 @@ fn rounds_negotiated_ahead_are_as_good_as_rounds_alone() {
         }
         cfg
     };
-    let (d0, l0, _) = quality(config(0), rounds);
-    let (d8, l8, _) = quality(config(8), rounds);
+    let (alone, ahead) = (quality(config(0), rounds), quality(config(8), rounds));
+    let (d0, l0, d8, l8) = (alone.deficient, alone.lambda2, ahead.deficient, ahead.lambda2);
     let uniform = uniform_lambda2(n, r, rounds, 33);
     eprintln!(
         "deficient {d8:.6} (alone {d0:.6}); λ₂ {l8:.6} (alone {l0:.6}, uniform {uniform:.6})"
@@ -142,8 +157,9 @@ fn slowly_changing_views_build_graphs_as_good_and_contact_fewer_peers() {
         }
         cfg
     };
-    let (d0, l0, c0) = quality(config(false), rounds);
-    let (d1, l1, c1) = quality(config(true), rounds);
+    let (default, slow) = (quality(config(false), rounds), quality(config(true), rounds));
+    let (d0, l0, c0) = (default.deficient, default.lambda2, default.contacts);
+    let (d1, l1, c1) = (slow.deficient, slow.lambda2, slow.contacts);
     let uniform = uniform_lambda2(n, r, rounds, 5);
     eprintln!(
         "slow views: deficient {d1:.4}, λ₂ {l1:.4}, {c1:.1} peers contacted per VN; default: {d0:.4}, \
@@ -155,6 +171,52 @@ fn slowly_changing_views_build_graphs_as_good_and_contact_fewer_peers() {
         "λ₂ {l1:.4} vs default {l0:.4}, uniform {uniform:.4}"
     );
     assert!(c1 <= 0.7 * c0, "peers contacted per VN: {c1:.1} vs default {c0:.1}");
+}
+
+/// In a network of fewer VNs than the hop budget, walks of at most one hop per other VN
+/// (`OverlayConfig::walk_ttl`, the default once the network's size is known) build graphs as good as walks
+/// with the whole budget, with far fewer messages: the hops past the network's size go to VNs the walk has
+/// been at, nearly all of them full. The bench's setting: 16 VNs, r = 4, 12 rounds negotiated ahead.
+#[test]
+fn walks_capped_at_the_network_size_build_graphs_as_good_with_fewer_messages() {
+    let (n, r, rounds, lookahead) = (16, 4, 60, 12);
+    let config = |capped: bool| {
+        let mut cfg = SimConfig::new(n, r, 8);
+        cfg.check_invariants = true;
+        cfg.lookahead = lookahead;
+        cfg.round_period = cfg.overlay.deadline() / lookahead as u32;
+        if !capped {
+            cfg.overlay.network_size = None;
+        }
+        cfg
+    };
+    assert_eq!(config(true).overlay.walk_ttl(), 15);
+    assert_eq!(config(false).overlay.walk_ttl(), 30);
+    let (full, capped) = (quality(config(false), rounds), quality(config(true), rounds));
+    let uniform = uniform_lambda2(n, r, rounds, 8);
+    eprintln!(
+        "capped walks: deficient {:.4}, λ₂ {:.4}, {:.1} messages per VN and round; full budget: {:.4}, {:.4}, \
+         {:.1}; uniform λ₂ {uniform:.4}",
+        capped.deficient, capped.lambda2, capped.messages, full.deficient, full.lambda2, full.messages
+    );
+    assert!(
+        capped.deficient <= full.deficient + 0.01,
+        "deficient {} vs full budget {}",
+        capped.deficient,
+        full.deficient
+    );
+    assert!(
+        (capped.lambda2 - uniform).abs() <= 0.015 + (full.lambda2 - uniform).abs(),
+        "λ₂ {:.4} vs full budget {:.4}, uniform {uniform:.4}",
+        capped.lambda2,
+        full.lambda2
+    );
+    assert!(
+        capped.messages <= 0.8 * full.messages,
+        "{:.1} messages per VN and round vs {:.1}",
+        capped.messages,
+        full.messages
+    );
 }
 
 #[test]
@@ -718,6 +780,59 @@ fn a_hidden_walk_shows_neither_its_origin_nor_its_first_hop() {
         .filter(|(_, m)| matches!(m, OverlayMsg::Propose { ttl: t, .. } if *t == ttl))
         .count();
     assert!((250..=350).contains(&kept), "{kept} of 400 kept the full budget");
+}
+
+/// A VN that knows its network has fewer VNs than the hop budget starts its walks with one hop per other VN
+/// (`OverlayConfig::walk_ttl`), hidden walks keep that budget as they kept the full one, and a walk that
+/// arrives with the whole configured budget (from a VN that does not know the size) is still relayed.
+#[test]
+fn a_small_network_starts_walks_with_one_hop_per_other_vn() {
+    let sized = |n: Option<usize>| OverlayConfig {
+        network_size: n,
+        ..OverlayConfig::new(4, Duration::from_millis(100))
+    };
+    assert_eq!(sized(None).walk_ttl(), 30);
+    assert_eq!(sized(Some(16)).walk_ttl(), 15);
+    assert_eq!(sized(Some(31)).walk_ttl(), 30);
+    assert_eq!(sized(Some(500)).walk_ttl(), 30);
+    assert_eq!(sized(Some(1)).walk_ttl(), 1);
+
+    let view: Vec<u32> = (1..5).collect();
+    let cfg = sized(Some(5));
+    let mut origin = OverlayBuilder::new(0u32, cfg.clone(), derive_rng(3, 0)).unwrap();
+    let mut out = Vec::new();
+    let start = OverlayInput::StartRound { round: Round(0) };
+    origin.handle(Duration::ZERO, start, &view, &mut out);
+    for i in 0..cfg.substeps {
+        origin.handle(cfg.substep * i, OverlayInput::Tick, &view, &mut out);
+    }
+    let started: Vec<_> = sends(&out)
+        .into_iter()
+        .filter(|(_, m)| matches!(m, OverlayMsg::Propose { .. }))
+        .collect();
+    assert!(!started.is_empty());
+    assert!(started.iter().all(|(_, m)| matches!(m, OverlayMsg::Propose { ttl: 4, .. })));
+
+    // A relay (no round open) passes on a full-budget walk of a VN that does not know the size.
+    let mut relay = OverlayBuilder::new(1u32, cfg.clone(), derive_rng(3, 1)).unwrap();
+    let mut out = Vec::new();
+    let msg = OverlayMsg::Propose { round: Round(0), origin: Some(2), nonce: 7, ttl: 30 };
+    relay.handle(Duration::ZERO, OverlayInput::Message { from: 2, msg }, &view, &mut out);
+    assert!(matches!(sends(&out)[..], [(_, OverlayMsg::Propose { ttl: 29, .. })]));
+
+    // Hidden walks received at this network's budget keep it about three times in four.
+    let hidden = OverlayConfig { hide_origin: true, ..cfg };
+    let mut relay = OverlayBuilder::new(1u32, hidden, derive_rng(3, 2)).unwrap();
+    let mut out = Vec::new();
+    for nonce in 0..400u64 {
+        let msg = OverlayMsg::Propose { round: Round(0), origin: None, nonce, ttl: 4 };
+        relay.handle(Duration::ZERO, OverlayInput::Message { from: 2, msg }, &view, &mut out);
+    }
+    let kept = sends(&out)
+        .iter()
+        .filter(|(_, m)| matches!(m, OverlayMsg::Propose { ttl: 4, .. }))
+        .count();
+    assert!((250..=350).contains(&kept), "{kept} of 400 kept the budget");
 }
 
 /// A VN on a walk's path learns its nonce but not its key, so it cannot take up the acceptor's offer in the

@@ -197,10 +197,12 @@ impl Timing {
     }
 
     /// The VN configuration for a run of `exchanges` exchanges (rounds × the algorithm's steps) over a
-    /// per-round or a static graph.
+    /// per-round or a static graph, in a network of `network_size` VNs where known (its peer list's size:
+    /// walks in a smaller network than their hop budget are shorter, `OverlayConfig::walk_ttl`).
     pub(crate) fn vn_config(
         &self,
         degree: usize,
+        network_size: Option<usize>,
         exchanges: u64,
         chunk_lens: Arc<Vec<usize>>,
         static_graph: bool,
@@ -210,6 +212,7 @@ impl Timing {
                 cyclon: self.cyclon(),
                 overlay: OverlayConfig {
                     hide_origin: self.hide_walk_origin,
+                    network_size,
                     ..OverlayConfig::new(degree, Duration::from_millis(self.substep_ms))
                 },
             },

@@ -102,11 +102,13 @@ impl VnSetup {
         protocol::chunk::chunk_frame_bytes(self.chunk_lens.iter().copied().max().unwrap_or(0))
     }
 
-    fn vn_config(&self) -> VnConfig {
+    /// The engine's configuration, for a VN on a network of `network_size` VNs (where known).
+    fn vn_config(&self, network_size: Option<usize>) -> VnConfig {
         VnConfig {
             skip: Arc::new(self.skip.iter().map(|&r| Round(r)).collect::<BTreeSet<_>>()),
             ..self.timing.vn_config(
                 self.degree,
+                network_size,
                 self.exchanges,
                 Arc::new(self.chunk_lens.clone()),
                 self.static_graph,
@@ -142,10 +144,12 @@ impl VnSetup {
         // The one address identify tells peers (it hides listen addresses): a VN listening on 0.0.0.0
         // would otherwise announce every interface of its host, and with `announce` set its private ones.
         swarm.add_external_address(me.addr.clone());
+        // The network is the peer list, and this VN (listed or not).
+        let network_size = place.peers.len() + usize::from(!place.peers.is_allowed(&peer));
         let allowed = place.peers.clone();
         let engine = VnEngine::new(
             me.clone(),
-            self.vn_config(),
+            self.vn_config(Some(network_size)),
             vn_rng(self.seed, stream, Stream::Cyclon),
             vn_rng(self.seed, stream, Stream::Overlay),
             Box::new(move |a: &VnAddr| allowed.is_allowed(&a.peer)),
@@ -318,7 +322,9 @@ mod tests {
         let s = setup();
         let back = VnSetup::decode(&s.encode().unwrap()).unwrap();
         assert_eq!(back, s);
-        let cfg = back.vn_config();
+        let cfg = back.vn_config(Some(5));
+        // Walks in a network of 5 VNs take at most one hop per other VN.
+        assert_eq!(cfg.sampler.overlay.walk_ttl(), 4);
         assert_eq!(cfg.skip.iter().map(|r| r.get()).collect::<Vec<_>>(), vec![2, 5]);
         assert_eq!(*cfg.chunk_lens, vec![3, 4]);
         assert_eq!(back.max_chunk_frame(), protocol::chunk::chunk_frame_bytes(4));

@@ -52,9 +52,13 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    /// Defaults: 100 ms sub-steps, 1-50 ms latency, a round every deadline + 1 s, Cyclon every round/5.
+    /// Defaults: 100 ms sub-steps, 1-50 ms latency, a round every deadline + 1 s, Cyclon every round/5, and
+    /// the network's size known to every VN (as a node knows its peer list's).
     pub fn new(n_vns: usize, degree: usize, seed: u64) -> Self {
-        let overlay = OverlayConfig::new(degree, Duration::from_millis(100));
+        let overlay = OverlayConfig {
+            network_size: Some(n_vns),
+            ..OverlayConfig::new(degree, Duration::from_millis(100))
+        };
         let start_jitter = Duration::from_millis(200);
         let round_period = overlay.deadline() + start_jitter + Duration::from_secs(1);
         let cyclon = CyclonConfig {
