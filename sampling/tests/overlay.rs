@@ -742,6 +742,19 @@ fn hidden_walks(me: u32, seed: u64, view: &[u32]) -> OverlayBuilder<u32> {
     b
 }
 
+/// The walks `origin` (round 0 open) starts over its proposal sub-steps: (first hop, `Propose`).
+fn walks_started(origin: &mut OverlayBuilder<u32>, view: &[u32]) -> Vec<(u32, OverlayMsg<u32>)> {
+    let cfg = origin.config().clone();
+    let mut out = Vec::new();
+    for i in 0..cfg.substeps {
+        origin.handle(cfg.substep * i, OverlayInput::Tick, view, &mut out);
+    }
+    sends(&out)
+        .into_iter()
+        .filter(|(_, m)| matches!(m, OverlayMsg::Propose { .. }))
+        .collect()
+}
+
 /// A walk that hides its origin carries no origin from its first hop on, and a relay that receives it with
 /// the full hop budget passes the full budget on about three times in four, so the first hop is not the
 /// only one with it.
@@ -751,14 +764,7 @@ fn a_hidden_walk_shows_neither_its_origin_nor_its_first_hop() {
     let mut origin = hidden_walks(0, 5, &view);
     let cfg = origin.config().clone();
     let ttl = cfg.ttl;
-    let mut out = Vec::new();
-    for i in 0..cfg.substeps {
-        origin.handle(cfg.substep * i, OverlayInput::Tick, &view, &mut out);
-    }
-    let started: Vec<_> = sends(&out)
-        .into_iter()
-        .filter(|(_, m)| matches!(m, OverlayMsg::Propose { .. }))
-        .collect();
+    let started = walks_started(&mut origin, &view);
     assert!(!started.is_empty());
     assert!(started.iter().all(
         |(_, m)| matches!(m, OverlayMsg::Propose { origin: None, ttl: t, .. } if *t == ttl)
@@ -800,16 +806,9 @@ fn a_small_network_starts_walks_with_one_hop_per_other_vn() {
     let view: Vec<u32> = (1..5).collect();
     let cfg = sized(Some(5));
     let mut origin = OverlayBuilder::new(0u32, cfg.clone(), derive_rng(3, 0)).unwrap();
-    let mut out = Vec::new();
     let start = OverlayInput::StartRound { round: Round(0) };
-    origin.handle(Duration::ZERO, start, &view, &mut out);
-    for i in 0..cfg.substeps {
-        origin.handle(cfg.substep * i, OverlayInput::Tick, &view, &mut out);
-    }
-    let started: Vec<_> = sends(&out)
-        .into_iter()
-        .filter(|(_, m)| matches!(m, OverlayMsg::Propose { .. }))
-        .collect();
+    origin.handle(Duration::ZERO, start, &view, &mut Vec::new());
+    let started = walks_started(&mut origin, &view);
     assert!(!started.is_empty());
     assert!(started.iter().all(|(_, m)| matches!(m, OverlayMsg::Propose { ttl: 4, .. })));
 
