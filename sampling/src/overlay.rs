@@ -124,7 +124,7 @@ pub struct OverlayConfig {
     /// Start walks that name no origin, answered back along their path (see the module docs).
     pub hide_origin: bool,
     /// VNs in the network, this one included, where known (a permissioned network's peer list): the walks
-    /// this VN starts then take at most one hop per other VN ([`Self::walk_ttl`]).
+    /// this VN starts or relays then take at most one hop per other VN ([`Self::walk_ttl`]).
     pub network_size: Option<usize>,
 }
 
@@ -830,6 +830,10 @@ impl<I: PeerId> OverlayBuilder<I> {
         if ttl == 0 {
             return;
         }
+        // Past this network's budget a walk only returns to VNs it has been at: one that arrives with more
+        // (from a VN that does not know the network's size, or one that would have us relay for longer) goes
+        // on with ours.
+        let ttl = ttl.min(self.cfg.walk_ttl());
         let Some(to) = self.next_hop(view, from, origin.as_ref()) else {
             return;
         };

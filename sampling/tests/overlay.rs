@@ -790,7 +790,8 @@ fn a_hidden_walk_shows_neither_its_origin_nor_its_first_hop() {
 
 /// A VN that knows its network has fewer VNs than the hop budget starts its walks with one hop per other VN
 /// (`OverlayConfig::walk_ttl`), hidden walks keep that budget as they kept the full one, and a walk that
-/// arrives with the whole configured budget (from a VN that does not know the size) is still relayed.
+/// arrives with the whole configured budget (from a VN that does not know the size) is still relayed, with
+/// this network's budget.
 #[test]
 fn a_small_network_starts_walks_with_one_hop_per_other_vn() {
     let sized = |n: Option<usize>| OverlayConfig {
@@ -812,12 +813,13 @@ fn a_small_network_starts_walks_with_one_hop_per_other_vn() {
     assert!(!started.is_empty());
     assert!(started.iter().all(|(_, m)| matches!(m, OverlayMsg::Propose { ttl: 4, .. })));
 
-    // A relay (no round open) passes on a full-budget walk of a VN that does not know the size.
+    // A relay (no round open) passes on a full-budget walk of a VN that does not know the size, with this
+    // network's budget.
     let mut relay = OverlayBuilder::new(1u32, cfg.clone(), derive_rng(3, 1)).unwrap();
     let mut out = Vec::new();
     let msg = OverlayMsg::Propose { round: Round(0), origin: Some(2), nonce: 7, ttl: 30 };
     relay.handle(Duration::ZERO, OverlayInput::Message { from: 2, msg }, &view, &mut out);
-    assert!(matches!(sends(&out)[..], [(_, OverlayMsg::Propose { ttl: 29, .. })]));
+    assert!(matches!(sends(&out)[..], [(_, OverlayMsg::Propose { ttl: 3, .. })]));
 
     // Hidden walks received at this network's budget keep it about three times in four.
     let hidden = OverlayConfig { hide_origin: true, ..cfg };
