@@ -26,10 +26,9 @@
 //!   they are linked already). The hop budget hides the first hop too: a walk starts at the budget, and a
 //!   relay that receives a hidden walk at its own budget (the same at every VN of one network) keeps it there
 //!   with probability [`KEEP_TOP_TTL`] (else lowers it by one, as every lower value is), so a receiver of a
-//!   full-budget walk
-//!   faces a sender that started it with probability 1 − [`KEEP_TOP_TTL`] only. The cost is latency and
-//!   messages: an answer takes as many hops back as the walk took out. Both kinds of walk are understood by
-//!   every VN, so each chooses for itself.
+//!   full-budget walk faces a sender that started it with probability 1 − [`KEEP_TOP_TTL`] only. The cost is
+//!   latency and messages: an answer takes as many hops back as the walk took out. Both kinds of walk are
+//!   understood by every VN, so each chooses for itself.
 //! * **Commit.** The origin, if it still has room and is not linked to the acceptor, sends `Confirm` to the
 //!   acceptor directly and counts the edge as *committed*; otherwise it sends `Nack`. It retransmits
 //!   `Confirm` every `retransmit` until it gets `ConfirmAck` or the round freezes. The acceptor, which learns
@@ -145,15 +144,17 @@ impl OverlayConfig {
         }
     }
 
-    /// The hop budget of the walks this VN starts: `ttl`, or one hop per other VN of a smaller network.
+    /// The hop budget of the walks this VN starts, and the most it passes on: `ttl`, or one hop per other VN
+    /// of a smaller network.
     ///
     /// Most of a round's overlay messages are hops of walks that found no acceptor: late in a negotiation,
     /// or at a VN that started it late, nearly every VN it reaches is full, and the walk wanders on until its
-    /// budget runs out. In a network of n VNs, a walk of more than n − 1 hops is at VNs it has visited, and
-    /// capping it there forms the same graphs: in the simulator (`overlay_report --lookahead 12`, 300
-    /// rounds, seeds 1-3) 16 VNs at r = 4 sent 32 overlay messages per VN and round instead of 45-46 with
-    /// deficiency 2.3-2.9% against 2.4-2.5%; 8 VNs 26 instead of 58-63 (7.5-8.2% against 7.1-8.9%, the
-    /// bound of so few VNs). Networks of 31 VNs or more keep the full budget.
+    /// budget runs out. In a network of n VNs, hops past n − 1 only return to VNs the walk has been at, and
+    /// capping it there forms the same graphs: in the simulator (`overlay_report --rounds 300 --lookahead
+    /// 12`, seeds 1-8) 16 VNs at r = 4 sent 31-32.5 overlay messages per VN and round instead of 44.7-47.5,
+    /// with 2.42% of VNs short of r on average either way; 8 VNs 26 instead of 58-63 (README, "Walks no
+    /// longer than the network", has the other sizes and the one cost, at 8 VNs and r = 2). Networks of 31
+    /// VNs or more keep the full budget.
     pub fn walk_ttl(&self) -> u8 {
         match self.network_size {
             Some(n) => {
