@@ -834,7 +834,8 @@ impl<I: PeerId> OverlayBuilder<I> {
         // Past this network's budget a walk only returns to VNs it has been at: one that arrives with more
         // (from a VN that does not know the network's size, or one that would have us relay for longer) goes
         // on with ours.
-        let ttl = ttl.min(self.cfg.walk_ttl());
+        let budget = self.cfg.walk_ttl();
+        let ttl = ttl.min(budget);
         let Some(to) = self.next_hop(view, from, origin.as_ref()) else {
             return;
         };
@@ -844,7 +845,7 @@ impl<I: PeerId> OverlayBuilder<I> {
         }
         // A hidden walk's full budget stays full with probability KEEP_TOP_TTL: the first hop is not the only
         // one with it.
-        let ttl = if hidden && ttl == self.cfg.walk_ttl() && self.rng.random_bool(KEEP_TOP_TTL) {
+        let ttl = if hidden && ttl == budget && self.rng.random_bool(KEEP_TOP_TTL) {
             ttl
         } else {
             ttl - 1
