@@ -8,9 +8,11 @@
 //!   round start (`StartRound`); clocks need not agree. At the start of each sub-step a VN whose degree is
 //!   below r (reserved, committed and established edges all count) becomes proposer or acceptor with
 //!   probability ½ (otherwise idle).
-//!   The sub-step (and with it the reservation, retransmission and grace periods) is fixed for a round when
+//!   The sub-step (and with it the reservation, retransmission and grace periods) is set for a round when
 //!   it starts: [`OverlayBuilder::set_substep`] lets a driver that measures its round trips stretch it for the
-//!   rounds it starts later (the node does, `node::engine::round_trips`; the simulator keeps the configured one).
+//!   rounds it starts later (the node does, `node::engine::round_trips`; the simulator keeps the configured one),
+//!   and [`OverlayBuilder::shorten_running`] shortens the sub-steps still to come in running rounds once the
+//!   round trips fall again.
 //! * **Proposal.** A proposer sends one `Propose{origin: self, nonce, ttl}` to a random view entry, `ttl`
 //!   being its hop budget ([`OverlayConfig::walk_ttl`]: the configured one, less in a network of fewer VNs). A
 //!   receiver that is an acceptor *in its own current sub-step*, has not accepted in this sub-step, has
@@ -225,8 +227,9 @@ impl OverlayConfig {
     }
 }
 
-/// The durations one round is negotiated with, fixed when it starts ([`OverlayBuilder::set_substep`] changes
-/// them for rounds started later, never for a running one: its sub-step boundaries must not move).
+/// The durations one round is negotiated with, set when it starts ([`OverlayBuilder::set_substep`] changes
+/// them for rounds started later; [`OverlayBuilder::shorten_running`] shortens the sub-steps a running round
+/// has still to come, never one that began).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoundTiming {
     pub substep: Duration,
@@ -424,6 +427,37 @@ impl<I: PeerId> OverlayBuilder<I> {
         self.timing = self
             .cfg
             .timing_with_substep(substep.max(Duration::from_nanos(1)));
+    }
+
+    /// Shortens the sub-steps still to come in the rounds already running to `substep` (at least one
+    /// nanosecond), in each round whose sub-step is longer; the sub-steps that began keep their ends, so no
+    /// boundary moves into the past and a shorter round trip never lengthens a round. The reservation,
+    /// retransmission and grace periods scale with it, as in [`Self::set_substep`].
+    ///
+    /// Why: a round's sub-step is fixed when it starts, from the round trips measured then, and a node
+    /// negotiates up to its lookahead of rounds ahead. Negotiations started while the network was busy (its
+    /// first rounds) kept windows of twice the configured one or more after the load had gone, and the rounds
+    /// they were for, the last ones of a run, waited for them. Each VN still decides alone: its peers run
+    /// their own sub-steps, as they do when they stretch them.
+    pub fn shorten_running(&mut self, now: Duration, substep: Duration) {
+        let substep = substep.max(Duration::from_nanos(1));
+        let timing = self.cfg.timing_with_substep(substep);
+        let total = self.cfg.total_substeps();
+        for s in self.rounds.values_mut().filter(|s| !s.frozen) {
+            if s.timing.substep <= substep {
+                continue;
+            }
+            // The next boundary to process stays where it was (or comes now, if it is overdue, so that no
+            // later one lands in the past and fires at once): boundary i is then at `start + substep * i`
+            // with the start below, and every later one comes sooner.
+            let n = s.next_substep;
+            let next = (s.start + s.timing.substep * n).max(now);
+            let start = next.saturating_sub(substep * n);
+            if start + timing.deadline(total) < s.start + s.timing.deadline(total) {
+                s.start = start;
+                s.timing = timing;
+            }
+        }
     }
 
     /// Time from a round's start to its freeze, for a round started now.
@@ -1528,6 +1562,54 @@ mod tests {
             "{} hand-overs recorded",
             handed_over.len()
         );
+    }
+
+    /// `shorten_running` keeps the boundaries that passed and the next one, brings every later one and the
+    /// freeze sooner, and leaves alone frozen rounds, rounds already at the shorter sub-step and any longer
+    /// sub-step.
+    #[test]
+    fn shortened_running_rounds_keep_their_next_boundary_and_freeze_sooner() {
+        let cfg = OverlayConfig::new(4, Duration::from_millis(10));
+        let total = cfg.total_substeps();
+        let mut b = OverlayBuilder::new(0u32, cfg.clone(), derive_rng(3, 2)).unwrap();
+        let (view, mut out) = ([1, 2, 3], Vec::new());
+        let at = |ms: u64| Duration::from_millis(ms);
+        // Round 0 at the configured 10 ms, rounds 1 and 2 at 30 ms, from time 0.
+        b.handle(at(0), OverlayInput::StartRound { round: Round(0) }, &view, &mut out);
+        b.set_substep(at(30));
+        b.handle(at(0), OverlayInput::StartRound { round: Round(1) }, &view, &mut out);
+        b.handle(at(0), OverlayInput::StartRound { round: Round(2) }, &view, &mut out);
+        // Boundaries 0, 30, 60 and 90 have passed; the next is at 120.
+        b.handle(at(95), OverlayInput::Tick, &view, &mut out);
+        let before = b.freeze_time(Round(1)).unwrap();
+        assert_eq!(before, cfg.deadline() * 3);
+        // A longer sub-step changes nothing.
+        b.shorten_running(at(95), at(50));
+        assert_eq!(b.freeze_time(Round(1)), Some(before));
+        b.shorten_running(at(95), at(10));
+        // Boundary 4 stays at 120, the 16 after it come 10 ms apart, then the grace of the 10 ms timing.
+        let want = at(120) + at(10) * (total - 4) + cfg.grace;
+        assert_eq!(b.freeze_time(Round(1)), Some(want));
+        assert_eq!(b.freeze_time(Round(2)), Some(want));
+        assert_eq!(b.freeze_time(Round(0)), Some(cfg.deadline()));
+        // Once round 0 froze, shortening leaves it as it was, and the others run to their new freeze.
+        b.handle(cfg.deadline(), OverlayInput::Tick, &view, &mut out);
+        assert_eq!(b.is_frozen(Round(0)), Some(true));
+        b.shorten_running(cfg.deadline(), at(1));
+        assert_eq!(b.freeze_time(Round(0)), Some(cfg.deadline()));
+        // An overdue boundary comes now, not in the past: nothing fires at once.
+        let mut late = OverlayBuilder::new(0u32, cfg.clone(), derive_rng(3, 2)).unwrap();
+        late.set_substep(at(30));
+        late.handle(at(0), OverlayInput::StartRound { round: Round(0) }, &view, &mut out);
+        late.handle(at(95), OverlayInput::Tick, &view, &mut out);
+        late.shorten_running(at(130), at(10));
+        assert_eq!(late.next_timeout(), Some(at(130)));
+        assert_eq!(
+            late.freeze_time(Round(0)),
+            Some(at(130) + at(10) * (total - 4) + cfg.grace)
+        );
+        b.check_invariants().unwrap();
+        late.check_invariants().unwrap();
     }
 
     #[test]

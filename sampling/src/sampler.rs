@@ -134,6 +134,11 @@ impl<I: PeerId> Sampler<I> {
         self.overlay.set_substep(substep);
     }
 
+    /// Shortens the sub-steps still to come in running overlays ([`OverlayBuilder::shorten_running`]).
+    pub fn shorten_running(&mut self, now: Duration, substep: Duration) {
+        self.overlay.shorten_running(now, substep);
+    }
+
     /// Restores a saved Cyclon view ([`Cyclon::restore`]); join afterwards to fill the rest.
     pub fn restore_view(&mut self, now: Duration, saved: Vec<protocol::control::ViewEntry<I>>) {
         self.cyclon.restore(now, saved);

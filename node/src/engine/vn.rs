@@ -726,7 +726,7 @@ impl<I: VnIdentity> VnEngine<I> {
             self.forget_old_rounds(out);
             return;
         }
-        self.pace_overlays();
+        self.pace_overlays(now);
         let spacing = if started {
             self.start_spacing()
         } else {
@@ -825,8 +825,11 @@ impl<I: VnIdentity> VnEngine<I> {
 
     /// The sub-step of the overlays started from now on: the configured one, stretched by the round trips
     /// measured (`round_trips.rs`). A stretched window also spaces the starts further apart, so a busy
-    /// network gets fewer negotiations per second, not only longer ones.
-    fn pace_overlays(&mut self) {
+    /// network gets fewer negotiations per second, not only longer ones. Negotiations already running with a
+    /// longer sub-step take the shorter one for the sub-steps they have still to come
+    /// (`OverlayBuilder::shorten_running`): those a node started under its first rounds' load otherwise kept
+    /// their long windows, and the run's last rounds waited for them.
+    fn pace_overlays(&mut self, now: Duration) {
         // The network's start: every VN opens its first negotiations (and connections) at once.
         let cold_start = self.newest.is_none_or(|n| n == Round::ZERO);
         let substep = self.round_trips.next_substep(
@@ -838,6 +841,7 @@ impl<I: VnIdentity> VnEngine<I> {
             tracing::debug!(?substep, rtt = ?self.round_trips.typical(), "overlay sub-step stretched");
         }
         self.sampler.set_substep(substep);
+        self.sampler.shorten_running(now, substep);
     }
 
     /// Starts the negotiations whose time has come.
@@ -849,7 +853,7 @@ impl<I: VnIdentity> VnEngine<I> {
             .map(|(&u, _)| u)
             .collect();
         if !due.is_empty() {
-            self.pace_overlays();
+            self.pace_overlays(now);
         }
         for round in due {
             let r = self.rounds.get_mut(&round).expect("listed");
@@ -2989,6 +2993,47 @@ mod tests {
         // Two round trips of 30 ms: sub-steps of 60 ms instead of 10.
         assert_eq!(freeze(&busy, 0), Some(configured.deadline() * 6));
         busy.check_invariants().unwrap();
+    }
+
+    /// A negotiation started under slow round trips keeps its long window only while they stay slow: once
+    /// they fall, the VN's next pacing decisions shorten the sub-steps it has still to run, step by step as
+    /// the sub-step eases; slower round trips never lengthen it.
+    #[test]
+    fn round_trips_that_fall_shorten_the_negotiations_still_running() {
+        let configured = sampling::OverlayConfig::new(2, Duration::from_millis(10));
+        let freeze = |e: &VnEngine<u32>| e.sampler.overlay().freeze_time(Round(0)).unwrap();
+        let rtts = |e: &mut VnEngine<u32>, now: Duration, ms: u64| {
+            for _ in 0..crate::engine::round_trips::SAMPLES {
+                let rtt = Duration::from_millis(ms);
+                e.handle(now, VnInput::ControlRoundTrip { rtt });
+            }
+        };
+        let mut e = engine(|_| true);
+        rtts(&mut e, Duration::ZERO, 30);
+        e.handle(Duration::ZERO, VnInput::StartRound(Round(0)));
+        let long = freeze(&e);
+        assert_eq!(long, configured.deadline() * 6);
+        // Slower still: the running round keeps its window.
+        rtts(&mut e, Duration::from_millis(50), 80);
+        e.handle(Duration::from_millis(50), VnInput::StartRound(Round(1)));
+        assert_eq!(freeze(&e), long);
+        // Fast again: once the eased sub-step (80 ms after the slow spell, less 10 % a decision, two decisions
+        // a round start) is below the round's 60 ms, each round start shortens what is left of it, and never
+        // into the past (at 200 ms only its grace is left, and a new grace from then would end later).
+        rtts(&mut e, Duration::from_millis(100), 1);
+        let mut last = long;
+        for (i, ms) in (100..=200).step_by(10).enumerate() {
+            let now = Duration::from_millis(ms);
+            e.handle(now, VnInput::StartRound(Round(2 + i as u64)));
+            let f = freeze(&e);
+            assert!(f <= last && f > now, "decision at {ms} ms: freeze {f:?} after {last:?}");
+            if (1..=8).contains(&i) {
+                assert!(f < last, "decision at {ms} ms: the sub-step eased below 60 ms");
+            }
+            last = f;
+        }
+        assert!(last < long * 2 / 3, "{last:?} against {long:?}");
+        e.check_invariants().unwrap();
     }
 
     #[test]
