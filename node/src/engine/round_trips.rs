@@ -7,7 +7,10 @@
 //! two-core machine with 40 ms sub-steps, control round trips at a median of 0.9 s) instead of slowing down.
 //! Stretching the sub-step of the rounds a VN starts to a multiple of the round trips it measured closes that
 //! loop the other way, as TCP's retransmission timer does: slower rounds send fewer messages per second, the
-//! queues drain, and the sub-step comes back down to the configured floor when the round trips do.
+//! queues drain, and the sub-step comes back down to the configured floor when the round trips do. Coming
+//! down, it also shortens the sub-steps still to come in the negotiations already running
+//! (`sampling::OverlayBuilder::shorten_running`), which would otherwise keep the windows of the load they
+//! started under.
 //!
 //! Each VN measures and decides for itself (its own schedule, DESIGN §5). The driver measures: the engine
 //! reads no clock. A peer that answers late on purpose can only move a high percentile of the samples it is
