@@ -421,7 +421,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// Sub-steps of `substep` (at least one nanosecond) for the rounds started from now on; rounds already
-    /// running keep theirs. A driver that measures its round trips stretches the sub-step when replies come
+    /// running keep theirs ([`Self::shorten_running`] shortens them). A driver that measures its round trips stretches the sub-step when replies come
     /// late (a busy network), so that negotiations slow down instead of missing their sub-steps.
     pub fn set_substep(&mut self, substep: Duration) {
         self.timing = self
@@ -430,11 +430,11 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// Shortens the sub-steps still to come in the rounds already running to `substep` (at least one
-    /// nanosecond), in each round whose sub-step is longer; the sub-steps that began keep their ends, so no
-    /// boundary moves into the past and a shorter round trip never lengthens a round. The reservation,
-    /// retransmission and grace periods scale with it, as in [`Self::set_substep`].
+    /// nanosecond), in each round whose sub-step is longer: the sub-steps that began keep their ends (an
+    /// overdue one ends now), so no boundary moves into the past, and a round is never made longer. The
+    /// reservation, retransmission and grace periods scale with it, as in [`Self::set_substep`].
     ///
-    /// Why: a round's sub-step is fixed when it starts, from the round trips measured then, and a node
+    /// Why: a round's sub-step is set when it starts, from the round trips measured then, and a node
     /// negotiates up to its lookahead of rounds ahead. Negotiations started while the network was busy (its
     /// first rounds) kept windows of twice the configured one or more after the load had gone, and the rounds
     /// they were for, the last ones of a run, waited for them. Each VN still decides alone: its peers run
