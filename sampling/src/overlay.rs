@@ -421,8 +421,9 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// Sub-steps of `substep` (at least one nanosecond) for the rounds started from now on; rounds already
-    /// running keep theirs ([`Self::shorten_running`] shortens them). A driver that measures its round trips stretches the sub-step when replies come
-    /// late (a busy network), so that negotiations slow down instead of missing their sub-steps.
+    /// running keep theirs ([`Self::shorten_running`] shortens them). A driver that measures its round trips
+    /// stretches the sub-step when replies come late (a busy network), so that negotiations slow down instead
+    /// of missing their sub-steps.
     pub fn set_substep(&mut self, substep: Duration) {
         self.timing = self
             .cfg
