@@ -29,7 +29,8 @@ pub const SAMPLES: usize = 64;
 /// to 50-90 ms, the overlay window with them, and rounds, which cannot come faster than a window over the
 /// lookahead, followed: with 2 (and the warm-up's connections, `net::preconnect`, and round 0 negotiated in
 /// the warm-up), the default release run went from 0.22-0.38 s to 0.14-0.18 s per round and the MovieLens
-/// bench at k = 2 from 0.20-0.22 s to 0.16-0.17 s, at 3.96-3.98 of 4 neighbours (README, interleaved runs).
+/// bench at k = 2 from 0.20-0.22 s to 0.16-0.17 s, at 3.96-3.98 of 4 neighbours (interleaved runs;
+/// results/round-speed).
 /// The collapse the stretch guards against comes at round trips of a sub-step and more, which 2 still
 /// answers.
 pub const SUBSTEP_PER_ROUND_TRIP: u32 = 2;

@@ -101,8 +101,8 @@ impl Timing {
             // two-core machine: 0.28 of 4 neighbours in the default release run, control round trips at a
             // median of 0.9 s); the sub-steps are now paced by the round trips each VN measures
             // (`node::engine::round_trips`: 3.92 there), which also spaces the negotiations further apart.
-            // Measured on a faster two-core machine before the pacing (README, `cargo bench -p testnet
-            // --bench rounds`): release, 12 gives 0.098 s rounds at MovieLens k = 2 with 3.98 of 4
+            // Measured on a faster two-core machine before the pacing (results/round-speed, `cargo bench -p
+            // testnet --bench rounds`): release, 12 gives 0.098 s rounds at MovieLens k = 2 with 3.98 of 4
             // neighbours (16: 0.08 s there, but k = 4 saturates: 3.81 neighbours, 0.21 s). Debug builds used
             // 4 while the workspace crates were built at opt-level 0-1 (they handled messages several times
             // slower); the dev profile now optimises them (the workspace `Cargo.toml`), and `cargo run -p
