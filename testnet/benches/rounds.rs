@@ -343,14 +343,15 @@ async fn raw_tcp(frame: &[u8], n: usize) -> anyhow::Result<f64> {
     Ok((n * len) as f64 / secs)
 }
 
-/// Plaintext per sealed record in [`sealed_records`]: noise's largest message, less its tag, rounded down.
+/// Plaintext per sealed record in [`sealed_records`]: 64 KiB, about noise's largest message
+/// ([`NOISE_PLAINTEXT`] bytes of plaintext).
 const RECORD: usize = 64 * 1024;
 
 /// Bytes per second of `n` frames sent over one loopback TCP connection as records sealed with `cipher`
 /// (`ring`): each frame cut into records of [`RECORD`] bytes, each record copied out, sealed in place and
 /// written with its length, then opened in place at the receiver and copied into the frame; each frame
 /// answered by a 2-byte acknowledgement before the next. No libp2p, no multiplexer, no tasks between the
-/// socket and the cipher: the most a chunk transport beneath libp2p with this cipher could reach, with
+/// socket and the cipher: about the best a chunk transport beneath libp2p with this cipher could do, with
 /// sealing and opening overlapped on the two ends' cores as noise's frames are.
 async fn sealed_records(
     frame: &[u8],
