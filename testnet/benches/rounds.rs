@@ -18,7 +18,9 @@
 //!    frames, as both ends of the path do) with the bound it puts on the path's ratio where one core does a
 //!    chunk's sealing, transfer and opening in turn; the same frames sent as sealed records straight on a
 //!    loopback TCP socket, with noise's cipher and with AES-256-GCM (what a path with that cipher and no
-//!    libp2p between the socket and the cipher reaches, the two ends overlapped on two cores); one round's
+//!    libp2p between the socket and the cipher reaches, the two ends overlapped on two cores), all of them
+//!    in alternating batches (the rates are medians over the batches, the ratios the median and range of the
+//!    batches' own, so that a phase of the host moves a path and raw TCP alike); one round's
 //!    aggregation at k = 2, r = 4 (this setting) and k = 8, r = 8 (the paper's default) vs memcpy of the
 //!    same received bytes (alternating batches of each, the median rate of 9).
 //!
@@ -58,6 +60,17 @@ const BEFORE_ROUND_SECS: [(usize, f64); 3] = [(1, 2.605), (2, 2.619), (4, 2.621)
 /// MovieLens matrix factorisation, 20 factors on ml-latest-small.
 const MOVIELENS_LAYOUT: [usize; 2] = [610 * 20, 9724 * 20];
 
+/// Alternating batches of the limits' transfers (see `main`).
+const LIMIT_BATCHES: usize = 5;
+
+/// The limits' transfer paths, as indices into their batches' rates.
+const RAW: usize = 0;
+const P2P: usize = 1;
+const REQUESTS: usize = 2;
+const AEAD: usize = 3;
+const SEALED_NOISE: usize = 4;
+const SEALED_AES: usize = 5;
+
 #[derive(Parser, Debug)]
 #[command(about = "Round speed in the reference's MovieLens setting, and the limits beside it")]
 struct Args {
@@ -71,8 +84,8 @@ struct Args {
     /// bench` runs in testnet/]
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Chunks sent per transport in the limits part.
-    #[arg(long, default_value_t = 200)]
+    /// Chunks sent per transport in the limits part, over all its batches.
+    #[arg(long, default_value_t = 400)]
     chunks: usize,
     /// Values per chunk in the limits part (default: MovieLens at k = 2, d / 2). A small chunk shows what a
     /// request costs whatever its size: `--limits-only --chunk-values 1000`.
@@ -105,16 +118,27 @@ fn main() -> anyhow::Result<()> {
         values: vec![0.25; chunk_values],
     }
     .encode();
-    let raw = rt.block_on(raw_tcp(&frame, a.chunks))?;
-    let p2p = rt.block_on(libp2p_chunks(&frame, a.chunks))?;
-    let requests = rt.block_on(libp2p_chunk_requests(&frame, a.chunks))?;
-    let aead = seal_and_open(&frame, a.chunks);
-    let sealed_noise = rt.block_on(sealed_records(
-        &frame,
-        a.chunks,
-        &ring::aead::CHACHA20_POLY1305,
-    ))?;
-    let sealed_aes = rt.block_on(sealed_records(&frame, a.chunks, &ring::aead::AES_256_GCM))?;
+    // The transfers alternate in batches (raw TCP, the chunk path, requests, the cipher alone, sealed
+    // records), so that a phase of the host moves every path of a batch alike; each rate is the median over
+    // the batches, and each ratio to raw TCP the median of the batches' own ratios.
+    let per_batch = a.chunks.div_ceil(LIMIT_BATCHES).max(1);
+    let mut rates: [Vec<f64>; 6] = Default::default();
+    for _ in 0..LIMIT_BATCHES {
+        rates[RAW].push(rt.block_on(raw_tcp(&frame, per_batch))?);
+        rates[P2P].push(rt.block_on(libp2p_chunks(&frame, per_batch))?);
+        rates[REQUESTS].push(rt.block_on(libp2p_chunk_requests(&frame, per_batch))?);
+        rates[AEAD].push(seal_and_open(&frame, per_batch));
+        rates[SEALED_NOISE].push(rt.block_on(sealed_records(
+            &frame,
+            per_batch,
+            &ring::aead::CHACHA20_POLY1305,
+        ))?);
+        rates[SEALED_AES].push(rt.block_on(sealed_records(
+            &frame,
+            per_batch,
+            &ring::aead::AES_256_GCM,
+        ))?);
+    }
     let aggregation = [(2, 4), (8, 8)].map(|(k, r)| (k, r, aggregation_vs_memcpy(k, r)));
     drop(rt);
 
@@ -216,42 +240,54 @@ fn main() -> anyhow::Result<()> {
     }
     let mb = |bytes_per_s: f64| bytes_per_s / 1e6;
     println!(
-        "Limits: {} chunks of {} B each way, request then acknowledgement",
-        a.chunks,
+        "Limits: {} chunks of {} B each way in {LIMIT_BATCHES} alternating batches, request then \
+         acknowledgement; rates are medians over the batches, ratios the median (and range) of the batches' own",
+        per_batch * LIMIT_BATCHES,
         frame.len()
     );
-    println!("  raw loopback TCP           {:>8.1} MB/s", mb(raw));
+    let rate = |path: usize| median(rates[path].clone());
+    // The batch-by-batch ratio of a path to raw TCP: median, smallest, largest.
+    let to_raw = |path: usize| {
+        let mut v: Vec<f64> = rates[path]
+            .iter()
+            .zip(&rates[RAW])
+            .map(|(p, r)| p / r)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        format!("{:.2}× raw, {:.2}–{:.2}", v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    println!("  raw loopback TCP           {:>8.1} MB/s", mb(rate(RAW)));
     println!(
-        "  libp2p chunk path          {:>8.1} MB/s  ({:.2}× raw; chunk streams)",
-        mb(p2p),
-        p2p / raw
+        "  libp2p chunk path          {:>8.1} MB/s  ({}; chunk streams)",
+        mb(rate(P2P)),
+        to_raw(P2P)
     );
     println!(
-        "  … as requests (before)     {:>8.1} MB/s  ({:.2}× raw; a request-response stream per chunk)",
-        mb(requests),
-        requests / raw
+        "  … as requests (before)     {:>8.1} MB/s  ({}; a request-response stream per chunk)",
+        mb(rate(REQUESTS)),
+        to_raw(REQUESTS)
     );
     // A bound on an encrypted path's ratio, for one chunk at a time, where one core does all the work of a
     // chunk (as in a round, where both cores are busy): its raw transfer plus its sealing and opening. With
     // the sender sealing on one core while the receiver opens on the other, arithmetic alone would allow
     // twice the seal + open rate; the sealed records below measure what that overlap reaches in practice.
-    let one_core = 1.0 / (1.0 + raw / aead);
+    let one_core = 1.0 / (1.0 + rate(RAW) / rate(AEAD));
     println!(
         "  encryption alone           {:>8.1} MB/s  (seal + open on one core; bounds an encrypted path at \
          {one_core:.2}× raw where one core seals, sends and opens a chunk in turn)",
-        mb(aead),
+        mb(rate(AEAD)),
     );
     println!(
-        "  sealed records on raw TCP  {:>8.1} MB/s  ({:.2}× raw; ChaCha20-Poly1305, noise's cipher, in 64 KiB \
+        "  sealed records on raw TCP  {:>8.1} MB/s  ({}; ChaCha20-Poly1305, noise's cipher, in 64 KiB \
          records straight on the socket: noise's cipher with nothing else on the path)",
-        mb(sealed_noise),
-        sealed_noise / raw
+        mb(rate(SEALED_NOISE)),
+        to_raw(SEALED_NOISE)
     );
     println!(
-        "  … with AES-256-GCM         {:>8.1} MB/s  ({:.2}× raw; the same records: what a chunk transport beneath \
+        "  … with AES-256-GCM         {:>8.1} MB/s  ({}; the same records: what a chunk transport beneath \
          libp2p with AES could reach)",
-        mb(sealed_aes),
-        sealed_aes / raw
+        mb(rate(SEALED_AES)),
+        to_raw(SEALED_AES)
     );
     for (k, r, (agg, memcpy)) in aggregation {
         println!(
