@@ -154,9 +154,9 @@ impl OverlayConfig {
     /// budget runs out. In a network of n VNs, hops past n − 1 only return to VNs the walk has been at, and
     /// capping it there forms the same graphs: in the simulator (`overlay_report --rounds 300 --lookahead
     /// 12`, seeds 1-8) 16 VNs at r = 4 sent 31-32.5 overlay messages per VN and round instead of 44.7-47.5,
-    /// with 2.42% of VNs short of r on average either way; 8 VNs 26 instead of 58-63 (README, "Walks no
-    /// longer than the network", has the other sizes and the one cost, at 8 VNs and r = 2). Networks of 31
-    /// VNs or more keep the full budget.
+    /// with 2.42% of VNs short of r on average either way; 8 VNs 26 instead of 58-63 (results/round-speed,
+    /// "Walks no longer than the network", has the other sizes and the one cost, at 8 VNs and r = 2).
+    /// Networks of 31 VNs or more keep the full budget.
     pub fn walk_ttl(&self) -> u8 {
         match self.network_size {
             Some(n) => {

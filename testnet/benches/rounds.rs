@@ -254,7 +254,12 @@ fn main() -> anyhow::Result<()> {
             .map(|(p, r)| p / r)
             .collect();
         v.sort_by(f64::total_cmp);
-        format!("{:.2}× raw, {:.2}–{:.2}", v[v.len() / 2], v[0], v[v.len() - 1])
+        format!(
+            "{:.2}× raw, {:.2}–{:.2}",
+            v[v.len() / 2],
+            v[0],
+            v[v.len() - 1]
+        )
     };
     println!("  raw loopback TCP           {:>8.1} MB/s", mb(rate(RAW)));
     println!(
@@ -417,7 +422,15 @@ async fn sealed_records(
             while filled < len {
                 let mut prefix = [0u8; 4];
                 s.read_exact(&mut prefix).await?;
-                let sealed = &mut record[..u32::from_le_bytes(prefix) as usize];
+                // Checked before it is used: the listener would take any local connection, not only ours.
+                let sealed_len = u32::from_le_bytes(prefix) as usize;
+                if sealed_len > record.len() {
+                    bail!(
+                        "a sealed record of {sealed_len} bytes, over the {}",
+                        record.len()
+                    );
+                }
+                let sealed = &mut record[..sealed_len];
                 s.read_exact(sealed).await?;
                 let plain = key
                     .open_in_place(nonce(counter), Aad::empty(), sealed)
