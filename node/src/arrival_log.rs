@@ -120,7 +120,10 @@ pub struct Record {
 pub enum Logged {
     Arrival(Arrival),
     /// `peer` connected to the VN: `local` is the VN's address it reached, `remote` where it came from.
-    Inbound { local: String, remote: String },
+    Inbound {
+        local: String,
+        remote: String,
+    },
 }
 
 impl Observer<PeerId> for ArrivalLog {
@@ -132,7 +135,11 @@ impl Observer<PeerId> for ArrivalLog {
         let kind = match what {
             Arrival::Chunk { round } => format!("chunk {}", round.get()),
             Arrival::Walk { round, first_hop } => {
-                format!("walk {} {}", round.get(), if first_hop { "first" } else { "relay" })
+                format!(
+                    "walk {} {}",
+                    round.get(),
+                    if first_hop { "first" } else { "relay" }
+                )
             }
             Arrival::Control => "control".into(),
         };
@@ -180,7 +187,10 @@ mod tests {
         }
         drop(log);
         let text = std::fs::read_to_string(&path).unwrap();
-        let back: Vec<_> = text.lines().map(|l| ArrivalLog::parse(l).unwrap()).collect();
+        let back: Vec<_> = text
+            .lines()
+            .map(|l| ArrivalLog::parse(l).unwrap())
+            .collect();
         for (i, (at, vn, p, a)) in back.into_iter().enumerate() {
             assert_eq!(
                 (at, vn, p, a),
@@ -209,9 +219,10 @@ mod tests {
             r.wall_us.is_some_and(|w| w > 1_600_000_000_000_000),
             "a wall clock after 2020"
         );
-        assert!(text
-            .lines()
-            .all(|l| ArrivalLog::parse_record(l).is_some_and(|r| r.wall_us.is_some())));
+        assert!(
+            text.lines()
+                .all(|l| ArrivalLog::parse_record(l).is_some_and(|r| r.wall_us.is_some()))
+        );
         // A line of the earlier format (no wall clock) still reads.
         let old = format!("12\t0\t{peer}\tchunk 3");
         assert_eq!(ArrivalLog::parse_record(&old).unwrap().wall_us, None);

@@ -194,7 +194,10 @@ impl NodeConfig {
         raw.values.validate().map_err(|e| err("values", e))?;
         raw.timing.validate().map_err(|e| err("timing", e))?;
         if !(0.0..=1.0).contains(&raw.dropout) {
-            return Err(err("dropout", format!("{} is not a rate in [0, 1]", raw.dropout)));
+            return Err(err(
+                "dropout",
+                format!("{} is not a rate in [0, 1]", raw.dropout),
+            ));
         }
         if raw.degree == 0 {
             return Err(err("degree", "must be at least 1".into()));
@@ -230,13 +233,20 @@ impl NodeConfig {
                     .enumerate()
                     .map(|(i, v)| {
                         let host: Multiaddr = v.host.parse().map_err(|e| {
-                            err(&format!("hosted.vns[{i}].host"), format!("'{}' is not a multiaddr: {e}", v.host))
+                            err(
+                                &format!("hosted.vns[{i}].host"),
+                                format!("'{}' is not a multiaddr: {e}", v.host),
+                            )
                         })?;
                         let peer = v.peer.parse().map_err(|e| {
-                            err(&format!("hosted.vns[{i}].peer"), format!("'{}' is not a PeerId: {e}", v.peer))
+                            err(
+                                &format!("hosted.vns[{i}].peer"),
+                                format!("'{}' is not a PeerId: {e}", v.peer),
+                            )
                         })?;
                         let r = RemoteVn { host, peer };
-                        r.host_peer().map_err(|e| err(&format!("hosted.vns[{i}].host"), e.to_string()))?;
+                        r.host_peer()
+                            .map_err(|e| err(&format!("hosted.vns[{i}].host"), e.to_string()))?;
                         Ok(r)
                     })
                     .collect::<Result<Vec<_>>>()?;
@@ -321,7 +331,10 @@ impl NodeConfig {
         if let Some(b) = l.clip
             && !(b.is_finite() && b > 0.0)
         {
-            return Err(err("learning.clip", format!("must be positive and finite, got {b}")));
+            return Err(err(
+                "learning.clip",
+                format!("must be positive and finite, got {b}"),
+            ));
         }
         Ok(NodeConfig {
             key_dir,
@@ -390,7 +403,9 @@ impl NodeConfig {
             builder = builder.remote_vns(keys::load_file(&h.link_key)?, h.vns.clone());
         }
         if let Some(p) = &self.arrivals {
-            builder = builder.observer(std::sync::Arc::new(crate::arrival_log::ArrivalLog::create(p)?));
+            builder = builder.observer(std::sync::Arc::new(
+                crate::arrival_log::ArrivalLog::create(p)?,
+            ));
         }
         if let Some(a) = self.algorithm {
             builder = builder.algorithm(a);
@@ -466,9 +481,12 @@ seed = 9
         let c = NodeConfig::parse(p, &GOOD.replace("seed = 9", "seed = 9\nclip = 1.5")).unwrap();
         assert_eq!(c.learning.train.clip, Some(1.5));
         for bad in ["0.0", "-1.0", "inf"] {
-            let e = NodeConfig::parse(p, &GOOD.replace("seed = 9", &format!("seed = 9\nclip = {bad}")))
-                .unwrap_err()
-                .to_string();
+            let e = NodeConfig::parse(
+                p,
+                &GOOD.replace("seed = 9", &format!("seed = 9\nclip = {bad}")),
+            )
+            .unwrap_err()
+            .to_string();
             assert!(e.contains("learning.clip"), "{bad}: {e}");
         }
     }
@@ -479,9 +497,14 @@ seed = 9
         let with = |a: &str| GOOD.replacen("degree", &format!("algorithm = \"{a}\"\ndegree"), 1);
         let c = NodeConfig::parse(p, &with("chunking:8")).unwrap();
         assert_eq!(c.algorithm, Some(AlgoSpec::Chunking { chunks: 8 }));
-        let e = NodeConfig::parse(p, &with("chunking:1")).unwrap_err().to_string();
+        let e = NodeConfig::parse(p, &with("chunking:1"))
+            .unwrap_err()
+            .to_string();
         // serde reports the value's place: the line of `algorithm = ...`.
-        assert!(e.contains("node.toml: line 6") && e.contains("K ≥ 2"), "{e}");
+        assert!(
+            e.contains("node.toml: line 6") && e.contains("K ≥ 2"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -48,7 +48,8 @@ struct RawVn {
 /// Loads a VN host's config, its keys and the peer list.
 pub fn load(path: &Path) -> Result<VnHost> {
     let text = std::fs::read_to_string(path).map_err(|e| NodeError::io(path, e))?;
-    let raw: RawHost = toml::from_str(&text).map_err(|e| NodeError::file(path, "toml", e.message()))?;
+    let raw: RawHost =
+        toml::from_str(&text).map_err(|e| NodeError::file(path, "toml", e.message()))?;
     let rel = |p: &Path| crate::config::relative_to(path, p);
     let err = |field: &str, msg: String| NodeError::file(path, field, msg);
     let addr = |field: &str, a: &str| -> Result<Multiaddr> {
@@ -69,8 +70,14 @@ pub fn load(path: &Path) -> Result<VnHost> {
                 format!("VN {id} is not on the peer list: peers would refuse it"),
             ));
         }
-        if vns.iter().any(|h: &HostedVn| h.key.public().to_peer_id() == id) {
-            return Err(err(&format!("vn[{i}].key"), format!("VN {id} is listed twice")));
+        if vns
+            .iter()
+            .any(|h: &HostedVn| h.key.public().to_peer_id() == id)
+        {
+            return Err(err(
+                &format!("vn[{i}].key"),
+                format!("VN {id} is listed twice"),
+            ));
         }
         let node: PeerId = v.node.parse().map_err(|e| {
             err(
@@ -100,7 +107,9 @@ pub fn load(path: &Path) -> Result<VnHost> {
             .transpose()?,
         vns,
         observer: match &raw.arrivals {
-            Some(p) => Some(std::sync::Arc::new(crate::arrival_log::ArrivalLog::create(&rel(p))?)),
+            Some(p) => Some(std::sync::Arc::new(crate::arrival_log::ArrivalLog::create(
+                &rel(p),
+            )?)),
             None => None,
         },
         handshake: std::time::Duration::from_millis(

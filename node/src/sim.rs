@@ -21,8 +21,8 @@ use sampling::{CyclonConfig, OverlayConfig, SamplerConfig, Stream, derive_rng, v
 
 use crate::algo::{AlgoSpec, Algorithm};
 use crate::engine::{
-    RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, ValueBounds,
-    VnConfig, VnDriver, VnEngine, VnInput, route_rn, route_vn,
+    RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, SendPace,
+    ValueBounds, VnConfig, VnDriver, VnEngine, VnInput, VnRun, VnTiming, route_rn, route_vn,
 };
 use crate::learner::{Learner, Trained};
 use crate::observe::{Arrival, Observer, notify_round_start};
@@ -46,9 +46,7 @@ pub struct SimConfig {
     /// Upper bound of each VN's random delay before sending its chunk.
     pub send_jitter: Duration,
     /// The earliest each VN sends, from its node's start of the round (`VnConfig::send_pace`).
-    pub send_pace: Duration,
-    /// `VnConfig::send_pace_auto`.
-    pub send_pace_auto: bool,
+    pub send_pace: SendPace,
     /// Rounds whose overlay a VN negotiates ahead of its node's round (as `Timing::overlay_lookahead`).
     pub lookahead: u64,
     /// Virtual duration of one local training: uniform in [train_time·(1−jitter), train_time·(1+jitter)].
@@ -82,8 +80,7 @@ impl SimConfig {
             overlay: OverlayConfig::new(degree, Duration::from_millis(100)),
             exchange_timeout: Duration::from_secs(10),
             send_jitter: Duration::from_secs(1),
-            send_pace: Duration::ZERO,
-            send_pace_auto: false,
+            send_pace: SendPace::default(),
             // The loopback timing's lookahead.
             lookahead: crate::runtime::LOOPBACK_LOOKAHEAD,
             train_time: Duration::from_secs(10),
@@ -93,6 +90,21 @@ impl SimConfig {
             algorithm: None,
             dropout: 0.0,
             stall: None,
+        }
+    }
+
+    /// The timing every simulated VN runs on (its configuration is then made by [`VnConfig::new`], as a
+    /// node's is from its [`crate::Timing`]).
+    pub fn vn_timing(&self) -> VnTiming {
+        VnTiming {
+            sampler: SamplerConfig {
+                cyclon: self.cyclon.clone(),
+                overlay: self.overlay.clone(),
+            },
+            exchange_timeout: self.exchange_timeout,
+            send_jitter: self.send_jitter,
+            send_pace: self.send_pace,
+            lookahead: self.lookahead,
         }
     }
 
@@ -281,50 +293,40 @@ impl<'a> Sim<'a> {
             })
             .collect::<Result<Vec<_>>>()?;
         let chunk_lens = Arc::new(rns[0].chunk_lens());
-        let vn_cfg = VnConfig {
-            sampler: SamplerConfig {
-                cyclon: cfg.cyclon.clone(),
-                // Every VN knows the network's size, as a node knows its peer list's (`Timing::vn_config`).
-                overlay: OverlayConfig {
-                    network_size: cfg.overlay.network_size.or(Some(total)),
-                    ..cfg.overlay.clone()
-                },
-            },
-            exchange_timeout: cfg.exchange_timeout,
-            send_jitter: cfg.send_jitter,
-            send_pace: cfg.send_pace,
-            send_pace_auto: cfg.send_pace_auto,
-            lookahead: cfg.lookahead,
-            last_round: rns[0].exchanges().checked_sub(1).map(Round),
-            static_graph: rns[0].graph() == crate::algo::Graph::Static,
-            skip: Arc::default(),
-            start_jitter: cfg.overlay.substep,
+        // Every VN knows the network's size, as a node knows its peer list's.
+        let run = VnRun {
+            network_size: Some(total),
+            exchanges: rns[0].exchanges(),
             chunk_lens,
+            graph: rns[0].graph(),
+            // Per-edge algorithms (PDMM) get every copy with its edge slot.
+            edge_slots: rns[0].per_edge(),
+            skip: Arc::default(),
+            values: cfg.values,
         };
+        let timing = cfg.vn_timing();
         let net: Network<Wire> = Network::new(cfg.net.clone(), derive_rng(cfg.seed, u64::MAX));
         let rng = derive_rng(cfg.seed, u64::MAX - 1);
         // A VN stays out of the overlays of the rounds its RN sits out (one set per RN, shared by its VNs).
-        let skips: Vec<Arc<_>> = rns.iter().map(|r| Arc::new(r.skipped_exchanges())).collect();
-        // Per-edge algorithms (PDMM) get every copy with its edge slot.
-        let per_edge = rns[0].per_edge();
-        // EL-Local pushes to peers of its Cyclon view instead of negotiating an overlay.
-        let push = rns[0].graph() == crate::algo::Graph::Push;
+        let skips: Vec<Arc<_>> = rns
+            .iter()
+            .map(|r| Arc::new(r.skipped_exchanges()))
+            .collect();
         let vns = (0..total as u32)
             .map(|g| {
-                // Distinct streams per VN: siblings share no randomness (DESIGN §5).
-                let skip = skips[g as usize / k].clone();
+                // Distinct streams per VN: siblings share no randomness (DESIGN §5). A VN stays out of the
+                // overlays of the rounds its RN sits out (one set per RN, shared by its VNs).
+                let run = VnRun {
+                    skip: skips[g as usize / k].clone(),
+                    ..run.clone()
+                };
                 VnEngine::new(
                     g,
-                    VnConfig {
-                        skip,
-                        ..vn_cfg.clone()
-                    },
+                    VnConfig::new(&timing, run),
                     vn_rng(cfg.seed, g as u64, Stream::Cyclon),
                     vn_rng(cfg.seed, g as u64, Stream::Overlay),
                     Box::new(|_| true),
                 )
-                .and_then(|e| e.with_value_bounds(cfg.values))
-                .map(|e| e.with_edge_slots(per_edge).with_push(push))
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let mut sim = Self {

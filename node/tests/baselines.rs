@@ -70,7 +70,10 @@ fn run(algorithm: &str) -> Run {
     let lc = learning();
     let (split, parts) = lc.load().unwrap();
     let learners = lc.learners(&split, &parts, 0..NODES).unwrap();
-    let partition = Arc::new(lc.chunk_partition(&learners[0].model, spec.chunks(1)).unwrap());
+    let partition = Arc::new(
+        lc.chunk_partition(&learners[0].model, spec.chunks(1))
+            .unwrap(),
+    );
     let d = partition.d();
     let mut cfg = SimConfig::new(1, DEGREE, ROUNDS, SEED);
     cfg.algorithm = Some(spec);
@@ -87,9 +90,8 @@ fn run(algorithm: &str) -> Run {
 /// Every node finished every round and the mean test metric rose from round 0 to the last.
 fn learns(r: &Run) {
     assert!(r.metrics.iter().all(|m| m.len() == ROUNDS as usize));
-    let mean = |round: usize| {
-        r.metrics.iter().map(|m| m[round].test_metric).sum::<f64>() / NODES as f64
-    };
+    let mean =
+        |round: usize| r.metrics.iter().map(|m| m[round].test_metric).sum::<f64>() / NODES as f64;
     assert!(
         mean(ROUNDS as usize - 1) > mean(0),
         "{} → {}",
@@ -109,8 +111,15 @@ fn dpsgd_exchanges_over_one_static_graph_and_el_over_a_fresh_one() {
         assert!(!sets.is_empty());
         // Every round's senders come from round 0's graph (an edge can only be lost, never gained).
         let first = dpsgd.senders.get(&(node, 0)).expect("round 0 exchanged");
-        assert!(sets.iter().all(|s| s.is_subset(first)), "node {node}: {sets:?}");
-        assert_eq!(sets.len(), ROUNDS as usize, "node {node} heard from its graph every round");
+        assert!(
+            sets.iter().all(|s| s.is_subset(first)),
+            "node {node}: {sets:?}"
+        );
+        assert_eq!(
+            sets.len(),
+            ROUNDS as usize,
+            "node {node} heard from its graph every round"
+        );
     }
     let same = (0..NODES)
         .filter(|&n| dpsgd.senders.get(&(n, 0)) == dpsgd.senders.get(&(n, ROUNDS - 1)))
@@ -132,7 +141,8 @@ fn el_local_pushes_to_r_peers_of_its_view_and_learns() {
     let r = run("el-local");
     learns(&r);
     assert_eq!(r.lens, BTreeSet::from([r.d]), "the whole model each time");
-    let frame = (protocol::chunk::chunk_frame_bytes(r.d) + protocol::frame::LENGTH_PREFIX_BYTES) as u64;
+    let frame =
+        (protocol::chunk::chunk_frame_bytes(r.d) + protocol::frame::LENGTH_PREFIX_BYTES) as u64;
     for rounds in &r.metrics {
         for t in rounds {
             assert_eq!(t.chunk_bytes_sent, DEGREE as u64 * frame, "{t:?}");
@@ -143,14 +153,24 @@ fn el_local_pushes_to_r_peers_of_its_view_and_learns() {
         let indegrees: Vec<usize> = (0..NODES)
             .map(|n| r.senders.get(&(n, t)).map_or(0, BTreeSet::len))
             .collect();
-        assert_eq!(indegrees.iter().sum::<usize>(), NODES * DEGREE, "round {t}: {indegrees:?}");
+        assert_eq!(
+            indegrees.iter().sum::<usize>(),
+            NODES * DEGREE,
+            "round {t}: {indegrees:?}"
+        );
     }
     let all: Vec<usize> = r.senders.values().map(BTreeSet::len).collect();
-    assert!(all.iter().min() != all.iter().max(), "in-degrees vary: {all:?}");
+    assert!(
+        all.iter().min() != all.iter().max(),
+        "in-degrees vary: {all:?}"
+    );
     let changed = (0..NODES)
         .filter(|&n| r.senders.get(&(n, 0)) != r.senders.get(&(n, ROUNDS - 1)))
         .count();
-    assert!(changed > NODES / 2, "EL-Local's senders change between rounds");
+    assert!(
+        changed > NODES / 2,
+        "EL-Local's senders change between rounds"
+    );
 }
 
 #[test]
@@ -196,8 +216,13 @@ fn topk_sends_its_fraction_with_the_indices_and_learns() {
     learns(&r);
     let len = node::algo::sparse_len(r.d, 0.25);
     assert_eq!(len, 2 * (r.d as f64 * 0.25).round() as usize);
-    assert_eq!(r.lens, BTreeSet::from([len]), "every copy carries 2m values");
-    let frame = (protocol::chunk::chunk_frame_bytes(len) + protocol::frame::LENGTH_PREFIX_BYTES) as u64;
+    assert_eq!(
+        r.lens,
+        BTreeSet::from([len]),
+        "every copy carries 2m values"
+    );
+    let frame =
+        (protocol::chunk::chunk_frame_bytes(len) + protocol::frame::LENGTH_PREFIX_BYTES) as u64;
     for rounds in &r.metrics {
         for t in rounds {
             let frames = t.chunk_bytes_sent / frame;
@@ -217,24 +242,40 @@ fn nodes_that_drop_out_sit_rounds_out_and_the_rest_go_on() {
         let lc = learning();
         let (split, parts) = lc.load().unwrap();
         let learners = lc.learners(&split, &parts, 0..NODES).unwrap();
-        let partition =
-            Arc::new(lc.chunk_partition(&learners[0].model, spec.chunks(vns)).unwrap());
+        let partition = Arc::new(
+            lc.chunk_partition(&learners[0].model, spec.chunks(vns))
+                .unwrap(),
+        );
         let rounds = 12;
         let mut cfg = SimConfig::new(vns, DEGREE, rounds, SEED);
         cfg.algorithm = Some(spec);
         cfg.dropout = 0.3;
         let report = node::sim::run(&cfg, learners, partition, |_, _| {}).unwrap();
         let all: Vec<&RoundMetrics> = report.metrics.iter().flatten().collect();
-        assert_eq!(all.len(), NODES * rounds as usize, "{algo}: every node, every round");
+        assert_eq!(
+            all.len(),
+            NODES * rounds as usize,
+            "{algo}: every node, every round"
+        );
         let absent = all.iter().filter(|m| m.absent).count() as f64 / all.len() as f64;
-        assert!((0.15..0.5).contains(&absent), "{algo}: {absent} of rounds sat out");
+        assert!(
+            (0.15..0.5).contains(&absent),
+            "{algo}: {absent} of rounds sat out"
+        );
         for m in all.iter().filter(|m| m.absent) {
-            assert_eq!((m.chunk_bytes_sent, m.copies_received), (0, 0), "{algo}: {m:?}");
+            assert_eq!(
+                (m.chunk_bytes_sent, m.copies_received),
+                (0, 0),
+                "{algo}: {m:?}"
+            );
         }
         // Present nodes still exchange (with the other present ones).
         let present: Vec<&&RoundMetrics> = all.iter().filter(|m| !m.absent).collect();
         let copies: u32 = present.iter().map(|m| m.copies_received).sum();
-        assert!(copies as usize > present.len() * vns, "{algo}: {copies} copies");
+        assert!(
+            copies as usize > present.len() * vns,
+            "{algo}: {copies} copies"
+        );
         // An absent node does not hold the others up: no round waits for the exchange timeout.
         let timeout = cfg.exchange_timeout.as_secs_f64();
         assert!(
@@ -242,7 +283,11 @@ fn nodes_that_drop_out_sit_rounds_out_and_the_rest_go_on() {
             "{algo}: a round waited for an absent neighbour"
         );
         let first = report.metrics.iter().map(|m| m[0].test_metric).sum::<f64>();
-        let last = report.metrics.iter().map(|m| m[rounds as usize - 1].test_metric).sum::<f64>();
+        let last = report
+            .metrics
+            .iter()
+            .map(|m| m[rounds as usize - 1].test_metric)
+            .sum::<f64>();
         assert!(last > first, "{algo}: learns despite dropouts");
     }
 }
@@ -263,7 +308,12 @@ fn nodes_back_from_an_absence_find_their_neighbours() {
     cfg.algorithm = Some("el".parse().unwrap());
     cfg.dropout = 0.5;
     let report = node::sim::run(&cfg, learners, partition, |_, _| {}).unwrap();
-    let present: Vec<&RoundMetrics> = report.metrics.iter().flatten().filter(|m| !m.absent).collect();
+    let present: Vec<&RoundMetrics> = report
+        .metrics
+        .iter()
+        .flatten()
+        .filter(|m| !m.absent)
+        .collect();
     let mean = present.iter().map(|m| m.neighbours as f64).sum::<f64>() / present.len() as f64;
     assert!(mean >= 3.5, "present nodes got {mean:.2} of 4 neighbours");
 }

@@ -52,7 +52,11 @@ fn peer_list_merges_keygen_outputs_in_peer_id_order() {
             .args(["--vns", "4"])
             .output()
             .unwrap();
-        let ids: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
+        let ids: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
         let text: String = ids
             .iter()
             .enumerate()
@@ -67,8 +71,18 @@ fn peer_list_merges_keygen_outputs_in_peer_id_order() {
         all.extend(ids);
     }
     let out_file = dir.path().join("peers.toml");
-    let out = node().arg("peer-list").args(&files).arg("--out").arg(&out_file).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = node()
+        .arg("peer-list")
+        .args(&files)
+        .arg("--out")
+        .arg(&out_file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let list = node::peers::PeerList::load(&out_file).unwrap();
     assert_eq!(list.len(), 8);
     assert_eq!(list.bootstrap().len(), 1, "the one line with an address");
@@ -128,6 +142,9 @@ fn two_node_processes_complete_rounds_from_config_files() {
             .iter()
             .map(|r| r["copies_received"].as_u64().unwrap())
             .sum();
-        assert!(copies > 0, "chunks crossed between the processes: {rounds:?}");
+        assert!(
+            copies > 0,
+            "chunks crossed between the processes: {rounds:?}"
+        );
     }
 }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
-use libp2p::identity::Keypair;
 use libp2p::StreamProtocol;
+use libp2p::identity::Keypair;
 use node::net::control_link::{Closed, ControlLinks, LinkEvent};
 use node::peers::PeerList;
 

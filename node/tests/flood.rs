@@ -110,7 +110,10 @@ fn flood(connections: usize, psk: bool, handshake: Duration, rounds: u64) -> Out
     let target: SocketAddr = format!("127.0.0.1:{}", net.ports[0][0]).parse().unwrap();
     // The victim is up once its port accepts; that probe connection is closed by the handshake timeout.
     while std::net::TcpStream::connect(target).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(30), "victim never listened");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "victim never listened"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -147,7 +150,8 @@ fn flood(connections: usize, psk: bool, handshake: Duration, rounds: u64) -> Out
     while !attack.is_finished() {
         max_fds = max_fds.max(open_fds(pid));
         if others.is_none() && opened.load(Ordering::Relaxed) >= connections / 2 {
-            let warmup = victim_warmup.saturating_sub(started.elapsed()) + Duration::from_millis(500);
+            let warmup =
+                victim_warmup.saturating_sub(started.elapsed()) + Duration::from_millis(500);
             net.write_config(1, warmup.as_millis() as u64);
             others = Some(net.spawn(1));
         }

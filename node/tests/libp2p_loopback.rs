@@ -394,21 +394,20 @@ async fn identify_tells_peers_only_the_announced_address() {
         node::net::transport::build_swarm(observer_key, None, Timeouts::default(), 1024).unwrap();
     o.behaviour_mut().allow.allow_peer(node_peer);
     o.dial(listen).unwrap();
-    let told = tokio::time::timeout(LIMIT, async {
-        loop {
-            if let SwarmEvent::Behaviour(VnBehaviourEvent::Identify(identify::Event::Received {
-                peer_id,
-                info,
-                ..
-            })) = o.select_next_some().await
-                && peer_id == node_peer
-            {
-                break info.listen_addrs;
+    let told =
+        tokio::time::timeout(LIMIT, async {
+            loop {
+                if let SwarmEvent::Behaviour(VnBehaviourEvent::Identify(
+                    identify::Event::Received { peer_id, info, .. },
+                )) = o.select_next_some().await
+                    && peer_id == node_peer
+                {
+                    break info.listen_addrs;
+                }
             }
-        }
-    })
-    .await
-    .expect("identify in time");
+        })
+        .await
+        .expect("identify in time");
     assert_eq!(told, vec![announced]);
     h.stop();
 }
@@ -431,11 +430,16 @@ async fn random_sparsification_runs_over_libp2p_with_one_vn_per_node() {
         // One chunk of four per neighbour: a frame of d/4 values (and its length prefix), not of d.
         let lc = learning(3);
         let (split, parts) = lc.load().unwrap();
-        let d = lc.learners(&split, &parts, 0..1).unwrap()[0].model.num_params();
+        let d = lc.learners(&split, &parts, 0..1).unwrap()[0]
+            .model
+            .num_params();
         let frame = |values: usize| (protocol::chunk::chunk_frame_bytes(values) + 4) as u64;
         for m in rounds.iter().filter(|m| m.neighbours > 0) {
             let per = m.chunk_bytes_sent / m.neighbours as u64;
-            assert!(per >= frame(d / 4) && per <= frame(d.div_ceil(4)), "{per} B for d = {d}: {m:?}");
+            assert!(
+                per >= frame(d / 4) && per <= frame(d.div_ceil(4)),
+                "{per} B for d = {d}: {m:?}"
+            );
         }
     }
 }

@@ -152,7 +152,15 @@ async fn a_stopped_node_is_not_waited_for_and_rejoins_from_its_checkpoint_within
     let mut boot: Vec<(PeerId, Multiaddr)> = Vec::new();
     for (i, ks) in keys.iter().enumerate() {
         let checkpoints = (i == VICTIM).then(|| dir.path().join("node-3"));
-        let (h, ev) = start(ks.clone(), i, peer_list(&ids, &boot), checkpoints, None, false).await;
+        let (h, ev) = start(
+            ks.clone(),
+            i,
+            peer_list(&ids, &boot),
+            checkpoints,
+            None,
+            false,
+        )
+        .await;
         if i == 0 {
             boot = h
                 .addresses()

@@ -120,13 +120,11 @@ fn rss(pid: u32) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stream_storm_and_early_chunks_from_listed_peers_are_bounded_and_honest_copies_still_arrive() {
+async fn a_stream_storm_and_early_chunks_from_listed_peers_are_bounded_and_honest_copies_still_arrive()
+ {
     let mut net = ProcNet::new(3, 2, ROUNDS, false);
     let attackers: Vec<Keypair> = (0..=SYBILS).map(|_| Keypair::generate_ed25519()).collect();
-    net.extra_peers = attackers
-        .iter()
-        .map(|k| k.public().to_peer_id())
-        .collect();
+    net.extra_peers = attackers.iter().map(|k| k.public().to_peer_id()).collect();
     net.write_peer_list();
     for i in 0..3 {
         net.write_config(i, 2500);
@@ -161,8 +159,11 @@ async fn a_stream_storm_and_early_chunks_from_listed_peers_are_bounded_and_hones
         } else {
             max_frame as u32
         };
-        t.behaviour_mut()
-            .send_request_with_addresses(&victim[0].0, announce, vec![victim[0].1.clone()]);
+        t.behaviour_mut().send_request_with_addresses(
+            &victim[0].0,
+            announce,
+            vec![victim[0].1.clone()],
+        );
     }
     let storm = tokio::spawn(async move {
         let mut failures = 0usize;
@@ -181,13 +182,9 @@ async fn a_stream_storm_and_early_chunks_from_listed_peers_are_bounded_and_hones
     // 2. Well-formed early chunks from the other identities, for every round, to both victim VNs.
     let mut sybils = Vec::new();
     for key in &attackers[1..] {
-        let mut s = node::net::transport::build_swarm(
-            key.clone(),
-            None,
-            Timeouts::default(),
-            max_frame,
-        )
-        .unwrap();
+        let mut s =
+            node::net::transport::build_swarm(key.clone(), None, Timeouts::default(), max_frame)
+                .unwrap();
         for (peer, _) in &victim {
             s.behaviour_mut().allow.allow_peer(*peer);
         }
@@ -219,7 +216,10 @@ async fn a_stream_storm_and_early_chunks_from_listed_peers_are_bounded_and_hones
     let started = Instant::now();
     while children[0].try_wait().unwrap().is_none() {
         peak = peak.max(rss(pid));
-        assert!(started.elapsed() < Duration::from_secs(120), "run took too long");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "run took too long"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let ok = tokio::task::spawn_blocking(move || wait_all(&mut children, Duration::from_secs(60)))
@@ -244,19 +244,30 @@ async fn a_stream_storm_and_early_chunks_from_listed_peers_are_bounded_and_hones
         peak as f64 / 1048576.0,
         bound as f64 / 1048576.0
     );
-    assert!(peak as usize <= bound, "peak RSS {peak} over the bound {bound}");
+    assert!(
+        peak as usize <= bound,
+        "peak RSS {peak} over the bound {bound}"
+    );
 
     let rounds = net.metrics(0);
     assert_eq!(rounds.len(), ROUNDS as usize, "{rounds:?}");
     let refused: u64 = rounds.iter().map(|r| r["refused"].as_u64().unwrap()).sum();
     assert!(refused > 0, "the early chunks were refused: {rounds:?}");
-    let neighbours: u64 = rounds.iter().map(|r| r["neighbours"].as_u64().unwrap()).sum();
+    let neighbours: u64 = rounds
+        .iter()
+        .map(|r| r["neighbours"].as_u64().unwrap())
+        .sum();
     let copies: u64 = rounds
         .iter()
         .map(|r| r["copies_received"].as_u64().unwrap())
         .sum();
-    eprintln!("victim: {copies} copies from {neighbours} confirmed neighbours over {ROUNDS} rounds, {refused} refused");
-    assert!(neighbours >= ROUNDS, "the victim kept neighbours: {rounds:?}");
+    eprintln!(
+        "victim: {copies} copies from {neighbours} confirmed neighbours over {ROUNDS} rounds, {refused} refused"
+    );
+    assert!(
+        neighbours >= ROUNDS,
+        "the victim kept neighbours: {rounds:?}"
+    );
     // Over real time a tiny network can lose an edge after the freeze; the storm must not cost more.
     assert!(
         copies * 10 >= neighbours * 9,

@@ -18,8 +18,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use node::algo::Graph;
 use node::engine::vn::MAX_PENDING_CHUNKS;
-use node::engine::{VnConfig, VnEngine, VnInput, VnOutput};
+use node::engine::{SendPace, ValueBounds, VnConfig, VnEngine, VnInput, VnOutput};
 use proptest::prelude::*;
 use protocol::codec::{decode_control, encode_control};
 use protocol::control::{
@@ -49,14 +50,19 @@ fn config(lookahead: u64, last_round: Option<u64>, static_graph: bool) -> VnConf
         },
         exchange_timeout: Duration::from_millis(200),
         send_jitter: Duration::from_millis(20),
-        send_pace: Duration::ZERO,
-        send_pace_auto: false,
+        send_pace: SendPace::default(),
         lookahead,
         last_round: last_round.map(Round),
-        static_graph,
+        graph: if static_graph {
+            Graph::Static
+        } else {
+            Graph::PerRound
+        },
+        edge_slots: false,
         skip: Arc::default(),
         start_jitter: Duration::from_millis(5),
         chunk_lens: Arc::new(LENS.to_vec()),
+        values: ValueBounds::default(),
     }
 }
 
@@ -132,8 +138,15 @@ enum Op {
     /// Issue 15: a peer found gone, round queries (with or without a body), answers (well-formed for
     /// any round, or random bytes; solicited or not) and failed queries.
     PeerGone(u32),
-    RoundQuery { from: u32, bytes: Vec<u8> },
-    RoundAnswer { from: u32, at: Option<Option<u64>>, bytes: Vec<u8> },
+    RoundQuery {
+        from: u32,
+        bytes: Vec<u8>,
+    },
+    RoundAnswer {
+        from: u32,
+        at: Option<Option<u64>>,
+        bytes: Vec<u8>,
+    },
     RoundQueryFailed(u32),
 }
 

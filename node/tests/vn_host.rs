@@ -170,7 +170,9 @@ async fn nodes_whose_vns_run_in_shared_hosts_complete_their_rounds() {
         );
         hosted.push((h, ev));
     }
-    let s = tokio::time::timeout(LIMIT, h2.wait()).await.expect("finished in time");
+    let s = tokio::time::timeout(LIMIT, h2.wait())
+        .await
+        .expect("finished in time");
     assert_eq!(s.rounds_completed, rounds, "{:?}", s.error);
     let mut from_hosted = 0;
     while let Ok(e) = ev2.try_recv() {
@@ -178,7 +180,10 @@ async fn nodes_whose_vns_run_in_shared_hosts_complete_their_rounds() {
             from_hosted += m.copies_received;
         }
     }
-    assert!(from_hosted > 0, "the in-process node exchanged with hosted VNs");
+    assert!(
+        from_hosted > 0,
+        "the in-process node exchanged with hosted VNs"
+    );
     for (h, mut ev) in hosted {
         let s = tokio::time::timeout(LIMIT, h.wait())
             .await

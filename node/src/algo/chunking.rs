@@ -153,11 +153,15 @@ mod tests {
         assert_eq!(picked.len(), 4, "every chunk gets picked over 20 rounds");
         // A copy of chunk 2 of all zeros halves those parameters; the rest keep their value.
         a.begin_round(Round(20));
-        a.receive(0, 0, &ChunkFrame {
-            round: Round(20),
-            chunk: ChunkIndex(2),
-            values: vec![0.0; p.chunk_len(2)],
-        })
+        a.receive(
+            0,
+            0,
+            &ChunkFrame {
+                round: Round(20),
+                chunk: ChunkIndex(2),
+                values: vec![0.0; p.chunk_len(2)],
+            },
+        )
         .unwrap();
         let next = a.combine(Round(20), 0, &local).unwrap();
         let ids = p.chunk_ids();
@@ -177,7 +181,11 @@ mod tests {
         for t in 0..3 {
             a.begin_round(Round(t));
             b.begin_round(Round(t));
-            assert_eq!(a.partition(), b.partition(), "both nodes cut round {t} alike");
+            assert_eq!(
+                a.partition(),
+                b.partition(),
+                "both nodes cut round {t} alike"
+            );
             assert_eq!(a.chunk_lens(), lens, "lengths do not change between rounds");
             cuts.push(a.partition().indices(0).to_vec());
             assert_eq!(
@@ -186,7 +194,10 @@ mod tests {
                 "an observer can recompute round {t}'s cut"
             );
         }
-        assert!(cuts[0] != cuts[1] && cuts[1] != cuts[2], "a new subset each round");
+        assert!(
+            cuts[0] != cuts[1] && cuts[1] != cuts[2],
+            "a new subset each round"
+        );
         assert_ne!(a.partition().as_ref(), p.as_ref());
     }
 }

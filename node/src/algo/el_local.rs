@@ -1,7 +1,7 @@
 //! Epidemic Learning's local variant (de Vos et al., NeurIPS 2023, "EL-Local"): every node pushes its whole
 //! model to r peers drawn uniformly from its own Cyclon view — a directed graph, no overlay negotiation, so
 //! in-degrees vary (binomial around r) — and averages per parameter what arrived plus its own model. The
-//! exchange is the VN's push mode ([`Graph::Push`], `VnEngine::with_push`): a receiver does not know who
+//! exchange is the VN's push mode ([`Graph::Push`], `engine/vn/push.rs`): a receiver does not know who
 //! will push to it, so its round ends at the exchange deadline with whatever arrived.
 
 use std::sync::Arc;

@@ -147,7 +147,9 @@ mod tests {
             .map(|n| (0..10).map(|i| (n * 10 + i) as f32 / 7.0).collect())
             .collect();
         let mut algos: Vec<Perturbed> = (0..3)
-            .map(|n| Perturbed::new(p.clone(), sigma, correct, ChaCha12Rng::seed_from_u64(n)).unwrap())
+            .map(|n| {
+                Perturbed::new(p.clone(), sigma, correct, ChaCha12Rng::seed_from_u64(n)).unwrap()
+            })
             .collect();
         let mut sent = Vec::new();
         for (a, m) in algos.iter_mut().zip(&models) {
@@ -157,7 +159,9 @@ mod tests {
         for (n, a) in algos.iter_mut().enumerate() {
             for (other, frames) in sent.iter().enumerate().filter(|(o, _)| *o != n) {
                 for (vn, payload) in frames {
-                    let Payload::Broadcast(f) = payload else { unreachable!() };
+                    let Payload::Broadcast(f) = payload else {
+                        unreachable!()
+                    };
                     a.receive(0, *vn, f).unwrap();
                 }
                 let _ = other;

@@ -24,7 +24,7 @@
 //! The engine carries broadcast and per-neighbour payloads over per-round or static graphs, in one or several
 //! steps per round (each step its own exchange, numbered `round · steps + step` on the wire). A per-neighbour
 //! payload goes RN → VN as `PerEdge` (the VN answers with its number of edge slots once its neighbours are
-//! known) then `PerEdgeFrames` (frame i for slot i); see `engine/vn.rs` for what happens to a dropped edge's
+//! known) then `PerEdgeFrames` (frame i for slot i); see `engine/vn/edge_slots.rs` for what happens to a dropped edge's
 //! slot. An algorithm with per-edge state ([`Algorithm::per_edge`]) gets every copy with its slot.
 //!
 //! # Layout
@@ -81,10 +81,12 @@ pub fn shatter_or_el(partition: Arc<ChunkPartition>) -> Box<dyn Algorithm> {
     }
 }
 
-/// The graph an algorithm exchanges over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The graph an algorithm exchanges over, and so how its VNs find their neighbours (the VN's exchange mode,
+/// `VnConfig::graph`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Graph {
     /// A fresh random r-regular overlay every round (Shatter, EL, Muffliato).
+    #[default]
     PerRound,
     /// One overlay negotiated before round 0 and reused every round (D-PSGD, PDMM).
     Static,
@@ -459,18 +461,35 @@ mod tests {
                 chunk: protocol::ChunkIndex(0),
                 values: vec![3.0; 6],
             };
-            e.handle(t, RnInput::FromVn { vn: 0, msg: FromVirtualNode::Received(copy) });
+            e.handle(
+                t,
+                RnInput::FromVn {
+                    vn: 0,
+                    msg: FromVirtualNode::Received(copy),
+                },
+            );
             let done = RoundSummary {
                 round: Round(step),
                 ..RoundSummary::default()
             };
-            out = e.handle(t, RnInput::FromVn { vn: 0, msg: FromVirtualNode::Done(done) });
+            out = e.handle(
+                t,
+                RnInput::FromVn {
+                    vn: 0,
+                    msg: FromVirtualNode::Done(done),
+                },
+            );
         }
         // Ten halvings of the distance to 3: 1 → 3 − 2/2¹⁰.
         let Some(RnOutput::Evaluate { params, .. }) = out.last() else {
             panic!("{out:?}")
         };
-        assert!(params.iter().all(|v| (v - (3.0 - 2.0 / 1024.0)).abs() < 1e-5), "{params:?}");
+        assert!(
+            params
+                .iter()
+                .all(|v| (v - (3.0 - 2.0 / 1024.0)).abs() < 1e-5),
+            "{params:?}"
+        );
     }
 
     /// A NaN training loss is the learner's word that training diverged and the params are the model

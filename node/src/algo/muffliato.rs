@@ -102,7 +102,12 @@ impl Algorithm for Muffliato {
     }
 
     /// The mean of this step's (noisy) model and what arrived; the next step starts from it.
-    fn combine(&mut self, _round: Round, _step: u32, _local: &[f32]) -> Result<Vec<f32>, AlgoError> {
+    fn combine(
+        &mut self,
+        _round: Round,
+        _step: u32,
+        _local: &[f32],
+    ) -> Result<Vec<f32>, AlgoError> {
         let next = self.aggregator.finish(&self.local)?;
         self.aggregator.reset();
         Ok(next)
@@ -124,13 +129,20 @@ mod tests {
         let [(0, Payload::Broadcast(f))] = &out[..] else {
             panic!("{out:?}")
         };
-        assert!(f.values.iter().all(|v| *v != 1.0), "noise on every parameter");
+        assert!(
+            f.values.iter().all(|v| *v != 1.0),
+            "noise on every parameter"
+        );
         let noisy = f.values.clone();
-        m.receive(0, 0, &ChunkFrame {
-            round: Round(0),
-            chunk: ChunkIndex(0),
-            values: vec![3.0; 5],
-        })
+        m.receive(
+            0,
+            0,
+            &ChunkFrame {
+                round: Round(0),
+                chunk: ChunkIndex(0),
+                values: vec![3.0; 5],
+            },
+        )
         .unwrap();
         // The combine averages with the noisy model, not the engine's noiseless one.
         let next = m.combine(Round(0), 0, &model).unwrap();

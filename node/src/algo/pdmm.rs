@@ -453,12 +453,7 @@ impl Algorithm for Pdmm {
 
     /// Setup: keep the neighbours' initial duals as mirrors, and the trained model. Later: apply the
     /// increments that went through in each direction, and return w(t).
-    fn combine(
-        &mut self,
-        round: Round,
-        _step: u32,
-        _local: &[f32],
-    ) -> Result<Vec<f32>, AlgoError> {
+    fn combine(&mut self, round: Round, _step: u32, _local: &[f32]) -> Result<Vec<f32>, AlgoError> {
         let setup = self.is_setup();
         for e in self.edges.iter_mut().flatten() {
             if setup {

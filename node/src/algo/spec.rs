@@ -57,7 +57,10 @@ impl AlgoSpec {
 
     /// Whether the algorithm runs with any number of VNs (Shatter's chunks); the others use one.
     pub fn uses_vns(&self) -> bool {
-        matches!(self, Self::Shatter | Self::Ghp { .. } | Self::RandomNoise { .. })
+        matches!(
+            self,
+            Self::Shatter | Self::Ghp { .. } | Self::RandomNoise { .. }
+        )
     }
 
     /// Checks the algorithm against the node's number of VNs.
@@ -323,11 +326,18 @@ mod tests {
             assert_eq!(s.parse::<AlgoSpec>().unwrap().to_string(), s);
         }
         let err = |s: &str| s.parse::<AlgoSpec>().unwrap_err();
-        assert!(err("chunking").contains("chunking:8"), "{}", err("chunking"));
+        assert!(
+            err("chunking").contains("chunking:8"),
+            "{}",
+            err("chunking")
+        );
         assert!(err("chunking:1").contains("K ≥ 2"));
         assert!(err("sparsify-random:2").contains("0 < F < 1"));
         assert!(err("sparsify-topk:0").contains("sparsify-topk:F needs 0 < F < 1"));
-        assert_eq!(AlgoSpec::SparsifyTopk { fraction: 0.125 }.payload_fraction(1), 0.25);
+        assert_eq!(
+            AlgoSpec::SparsifyTopk { fraction: 0.125 }.payload_fraction(1),
+            0.25
+        );
         assert!(err("gossip").contains("known:"));
         assert!(err("muffliato:-1").contains("σ ≥ 0"));
         assert!(err("el:3").contains("no parameter"));

@@ -5,13 +5,11 @@
 //! Timers follow quinn's `poll_timeout` contract: after each input the driver asks
 //! [`VnEngine::poll_timeout`] (the router does it) and feeds `Tick` at that time.
 
-pub mod behind;
 mod counters;
 pub mod dropout;
 pub mod metrics;
 pub mod rate;
 pub mod rn;
-pub mod round_trips;
 pub mod route;
 pub mod values;
 pub mod vn;
@@ -20,4 +18,7 @@ pub use metrics::RoundMetrics;
 pub use rn::{RnEngine, RnInput, RnOutput};
 pub use route::{RnDriver, VnDriver, route_rn, route_vn};
 pub use values::ValueBounds;
-pub use vn::{RefusalKind, ReplyToken, VnConfig, VnEngine, VnIdentity, VnInput, VnOutput};
+pub use vn::{
+    RefusalKind, ReplyToken, SendPace, VnConfig, VnEngine, VnIdentity, VnInput, VnOutput, VnRun,
+    VnTiming,
+};

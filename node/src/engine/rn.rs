@@ -231,7 +231,7 @@ impl RnEngine {
     }
 
     /// Whether the algorithm keeps per-edge state: its VNs must hand copies over with their edge slot
-    /// (`VnEngine::with_edge_slots`).
+    /// (`VnConfig::edge_slots`).
     pub fn per_edge(&self) -> bool {
         self.algo.per_edge()
     }
@@ -546,7 +546,9 @@ impl RnEngine {
     /// begins.
     fn keep_early(&mut self, vn: usize, msg: FromVirtualNode) -> Option<FromVirtualNode> {
         let round = match &msg {
-            FromVirtualNode::Received(f) | FromVirtualNode::ReceivedOnEdge { frame: f, .. } => f.round,
+            FromVirtualNode::Received(f) | FromVirtualNode::ReceivedOnEdge { frame: f, .. } => {
+                f.round
+            }
             _ => return Some(msg),
         };
         let later = match self.phase {
@@ -803,7 +805,10 @@ mod tests {
         let RnOutput::RoundDone(m) = &out[0] else {
             panic!("{out:?}")
         };
-        assert_eq!(m.copies_received, 1, "round 0: the copy from before the start");
+        assert_eq!(
+            m.copies_received, 1,
+            "round 0: the copy from before the start"
+        );
         e.handle(t, trained(Round(1)));
         e.handle(t, done(0, Round(1)));
         e.handle(t, done(1, Round(1)));
@@ -811,7 +816,10 @@ mod tests {
         let RnOutput::RoundDone(m) = &out[0] else {
             panic!("{out:?}")
         };
-        assert_eq!(m.copies_received, 2, "round 1: both copies that came during round 0's evaluation");
+        assert_eq!(
+            m.copies_received, 2,
+            "round 1: both copies that came during round 0's evaluation"
+        );
         assert_eq!(e.rejected_copies, 0);
     }
 
@@ -852,7 +860,13 @@ mod tests {
         );
         let out = e.handle(t, RnInput::Start);
         assert!(
-            matches!(&out[..], [RnOutput::StartRound { exchange: Round(3) }, RnOutput::Train { round: Round(3) }]),
+            matches!(
+                &out[..],
+                [
+                    RnOutput::StartRound { exchange: Round(3) },
+                    RnOutput::Train { round: Round(3) }
+                ]
+            ),
             "{out:?}"
         );
         // Behind arrives mid-round: nothing happens until the round ends.
@@ -865,7 +879,13 @@ mod tests {
         };
         assert!(m.resumed && m.skipped_rounds == 0, "{m:?}");
         assert!(
-            matches!(&out[1..], [RnOutput::StartRound { exchange: Round(7) }, RnOutput::Train { round: Round(7) }]),
+            matches!(
+                &out[1..],
+                [
+                    RnOutput::StartRound { exchange: Round(7) },
+                    RnOutput::Train { round: Round(7) }
+                ]
+            ),
             "rounds 4-6 skipped: {out:?}"
         );
         // A claim beyond the run: capped at the last round (9).
@@ -878,7 +898,13 @@ mod tests {
         };
         assert!(!m.resumed && m.skipped_rounds == 3, "{m:?}");
         assert!(
-            matches!(&out[1..], [RnOutput::StartRound { exchange: Round(9) }, RnOutput::Train { round: Round(9) }]),
+            matches!(
+                &out[1..],
+                [
+                    RnOutput::StartRound { exchange: Round(9) },
+                    RnOutput::Train { round: Round(9) }
+                ]
+            ),
             "{out:?}"
         );
         // An old claim changes nothing.

@@ -156,14 +156,15 @@ mod tests {
             sampler: sampling::SamplerConfig::default(),
             exchange_timeout: Duration::from_secs(1),
             send_jitter: Duration::ZERO,
-            send_pace: Duration::ZERO,
-            send_pace_auto: false,
+            send_pace: super::super::SendPace::default(),
             lookahead: 0,
             last_round: None,
-            static_graph: false,
+            graph: crate::algo::Graph::PerRound,
+            edge_slots: false,
             skip: Arc::default(),
             start_jitter: Duration::ZERO,
             chunk_lens: Arc::new(vec![2]),
+            values: super::super::ValueBounds::default(),
         };
         let rng = |s| sampling::derive_rng(1, s);
         let mut e = VnEngine::new(0u32, cfg, rng(0), rng(1), Box::new(|_| true)).unwrap();

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use libp2p::allow_block_list::{self, AllowedPeers};
-use libp2p::{connection_limits, memory_connection_limits};
 use libp2p::identity::Keypair;
 use libp2p::request_response::{self, ProtocolSupport};
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::{StreamProtocol, identify, ping};
+use libp2p::{connection_limits, memory_connection_limits};
 
 use super::codec::FrameCodec;
 use super::limits;
@@ -71,7 +71,7 @@ pub struct VnBehaviour {
     /// `stream`: `libp2p_stream`'s handler negotiates one outbound stream at a time per connection, so chunk
     /// streams opened (and reopened) in a round's burst would hold control streams' openings behind them.
     pub chunk_stream: libp2p_stream::Behaviour,
-    /// "Which exchange are you at?" (catch-up, `engine/vn.rs` probes): tiny, bounded both ways.
+    /// "Which exchange are you at?" (catch-up, `engine/vn/catch_up.rs` probes): tiny, bounded both ways.
     pub round: request_response::Behaviour<FrameCodec>,
 }
 

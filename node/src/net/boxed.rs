@@ -11,6 +11,7 @@
 use std::ops::{Deref, DerefMut};
 use std::task::{Context, Poll};
 
+use libp2p::PeerId;
 use libp2p::core::transport::PortUse;
 use libp2p::core::{Endpoint, Multiaddr};
 use libp2p::swarm::handler::ConnectionEvent;
@@ -18,7 +19,6 @@ use libp2p::swarm::{
     ConnectionDenied, ConnectionHandler, ConnectionHandlerEvent, ConnectionId, FromSwarm,
     NetworkBehaviour, SubstreamProtocol, THandler, THandlerInEvent, THandlerOutEvent, ToSwarm,
 };
-use libp2p::PeerId;
 
 /// `B`, with each connection's handler boxed.
 pub struct BoxedHandlers<B>(pub B);
@@ -110,7 +110,10 @@ impl<B: NetworkBehaviour> NetworkBehaviour for BoxedHandlers<B> {
             .on_connection_handler_event(peer_id, connection_id, event)
     }
 
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<ToSwarm<Self::ToSwarm, THandlerInEvent<Self>>> {
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<ToSwarm<Self::ToSwarm, THandlerInEvent<Self>>> {
         self.0.poll(cx)
     }
 }

@@ -69,7 +69,10 @@ impl<Req> FrameCodec<Req> {
 /// what the peer actually sent.
 const INITIAL_READ_BYTES: usize = 64 * 1024;
 
-pub(crate) async fn read_frame<T: AsyncRead + Unpin + Send>(io: &mut T, max: usize) -> io::Result<Vec<u8>> {
+pub(crate) async fn read_frame<T: AsyncRead + Unpin + Send>(
+    io: &mut T,
+    max: usize,
+) -> io::Result<Vec<u8>> {
     let mut prefix = [0u8; protocol::frame::LENGTH_PREFIX_BYTES];
     io.read_exact(&mut prefix).await?;
     let len = protocol::frame::decode_prefix(prefix, max)
@@ -132,12 +135,7 @@ impl<Req: FrameBuf> Codec for FrameCodec<Req> {
         read_frame(io, self.max_response).await
     }
 
-    async fn write_request<T>(
-        &mut self,
-        _: &StreamProtocol,
-        io: &mut T,
-        req: Req,
-    ) -> io::Result<()>
+    async fn write_request<T>(&mut self, _: &StreamProtocol, io: &mut T, req: Req) -> io::Result<()>
     where
         T: AsyncWrite + Unpin + Send,
     {
@@ -203,7 +201,9 @@ mod tests {
 
         // A frame longer than the first allocation, arriving in small reads, grows its buffer to fit exactly.
         let mut codec = FrameCodec::<Vec<u8>>::new(1 << 20, 4);
-        let big: Vec<u8> = (0..3 * INITIAL_READ_BYTES + 7).map(|i| (i % 251) as u8).collect();
+        let big: Vec<u8> = (0..3 * INITIAL_READ_BYTES + 7)
+            .map(|i| (i % 251) as u8)
+            .collect();
         let mut wire = Cursor::new(Vec::new());
         codec
             .write_request(&proto, &mut wire, big.clone())

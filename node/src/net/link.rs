@@ -89,8 +89,15 @@ pub enum LinkEvent {
 }
 
 enum LinkCmd {
-    Send { to: PeerId, vn: u32, body: LinkBody },
-    Allow { peer: PeerId, addr: Option<Multiaddr> },
+    Send {
+        to: PeerId,
+        vn: u32,
+        body: LinkBody,
+    },
+    Allow {
+        peer: PeerId,
+        addr: Option<Multiaddr>,
+    },
 }
 
 /// A handle to send on the link.
@@ -257,12 +264,16 @@ async fn handle(
     match e {
         request_response::Event::Message {
             peer,
-            message: request_response::Message::Request {
-                request, channel, ..
-            },
+            message:
+                request_response::Message::Request {
+                    request, channel, ..
+                },
             ..
         } => {
-            let _ = swarm.behaviour_mut().link.send_response(channel, Vec::new());
+            let _ = swarm
+                .behaviour_mut()
+                .link
+                .send_response(channel, Vec::new());
             let msg = match LinkMessage::decode(&request, max_chunk_frame) {
                 Ok(m) => m,
                 Err(e) => {
@@ -283,10 +294,7 @@ async fn handle(
             while let Some(m) = seq.early.remove(&seq.next_in) {
                 seq.next_in += 1;
                 ev_tx
-                    .send(LinkEvent::Message {
-                        from: peer,
-                        msg: m,
-                    })
+                    .send(LinkEvent::Message { from: peer, msg: m })
                     .await?;
             }
             Ok(())

@@ -21,10 +21,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::behaviour::VnBehaviourEvent;
-use super::transport::VnSwarm;
 use super::chunk_link::{ChunkEvent, ChunkLinks};
 use super::control_link::{Closed, ControlLinks, LinkEvent};
 use super::preconnect::Preconnect;
+use super::transport::VnSwarm;
 use crate::VnAddr;
 use crate::engine::rate::{Rate, TokenBucket};
 use crate::engine::{RefusalKind, ReplyToken, VnDriver, VnEngine, VnInput, VnOutput, route_vn};
@@ -146,10 +146,7 @@ impl VnTask {
         let out = self
             .engine
             .join_restored(now, saved, self.bootstrap.clone());
-        if !self
-            .apply(out, &mut channels, &addrs, &mut wake)
-            .await
-        {
+        if !self.apply(out, &mut channels, &addrs, &mut wake).await {
             return;
         }
         self.round_channels.clear();
@@ -203,10 +200,7 @@ impl VnTask {
             };
             let now = self.epoch.elapsed();
             let out = self.engine.handle(now, input);
-            if !self
-                .apply(out, &mut channels, &addrs, &mut wake)
-                .await
-            {
+            if !self.apply(out, &mut channels, &addrs, &mut wake).await {
                 return;
             }
             // Queries the engine did not answer (unlisted, over the rate, malformed) close unanswered.
@@ -249,11 +243,14 @@ impl VnTask {
         if self.peers.is_allowed(&peer) {
             return false;
         }
-        self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
-            vn: self.index,
-            peer,
-            reason: "not on the peer list".into(),
-        });
+        self.log.report(
+            self.epoch.elapsed(),
+            NodeEvent::PeerRefused {
+                vn: self.index,
+                peer,
+                reason: "not on the peer list".into(),
+            },
+        );
         true
     }
 
@@ -406,7 +403,9 @@ impl VnTask {
                 tracing::debug!(vn = self.index, %peer, %error, "chunk not delivered");
                 let to = Self::addr_of(peer, addrs);
                 Some(match error {
-                    request_response::OutboundFailure::DialFailure => VnInput::PeerGone { peer: to },
+                    request_response::OutboundFailure::DialFailure => {
+                        VnInput::PeerGone { peer: to }
+                    }
                     _ => VnInput::SendFailed { to },
                 })
             }
@@ -501,11 +500,14 @@ impl VnTask {
                 if !self.peers.is_allowed(&peer_id) =>
             {
                 // The allow-list closes it; tell the embedder once.
-                self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
-                    vn: self.index,
-                    peer: peer_id,
-                    reason: "not on the peer list".into(),
-                });
+                self.log.report(
+                    self.epoch.elapsed(),
+                    NodeEvent::PeerRefused {
+                        vn: self.index,
+                        peer: peer_id,
+                        reason: "not on the peer list".into(),
+                    },
+                );
                 None
             }
             SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
@@ -524,18 +526,22 @@ impl VnTask {
                 tracing::debug!(vn = self.index, %send_back_addr, %error, "incoming connection failed");
                 match peer_id {
                     // The allow-list denies an unlisted peer right after the handshake, when its identity is known.
-                    Some(peer) if !self.peers.is_allowed(&peer) => {
-                        self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
+                    Some(peer) if !self.peers.is_allowed(&peer) => self.log.report(
+                        self.epoch.elapsed(),
+                        NodeEvent::PeerRefused {
                             vn: self.index,
                             peer,
                             reason: "not on the peer list".into(),
-                        })
-                    }
+                        },
+                    ),
                     // A wrong pre-shared key fails before any identity is known.
-                    _ => self.log.report(self.epoch.elapsed(), NodeEvent::ConnectionFailed {
-                        vn: self.index,
-                        error: error.to_string(),
-                    }),
+                    _ => self.log.report(
+                        self.epoch.elapsed(),
+                        NodeEvent::ConnectionFailed {
+                            vn: self.index,
+                            error: error.to_string(),
+                        },
+                    ),
                 }
                 None
             }
@@ -674,11 +680,14 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
     fn refused(&mut self, from: VnAddr, what: RefusalKind) {
         tracing::debug!(vn = self.index, peer = %from.peer, ?what, "refused");
         if !matches!(what, RefusalKind::Chunk(_)) {
-            self.log.report(self.epoch.elapsed(), NodeEvent::PeerRefused {
-                vn: self.index,
-                peer: from.peer,
-                reason: format!("{what:?}"),
-            });
+            self.log.report(
+                self.epoch.elapsed(),
+                NodeEvent::PeerRefused {
+                    vn: self.index,
+                    peer: from.peer,
+                    reason: format!("{what:?}"),
+                },
+            );
         }
     }
 
@@ -713,7 +722,10 @@ fn dial_addrs(to: &VnAddr, addrs: &HashMap<PeerId, Multiaddr>) -> Vec<Multiaddr>
 pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Starts listening on `addr` and returns the first concrete address the swarm reports.
-pub async fn listen<B: libp2p::swarm::NetworkBehaviour>(swarm: &mut Swarm<B>, addr: Multiaddr) -> crate::Result<Multiaddr> {
+pub async fn listen<B: libp2p::swarm::NetworkBehaviour>(
+    swarm: &mut Swarm<B>,
+    addr: Multiaddr,
+) -> crate::Result<Multiaddr> {
     swarm
         .listen_on(addr.clone())
         .map_err(|e| crate::NodeError::Network(format!("cannot listen on {addr}: {e}")))?;
@@ -766,7 +778,10 @@ mod tests {
         log.report(Duration::from_secs(1), refusal());
         match rx.try_recv() {
             Ok(NodeEvent::PeerRefused { reason, .. }) => {
-                assert!(reason.contains("980 more refusals not reported"), "{reason}")
+                assert!(
+                    reason.contains("980 more refusals not reported"),
+                    "{reason}"
+                )
             }
             other => panic!("{other:?}"),
         }

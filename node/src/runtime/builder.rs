@@ -250,7 +250,10 @@ impl NodeBuilder {
                 })
                 .await
                 .map_err(|e| NodeError::Config(format!("loading data panicked: {e}")))??;
-                tracing::info!(secs = started.elapsed().as_secs_f64(), "start-up: data loaded");
+                tracing::info!(
+                    secs = started.elapsed().as_secs_f64(),
+                    "start-up: data loaded"
+                );
                 l
             }
         };
@@ -286,7 +289,8 @@ impl NodeBuilder {
         );
         // Before any round was timed, a round sat out lasts twice the overlay's 4r proposal sub-steps (about
         // two overlay windows).
-        let first_idle = 2 * Duration::from_millis(self.timing.substep_ms)
+        let first_idle = 2
+            * Duration::from_millis(self.timing.substep_ms)
             * sampling::OverlayConfig::new(self.degree, Duration::from_millis(1)).substeps;
         let run = crate::checkpoint::RunIdentity {
             node: self.index,
@@ -321,7 +325,11 @@ impl NodeBuilder {
         // Built before any Swarm binds: an algorithm the engine cannot run stops the node here.
         let engine = RnEngine::new(algorithm, self.rounds)?
             .with_participation(schedule, first_idle)
-            .starting_at(resumed.as_ref().map_or(protocol::Round::ZERO, |m| m.round + 1));
+            .starting_at(
+                resumed
+                    .as_ref()
+                    .map_or(protocol::Round::ZERO, |m| m.round + 1),
+            );
         let chunk_lens = engine.chunk_lens();
         let largest = chunk_lens.iter().copied().max().unwrap_or(0);
         if largest > protocol::chunk::MAX_CHUNK_VALUES {
@@ -355,7 +363,7 @@ impl NodeBuilder {
             timing: self.timing.clone(),
             exchanges: engine.exchanges(),
             chunk_lens: chunk_lens.clone(),
-            static_graph: engine.graph() == crate::algo::Graph::Static,
+            graph: engine.graph(),
             // The VNs stay out of the overlays of the rounds the node sits out.
             skip: engine.skipped_exchanges().iter().map(|r| r.get()).collect(),
             per_edge: engine.per_edge(),
@@ -366,7 +374,6 @@ impl NodeBuilder {
             idle_connection_ms: timeouts.idle_connection.as_millis() as u64,
             own: own.clone(),
             resumed_at,
-            push: engine.graph() == crate::algo::Graph::Push,
         };
         let metrics_file = match &self.metrics_path {
             Some(p) => {
@@ -431,9 +438,14 @@ impl NodeBuilder {
         let mut link_stats = None;
         if let Some((link_key, remotes)) = self.remote {
             let setups = remotes.iter().map(|r| setup_for(r.peer)).collect();
-            let (started, stats) =
-                super::remote_vn::start(link_key, &remotes, setups, timeouts.handshake, to_rn.clone())
-                    .await?;
+            let (started, stats) = super::remote_vn::start(
+                link_key,
+                &remotes,
+                setups,
+                timeouts.handshake,
+                to_rn.clone(),
+            )
+            .await?;
             link_stats = Some(stats);
             for p in started {
                 vn_cmds.push(p.commands);
@@ -442,7 +454,11 @@ impl NodeBuilder {
             }
         }
         drop(to_rn);
-        tracing::info!(secs = started.elapsed().as_secs_f64(), vns = addrs.len(), "start-up: virtual nodes listening");
+        tracing::info!(
+            secs = started.elapsed().as_secs_f64(),
+            vns = addrs.len(),
+            "start-up: virtual nodes listening"
+        );
         // The RN task supervises its VN tasks: one that ends before the node does is reported and the rounds
         // go on without it (`RnInput::VnLost`), instead of the RN waiting for it for ever.
         let mut vn_tasks = tokio::task::JoinSet::new();

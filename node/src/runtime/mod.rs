@@ -21,7 +21,7 @@ mod vn_host;
 mod vn_setup;
 
 pub use builder::NodeBuilder;
-pub use remote_vn::RemoteVn;
-pub use vn_host::{HostedVn, VnHost};
 pub use handle::{NodeHandle, NodeStatus};
+pub use remote_vn::RemoteVn;
 pub use timing::{LOOPBACK_LOOKAHEAD, Timing};
+pub use vn_host::{HostedVn, VnHost};

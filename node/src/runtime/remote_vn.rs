@@ -116,7 +116,15 @@ pub(super) async fn start(
     let mut proxies = Vec::with_capacity(remotes.len());
     for ((s, setup), mut inbox) in setups.into_iter().enumerate().zip(receivers) {
         let (host, peer) = (hosts[s], remotes[s].peer);
-        let addr = set_up(&link, host, s as u32, &setup, &mut inbox, handshake * SETUP_HANDSHAKES).await?;
+        let addr = set_up(
+            &link,
+            host,
+            s as u32,
+            &setup,
+            &mut inbox,
+            handshake * SETUP_HANDSHAKES,
+        )
+        .await?;
         let (tx, commands) = mpsc::channel(VN_COMMAND_CAPACITY);
         proxies.push(Proxy {
             commands: tx,

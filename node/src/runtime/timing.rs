@@ -1,12 +1,11 @@
 //! [`Timing`]: the protocol's real-network timing, as a node config or a builder sets it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use sampling::{CyclonConfig, OverlayConfig, SamplerConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::engine::VnConfig;
+use crate::engine::{SendPace, VnTiming};
 
 /// Rounds negotiated ahead on loopback (see `Timing::loopback`); the node simulator uses it too.
 pub const LOOPBACK_LOOKAHEAD: u64 = 12;
@@ -26,7 +25,7 @@ pub struct Timing {
     pub shuffle_timeout_ms: u64,
     /// One overlay sub-step; must exceed a round trip. The overlay takes (4r + r + 4) sub-steps. This is the
     /// floor: a VN whose control messages come back late stretches the sub-steps of the rounds it starts, up
-    /// to 8× (`node::engine::round_trips`).
+    /// to 8× (`node::engine::vn::round_trips`).
     pub substep_ms: u64,
     /// Rounds whose overlay a VN negotiates ahead of its node's round (0 ..= `protocol::control::MAX_LOOKAHEAD`):
     /// rounds stop waiting for the overlay once this is at least the overlay window / the round's work.
@@ -36,10 +35,10 @@ pub struct Timing {
     /// Upper bound of each VN's random delay before sending its chunk, so sibling VNs do not all send at the
     /// instant their node finishes training (DESIGN §5).
     pub send_jitter_ms: u64,
-    /// The earliest each VN sends its chunk, counted from its node's start of the round (`VnConfig::send_pace`):
+    /// The earliest each VN sends its chunk, counted from its node's start of the round (`VnConfig::send_pace`, [`SendPace`]):
     /// about the slowest node's training time makes chunk timing say nothing about siblings. 0: off.
     pub send_pace_ms: u64,
-    /// Learn the pace from when neighbours' chunks come (`VnConfig::send_pace_auto`); `send_pace_ms` is then
+    /// Learn the pace from when neighbours' chunks come ([`SendPace::Auto`]); `send_pace_ms` is then
     /// its floor.
     pub send_pace_auto: bool,
     /// Start overlay walks that name no origin, their answers relayed back along the path, so that no
@@ -83,7 +82,7 @@ impl Timing {
             // A loopback round trip is well under a millisecond, but with every node of a testnet training on
             // the same few cores a VN's event loop can wait tens of milliseconds for a core. This is the floor
             // of the sub-step: each VN stretches its own to two of the round trips it measures
-            // (`node::engine::round_trips`), and a busy run does. The window (5r + 4 sub-steps,
+            // (`node::engine::vn::round_trips`), and a busy run does. The window (5r + 4 sub-steps,
             // `OverlayConfig::deadline`) is 0.72 s at r = 4 and its grace of 4 sub-steps covers the skew of
             // round starts, which the rounds themselves keep within an exchange. The floor matters most for
             // round 0, whose overlay is negotiated from scratch at twice the floor (`INITIAL_STRETCH`): 30 ms
@@ -100,7 +99,7 @@ impl Timing {
             // sub-steps the overlay collapsed past the cores' capacity instead of slowing down (a slower
             // two-core machine: 0.28 of 4 neighbours in the default release run, control round trips at a
             // median of 0.9 s); the sub-steps are now paced by the round trips each VN measures
-            // (`node::engine::round_trips`: 3.92 there), which also spaces the negotiations further apart.
+            // (`node::engine::vn::round_trips`: 3.92 there), which also spaces the negotiations further apart.
             // Measured on a faster two-core machine before the pacing (results/round-speed, `cargo bench -p
             // testnet --bench rounds`): release, 12 gives 0.098 s rounds at MovieLens k = 2 with 3.98 of 4
             // neighbours (16: 0.08 s there, but k = 4 saturates: 3.81 neighbours, 0.21 s). Debug builds used
@@ -173,7 +172,7 @@ impl Timing {
     pub fn prepare_lead(&self, degree: usize) -> Duration {
         let substep = Duration::from_millis(self.substep_ms);
         let window = OverlayConfig::new(degree, substep).deadline()
-            * crate::engine::round_trips::INITIAL_STRETCH
+            * crate::engine::vn::round_trips::INITIAL_STRETCH
             + substep;
         let after_dials = Duration::from_millis(self.warmup_ms)
             .mul_f64(1.0 - crate::net::preconnect::SPREAD_FRACTION);
@@ -196,37 +195,24 @@ impl Timing {
         self.cyclon().validate().map_err(|e| format!("cyclon: {e}"))
     }
 
-    /// The VN configuration for a run of `exchanges` exchanges (rounds × the algorithm's steps) over a
-    /// per-round or a static graph, in a network of `network_size` VNs where known (its peer list's size:
-    /// walks in a smaller network than their hop budget are shorter, `OverlayConfig::walk_ttl`).
-    pub(crate) fn vn_config(
-        &self,
-        degree: usize,
-        network_size: Option<usize>,
-        exchanges: u64,
-        chunk_lens: Arc<Vec<usize>>,
-        static_graph: bool,
-    ) -> VnConfig {
-        VnConfig {
+    /// The timing every VN of a run takes from this one (its configuration is then made by
+    /// [`VnConfig::new`](crate::engine::VnConfig::new), as the simulator's is), at overlay degree `degree`.
+    pub fn vn_timing(&self, degree: usize) -> VnTiming {
+        VnTiming {
             sampler: SamplerConfig {
                 cyclon: self.cyclon(),
                 overlay: OverlayConfig {
                     hide_origin: self.hide_walk_origin,
-                    network_size,
                     ..OverlayConfig::new(degree, Duration::from_millis(self.substep_ms))
                 },
             },
             exchange_timeout: Duration::from_millis(self.exchange_timeout_ms),
             send_jitter: Duration::from_millis(self.send_jitter_ms),
-            send_pace: Duration::from_millis(self.send_pace_ms),
-            send_pace_auto: self.send_pace_auto,
+            send_pace: SendPace::from_settings(
+                Duration::from_millis(self.send_pace_ms),
+                self.send_pace_auto,
+            ),
             lookahead: self.overlay_lookahead,
-            last_round: exchanges.checked_sub(1).map(protocol::Round),
-            static_graph,
-            skip: Arc::default(),
-            // Each VN's own phase within one sub-step: far inside the grace of four.
-            start_jitter: Duration::from_millis(self.substep_ms),
-            chunk_lens,
         }
     }
 }
@@ -243,11 +229,15 @@ mod tests {
         for degree in [2, 4] {
             let substep = Duration::from_millis(t.substep_ms);
             let window = OverlayConfig::new(degree, substep).deadline()
-                * crate::engine::round_trips::INITIAL_STRETCH
+                * crate::engine::vn::round_trips::INITIAL_STRETCH
                 + substep;
             assert_eq!(t.prepare_lead(degree), window, "r = {degree}");
-            let dials = Duration::from_millis(t.warmup_ms).mul_f64(crate::net::preconnect::SPREAD_FRACTION);
-            assert!(dials + window <= Duration::from_millis(t.warmup_ms), "r = {degree}");
+            let dials =
+                Duration::from_millis(t.warmup_ms).mul_f64(crate::net::preconnect::SPREAD_FRACTION);
+            assert!(
+                dials + window <= Duration::from_millis(t.warmup_ms),
+                "r = {degree}"
+            );
         }
     }
 }

@@ -80,7 +80,10 @@ impl VnHost {
         for vn in &self.vns {
             link.allow(vn.rn, None).await;
         }
-        let peers = Arc::new(std::mem::replace(&mut self.peers, PeerList::from_entries([])));
+        let peers = Arc::new(std::mem::replace(
+            &mut self.peers,
+            PeerList::from_entries([]),
+        ));
         let (to_host, mut from_vns) = mpsc::channel::<(usize, FromVirtualNode)>(FROM_VNS_CAPACITY);
         let (events_sink, mut vn_events) = EventSink::new(crate::events::EVENT_CAPACITY);
         #[allow(clippy::disallowed_methods)] // the shell's clock, as in the node builder

@@ -18,7 +18,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::timing::Timing;
-use crate::engine::{ValueBounds, VnConfig, VnEngine};
+use crate::algo::Graph;
+use crate::engine::{ValueBounds, VnConfig, VnEngine, VnRun};
 use crate::events::EventSink;
 use crate::net::behaviour::Timeouts;
 use crate::net::preconnect::Preconnect;
@@ -45,7 +46,8 @@ pub(crate) struct VnSetup {
     /// Exchanges in the run (the engine's, not rounds: Muffliato has several per round).
     pub exchanges: u64,
     pub chunk_lens: Vec<usize>,
-    pub static_graph: bool,
+    /// The graph the algorithm exchanges over (per-round overlay, static graph, directed push).
+    pub graph: Graph,
     /// Exchanges the RN sits out (dropout): no overlay is negotiated for them.
     pub skip: Vec<u64>,
     /// The algorithm keeps per-edge state (PDMM): the VN reports edge slots.
@@ -61,8 +63,6 @@ pub(crate) struct VnSetup {
     /// The exchange a resumed node starts at (`node run --resume`): the VN probes the network's round as
     /// it joins.
     pub resumed_at: Option<u64>,
-    /// Directed push (EL-local): no overlay, r targets drawn from the VN's Cyclon view each round.
-    pub push: bool,
 }
 
 /// Mixed into the run seed for the warm-up dials' RNG (`Preconnect`): a key of its own, so the VN's engine
@@ -104,16 +104,18 @@ impl VnSetup {
 
     /// The engine's configuration, for a VN on a network of `network_size` VNs (where known).
     fn vn_config(&self, network_size: Option<usize>) -> VnConfig {
-        VnConfig {
-            skip: Arc::new(self.skip.iter().map(|&r| Round(r)).collect::<BTreeSet<_>>()),
-            ..self.timing.vn_config(
-                self.degree,
+        VnConfig::new(
+            &self.timing.vn_timing(self.degree),
+            VnRun {
                 network_size,
-                self.exchanges,
-                Arc::new(self.chunk_lens.clone()),
-                self.static_graph,
-            )
-        }
+                exchanges: self.exchanges,
+                chunk_lens: Arc::new(self.chunk_lens.clone()),
+                graph: self.graph,
+                edge_slots: self.per_edge,
+                skip: Arc::new(self.skip.iter().map(|&r| Round(r)).collect::<BTreeSet<_>>()),
+                values: self.values,
+            },
+        )
     }
 
     /// Binds the VN's Swarm and builds its engine and task (not yet spawned), with the command channel to
@@ -154,9 +156,6 @@ impl VnSetup {
             vn_rng(self.seed, stream, Stream::Overlay),
             Box::new(move |a: &VnAddr| allowed.is_allowed(&a.peer)),
         )?
-        .with_value_bounds(self.values)?
-        .with_edge_slots(self.per_edge)
-        .with_push(self.push)
         // Catch-up probes ask listed peers other than this node's own VNs.
         .with_round_probes(
             place.peers.bootstrap(),
@@ -241,7 +240,10 @@ impl VnSetup {
                 "VN setup: degree and chunk lengths must not be empty".into(),
             ));
         }
-        if s.chunk_lens.iter().any(|&l| l > protocol::chunk::MAX_CHUNK_VALUES) {
+        if s.chunk_lens
+            .iter()
+            .any(|&l| l > protocol::chunk::MAX_CHUNK_VALUES)
+        {
             return Err(NodeError::Config(
                 "VN setup: a chunk over the protocol's limit".into(),
             ));
@@ -303,7 +305,7 @@ mod tests {
             timing: Timing::loopback(),
             exchanges: 10,
             chunk_lens: vec![3, 4],
-            static_graph: false,
+            graph: Graph::PerRound,
             skip: vec![2, 5],
             per_edge: true,
             values: ValueBounds::default(),
@@ -313,7 +315,6 @@ mod tests {
             idle_connection_ms: 60_000,
             own: vec![PeerId::random().to_string()],
             resumed_at: Some(3),
-            push: false,
         }
     }
 
@@ -325,9 +326,15 @@ mod tests {
         let cfg = back.vn_config(Some(5));
         // Walks in a network of 5 VNs take at most one hop per other VN.
         assert_eq!(cfg.sampler.overlay.walk_ttl(), 4);
-        assert_eq!(cfg.skip.iter().map(|r| r.get()).collect::<Vec<_>>(), vec![2, 5]);
+        assert_eq!(
+            cfg.skip.iter().map(|r| r.get()).collect::<Vec<_>>(),
+            vec![2, 5]
+        );
         assert_eq!(*cfg.chunk_lens, vec![3, 4]);
-        assert_eq!(back.max_chunk_frame(), protocol::chunk::chunk_frame_bytes(4));
+        assert_eq!(
+            back.max_chunk_frame(),
+            protocol::chunk::chunk_frame_bytes(4)
+        );
     }
 
     #[test]

@@ -30,8 +30,10 @@ pub fn run(
         algorithm: Some(setting.algo),
         dropout: s.dropout,
         send_jitter: s.send_jitter.unwrap_or(defaults.send_jitter),
-        send_pace: s.send_pace.unwrap_or(defaults.send_pace),
-        send_pace_auto: s.send_pace_auto,
+        send_pace: node::engine::SendPace::from_settings(
+            s.send_pace.unwrap_or_default(),
+            s.send_pace_auto,
+        ),
         overlay: sampling::OverlayConfig {
             hide_origin: s.hide_walk_origin,
             ..defaults.overlay.clone()

@@ -176,7 +176,10 @@ mod tests {
         let mut t = filled(ms(1));
         assert_eq!(t.next_substep(FLOOR, false, true), FLOOR);
         let mut t = filled(ms(30));
-        assert_eq!(t.next_substep(FLOOR, false, true), ms(30) * SUBSTEP_PER_ROUND_TRIP);
+        assert_eq!(
+            t.next_substep(FLOOR, false, true),
+            ms(30) * SUBSTEP_PER_ROUND_TRIP
+        );
     }
 
     #[test]
@@ -191,7 +194,10 @@ mod tests {
             t.record(ms(1));
         }
         assert_eq!(t.next_substep(FLOOR, true, true), ms(108));
-        assert_eq!(t.next_substep(FLOOR, true, true), Duration::from_micros(97_200));
+        assert_eq!(
+            t.next_substep(FLOOR, true, true),
+            Duration::from_micros(97_200)
+        );
     }
 
     #[test]

@@ -215,10 +215,19 @@ mod tests {
         for p in 0..2u32 {
             w.note(T, &p, Round(8), Round(10));
         }
-        assert!(!w.network_behind(T, Round(10), fresh), "two peers are not enough");
+        assert!(
+            !w.network_behind(T, Round(10), fresh),
+            "two peers are not enough"
+        );
         w.note(T, &2, Round(8), Round(10));
-        assert!(w.network_behind(T, Round(10), fresh), "three of three, two behind");
-        assert!(!w.network_behind(T, Round(9), fresh), "one behind is in step");
+        assert!(
+            w.network_behind(T, Round(10), fresh),
+            "three of three, two behind"
+        );
+        assert!(
+            !w.network_behind(T, Round(9), fresh),
+            "one behind is in step"
+        );
         // Two peers in step: three of five behind is still most.
         w.note(T, &3, Round(10), Round(10));
         w.note(T, &4, Round(9), Round(10));
@@ -228,12 +237,21 @@ mod tests {
         for p in 3..5u32 {
             w.note(later, &p, Round(10), Round(10));
         }
-        assert!(!w.network_behind(later, Round(10), fresh), "two fresh voters");
+        assert!(
+            !w.network_behind(later, Round(10), fresh),
+            "two fresh voters"
+        );
         w.note(later, &5, Round(10), Round(10));
-        assert!(!w.network_behind(later, Round(11), fresh), "fresh peers one behind");
+        assert!(
+            !w.network_behind(later, Round(11), fresh),
+            "fresh peers one behind"
+        );
         assert!(w.network_behind(later, Round(12), fresh));
         w.note(T, &6, Round(10), Round(10));
-        assert!(!w.network_behind(T, Round(10), fresh), "three of seven is not most");
+        assert!(
+            !w.network_behind(T, Round(10), fresh),
+            "three of seven is not most"
+        );
     }
 
     #[test]
