@@ -586,14 +586,6 @@ struct RnPort<'a, F> {
 impl<F: FnMut(usize, &RoundMetrics)> RnDriver for RnPort<'_, F> {
     type Error = NodeError;
 
-    fn start_round(&mut self, vn: usize, round: Round) -> Result<()> {
-        let g = self.first_vn + vn as u32;
-        self.fabric
-            .work
-            .push_back(Work::Vn(g, VnInput::StartRound(round)));
-        Ok(())
-    }
-
     fn to_vn(&mut self, vn: usize, msg: ToVirtualNode) -> Result<()> {
         let g = self.first_vn + vn as u32;
         self.fabric

@@ -479,7 +479,7 @@ impl Harness {
                 self.now += Duration::from_millis(ms);
                 self.feed(VnInput::Tick)?;
             }
-            Op::StartRound(r) => self.feed(VnInput::StartRound(Round(r)))?,
+            Op::StartRound(r) => self.feed(VnInput::FromRn(ToVirtualNode::StartRound(Round(r))))?,
             Op::Exchange(r, s) => {
                 let len = LENS.get(s as usize).copied().unwrap_or(1);
                 let frame = ChunkFrame {
@@ -591,14 +591,16 @@ proptest! {
         let mut h = Harness::new(seed, lookahead, last_round, static_graph);
         let out = h.e.join(h.now, 1..PEERS + 2);
         h.outputs(out)?;
-        h.feed(VnInput::StartRound(Round(0)))?;
+        h.feed(VnInput::FromRn(ToVirtualNode::StartRound(Round(0))))?;
         for op in ops {
             h.apply(op)?;
         }
         let newest = h.newest;
         // The RN moves far ahead: every round that held chunks is forgotten and its tokens refused.
         h.now += Duration::from_secs(10);
-        h.feed(VnInput::StartRound(Round(newest.saturating_add(MAX_KEPT_ROUNDS + 5))))?;
+        h.feed(VnInput::FromRn(ToVirtualNode::StartRound(Round(
+            newest.saturating_add(MAX_KEPT_ROUNDS + 5),
+        ))))?;
         h.feed(VnInput::Tick)?;
         prop_assert!(h.open.is_empty(), "tokens never answered: {:?}", h.open);
     }
@@ -613,12 +615,14 @@ fn a_late_freeze_does_not_resurrect_a_forgotten_round() {
     let mut h = Harness::new(1, 0, None, false);
     let out = h.e.join(h.now, 1..PEERS);
     h.outputs(out).unwrap();
-    h.feed(VnInput::StartRound(Round(0))).unwrap();
+    h.feed(VnInput::FromRn(ToVirtualNode::StartRound(Round(0))))
+        .unwrap();
     // Past the start jitter: round 0's overlay is being negotiated.
     h.now += Duration::from_millis(10);
     h.feed(VnInput::Tick).unwrap();
     assert!(h.e.neighbours(Round(0)).is_some());
-    h.feed(VnInput::StartRound(Round(1000))).unwrap();
+    h.feed(VnInput::FromRn(ToVirtualNode::StartRound(Round(1000))))
+        .unwrap();
     assert_eq!(h.e.rounds_kept(), 1);
     h.now += config(0, None, false).sampler.overlay.deadline() + Duration::from_millis(1);
     h.feed(VnInput::Tick).unwrap();

@@ -57,12 +57,7 @@ pub enum LinkBody {
     Ready(Vec<u8>),
     /// Host → RN: the VN of this slot will not run, and why.
     Refused(String),
-    /// RN → host: the RN started this round (negotiate its overlays).
-    Start(Round),
-    /// RN → host: the RN will start this round when its warm-up ends; negotiate its overlays now so that the
-    /// first round does not wait for them.
-    Prepare(Round),
-    /// RN → host: a command for the VN.
+    /// RN → host: a command for the VN (round starts included).
     ToVn(ToVirtualNode),
     /// Host → RN: a report of the VN.
     FromVn(FromVirtualNode),
@@ -136,11 +131,11 @@ impl LinkMessage {
                 out.extend_from_slice(&r.as_bytes()[..end]);
                 KIND_REFUSED
             }
-            LinkBody::Start(round) => {
+            LinkBody::ToVn(ToVirtualNode::StartRound(round)) => {
                 out.extend_from_slice(&round.get().to_le_bytes());
                 KIND_START
             }
-            LinkBody::Prepare(round) => {
+            LinkBody::ToVn(ToVirtualNode::Prepare(round)) => {
                 out.extend_from_slice(&round.get().to_le_bytes());
                 KIND_PREPARE
             }
@@ -232,8 +227,8 @@ impl LinkMessage {
                 let b = r.rest_bounded("refusal reason", MAX_TEXT_BYTES)?;
                 LinkBody::Refused(String::from_utf8_lossy(&b).into_owned())
             }
-            KIND_START => LinkBody::Start(Round(r.u64()?)),
-            KIND_PREPARE => LinkBody::Prepare(Round(r.u64()?)),
+            KIND_START => LinkBody::ToVn(ToVirtualNode::StartRound(Round(r.u64()?))),
+            KIND_PREPARE => LinkBody::ToVn(ToVirtualNode::Prepare(Round(r.u64()?))),
             KIND_EXCHANGE => LinkBody::ToVn(ToVirtualNode::Exchange(r.frame(max_chunk_frame)?)),
             KIND_PER_EDGE => LinkBody::ToVn(ToVirtualNode::PerEdge(Round(r.u64()?))),
             KIND_PER_EDGE_FRAMES => {
@@ -290,7 +285,11 @@ impl LinkMessage {
                 let slot = r.u32()?;
                 LinkBody::FromVn(FromVirtualNode::LateDeliveredOnEdge { round, slot })
             }
-            k => return Err(DecodeError::Invalid(format!("unknown link message kind {k}"))),
+            k => {
+                return Err(DecodeError::Invalid(format!(
+                    "unknown link message kind {k}"
+                )));
+            }
         };
         if !r.rest.is_empty() {
             return Err(DecodeError::TrailingBytes {
@@ -381,8 +380,8 @@ mod tests {
             LinkBody::Setup(vec![1, 2, 3]),
             LinkBody::Ready(b"/ip4/127.0.0.1/tcp/4001".to_vec()),
             LinkBody::Refused("no such VN".into()),
-            LinkBody::Start(Round(7)),
-            LinkBody::Prepare(Round(0)),
+            LinkBody::ToVn(ToVirtualNode::StartRound(Round(7))),
+            LinkBody::ToVn(ToVirtualNode::Prepare(Round(0))),
             LinkBody::ToVn(ToVirtualNode::Exchange(chunk(7, &[1.0, -2.5]))),
             LinkBody::ToVn(ToVirtualNode::PerEdge(Round(8))),
             LinkBody::ToVn(ToVirtualNode::PerEdgeFrames {
@@ -446,7 +445,11 @@ mod tests {
     #[test]
     fn truncations_and_corruptions_are_errors_not_panics() {
         for body in every_kind() {
-            let m = LinkMessage { vn: 1, seq: 2, body };
+            let m = LinkMessage {
+                vn: 1,
+                seq: 2,
+                body,
+            };
             let bytes = m.encode(1024).unwrap();
             // Every prefix and every extension decodes to an error or a message, never a panic (kinds whose
             // body is "the rest", setup/address/reason, have valid prefixes).
@@ -474,7 +477,7 @@ mod tests {
         let m = LinkMessage {
             vn: 0,
             seq: 0,
-            body: LinkBody::Start(Round(1)),
+            body: LinkBody::ToVn(ToVirtualNode::StartRound(Round(1))),
         };
         let mut bytes = m.encode(64).unwrap();
         bytes.push(1);

@@ -18,6 +18,14 @@ pub const MAX_EDGE_SLOTS: usize = 256;
 /// RN → VN.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToVirtualNode {
+    /// The RN started exchange `round` (it is training it now): negotiate the overlays of
+    /// `round ..= round + lookahead` not negotiated yet. The send pace counts from this message.
+    StartRound(Round),
+    /// The RN will start exchange `round` (its first) when its warm-up ends: negotiate the overlays of
+    /// `round ..= round + lookahead` now, as `StartRound` would, so that the first round does not wait a
+    /// whole overlay window for its own. The round itself has not begun (its send pace counts from
+    /// `StartRound`).
+    Prepare(Round),
     /// Start exchanging `chunk` for its round: send it to every confirmed neighbour of that round.
     Exchange(ChunkFrame),
     /// Exchange `round` sends one frame per neighbour (per-edge payloads, e.g. PDMM's Δz): report the edge

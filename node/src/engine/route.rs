@@ -79,9 +79,6 @@ pub fn route_vn<I: VnIdentity, D: VnDriver<I>>(
 /// and runs them off the event loop, then feeds `RnInput::Trained` / `RnInput::Evaluated`.
 pub trait RnDriver {
     type Error;
-    /// Tell VN `vn` that exchange `exchange` starts (a round's number when the algorithm has one step per
-    /// round, see [`crate::engine::RnEngine::exchange`]).
-    fn start_round(&mut self, vn: usize, exchange: Round) -> Result<(), Self::Error>;
     fn to_vn(&mut self, vn: usize, msg: ToVirtualNode) -> Result<(), Self::Error>;
     /// Train the local model for `round` (the observer sees the model the round starts from first).
     fn train(&mut self, round: Round) -> Result<(), Self::Error>;
@@ -102,7 +99,7 @@ pub fn route_rn<D: RnDriver>(k: usize, out: Vec<RnOutput>, driver: &mut D) -> Re
         match o {
             RnOutput::StartRound { exchange } => {
                 for vn in 0..k {
-                    driver.start_round(vn, exchange)?;
+                    driver.to_vn(vn, ToVirtualNode::StartRound(exchange))?;
                 }
             }
             RnOutput::Train { round } => driver.train(round)?,

@@ -76,15 +76,6 @@ impl RefusalLog {
     }
 }
 
-/// Commands from the RN task.
-#[derive(Debug)]
-pub enum VnCommand {
-    StartRound(Round),
-    /// The RN's first round is near: negotiate its overlays (`VnInput::Prepare`).
-    Prepare(Round),
-    Rn(ToVirtualNode),
-}
-
 /// Pending inbound chunk requests awaiting the engine's verdict. Bounded by the engine's own limits (it
 /// answers or holds at most `MAX_PENDING_CHUNKS` beyond the ones it decides at once).
 pub type Channels = BTreeMap<u64, ResponseChannel<Vec<u8>>>;
@@ -99,7 +90,7 @@ pub struct VnTask {
     pub engine: VnEngine<VnAddr>,
     pub bootstrap: Vec<VnAddr>,
     pub peers: Arc<PeerList>,
-    pub commands: mpsc::Receiver<VnCommand>,
+    pub commands: mpsc::Receiver<ToVirtualNode>,
     pub to_rn: mpsc::Sender<(usize, FromVirtualNode)>,
     /// Refusal and connection-failure events, rate-limited.
     pub(crate) log: RefusalLog,
@@ -160,16 +151,13 @@ impl VnTask {
             };
             let input = tokio::select! {
                 cmd = self.commands.recv() => match cmd {
-                    Some(VnCommand::StartRound(r)) => {
+                    Some(ToVirtualNode::Stop) | None => return,
+                    // The rounds begin: the warm-up's remaining dials are dropped (they dial on demand).
+                    Some(msg @ (ToVirtualNode::StartRound(_) | ToVirtualNode::Prepare(_))) => {
                         self.preconnect.abandon();
-                        VnInput::StartRound(r)
+                        VnInput::FromRn(msg)
                     }
-                    Some(VnCommand::Prepare(r)) => {
-                        self.preconnect.abandon();
-                        VnInput::Prepare(r)
-                    }
-                    Some(VnCommand::Rn(ToVirtualNode::Stop)) | None => return,
-                    Some(VnCommand::Rn(msg)) => VnInput::FromRn(msg),
+                    Some(msg) => VnInput::FromRn(msg),
                 },
                 _ = sleep => { wake = None; VnInput::Tick }
                 _ = preconnect_due(&self.preconnect, self.epoch) => {

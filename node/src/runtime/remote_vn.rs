@@ -1,5 +1,5 @@
 //! The real node's side of VNs hosted elsewhere (`node vn`): each remote VN is a proxy task that looks to
-//! the RN task exactly like an in-process VN task — it takes [`VnCommand`]s and hands back
+//! the RN task exactly like an in-process VN task — it takes [`ToVirtualNode`] commands and hands back
 //! `FromVirtualNode` reports — and carries both over the RN↔VN link. A proxy ends when its host's link
 //! breaks, which the RN task sees as a lost VN (the rounds go on without it), as for an in-process VN whose
 //! task ended.
@@ -16,7 +16,6 @@ use tokio::sync::mpsc;
 
 use super::vn_setup::{VN_COMMAND_CAPACITY, VnSetup};
 use crate::net::link::{Link, LinkEvent, build_link_swarm, spawn_link};
-use crate::net::vn_task::VnCommand;
 use crate::{NodeError, Result, VnAddr};
 
 /// One VN of this node run by a VN host.
@@ -53,7 +52,7 @@ enum ProxyIn {
 
 /// A started remote VN: its command channel, its address, and the proxy to spawn with the VN tasks.
 pub(super) struct Proxy {
-    pub(super) commands: mpsc::Sender<VnCommand>,
+    pub(super) commands: mpsc::Sender<ToVirtualNode>,
     pub(super) addr: VnAddr,
     pub(super) task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
 }
@@ -190,7 +189,7 @@ async fn relay(
     link: Link,
     host: PeerId,
     s: usize,
-    mut commands: mpsc::Receiver<VnCommand>,
+    mut commands: mpsc::Receiver<ToVirtualNode>,
     mut inbox: mpsc::Receiver<ProxyIn>,
     to_rn: mpsc::Sender<(usize, FromVirtualNode)>,
 ) {
@@ -198,12 +197,10 @@ async fn relay(
         tokio::select! {
             cmd = commands.recv() => {
                 let (body, stop) = match cmd {
-                    Some(VnCommand::StartRound(r)) => (LinkBody::Start(r), false),
-                    Some(VnCommand::Prepare(r)) => (LinkBody::Prepare(r), false),
-                    Some(VnCommand::Rn(ToVirtualNode::Stop)) | None => {
+                    Some(ToVirtualNode::Stop) | None => {
                         (LinkBody::ToVn(ToVirtualNode::Stop), true)
                     }
-                    Some(VnCommand::Rn(m)) => (LinkBody::ToVn(m), false),
+                    Some(m) => (LinkBody::ToVn(m), false),
                 };
                 if !link.send(host, s as u32, body).await || stop {
                     return;

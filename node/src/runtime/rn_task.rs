@@ -17,7 +17,6 @@ use crate::checkpoint::{CheckpointDir, RunIdentity, SavedEntry, ViewBoard};
 use crate::engine::{RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, route_rn};
 use crate::events::{EventSink, NodeEvent};
 use crate::learner::{Learner, Trained};
-use crate::net::vn_task::VnCommand;
 use crate::observe::{Observer, notify_round_start};
 use crate::{NodeError, Result};
 
@@ -30,7 +29,7 @@ pub(super) struct RnTask {
     pub(super) index: usize,
     pub(super) engine: RnEngine,
     pub(super) learner: Option<Learner>,
-    pub(super) vn_cmds: Vec<mpsc::Sender<VnCommand>>,
+    pub(super) vn_cmds: Vec<mpsc::Sender<ToVirtualNode>>,
     /// The VN tasks (`vn_ids[s]` is VN s's task) and the VNs found gone.
     pub(super) vn_tasks: JoinSet<()>,
     pub(super) vn_ids: Vec<tokio::task::Id>,
@@ -63,7 +62,7 @@ impl RnTask {
     pub(super) async fn run(mut self) {
         let result = self.rounds().await;
         for tx in &self.vn_cmds {
-            let _ = tx.send(VnCommand::Rn(ToVirtualNode::Stop)).await;
+            let _ = tx.send(ToVirtualNode::Stop).await;
         }
         // They end on Stop; dropping the set would abort them mid-reply.
         self.vn_tasks.detach_all();
@@ -112,7 +111,7 @@ impl RnTask {
             // The prepare timer fired (the only other way here).
             for tx in &self.vn_cmds {
                 // A VN that is gone is noticed when the rounds start; nothing to do about it here.
-                let _ = tx.send(VnCommand::Prepare(Round::ZERO)).await;
+                let _ = tx.send(ToVirtualNode::Prepare(Round::ZERO)).await;
             }
         }
         let mut out = self.engine.handle(self.epoch.elapsed(), RnInput::Start);
@@ -266,7 +265,7 @@ impl RnTask {
 
 /// What must wait on a channel, kept in the engine's order.
 enum Effect {
-    Command(usize, VnCommand),
+    Command(usize, ToVirtualNode),
     Record(RoundMetrics),
 }
 
@@ -285,14 +284,8 @@ struct TaskPort<'a> {
 impl RnDriver for TaskPort<'_> {
     type Error = NodeError;
 
-    fn start_round(&mut self, vn: usize, exchange: Round) -> Result<()> {
-        self.effects
-            .push(Effect::Command(vn, VnCommand::StartRound(exchange)));
-        Ok(())
-    }
-
     fn to_vn(&mut self, vn: usize, msg: ToVirtualNode) -> Result<()> {
-        self.effects.push(Effect::Command(vn, VnCommand::Rn(msg)));
+        self.effects.push(Effect::Command(vn, msg));
         Ok(())
     }
 

@@ -163,7 +163,7 @@ impl Timing {
     }
 
     /// How long before the end of its warm-up an RN has its VNs negotiate the overlays of its first round
-    /// (`VnInput::Prepare`), so that round 0 does not wait a whole overlay window for its own negotiation:
+    /// (`ToVirtualNode::Prepare`), so that round 0 does not wait a whole overlay window for its own negotiation:
     /// that window at the network's start (sub-steps stretched by `round_trips::INITIAL_STRETCH`, plus the
     /// start offset), but not before the warm-up's connections are open (`net::preconnect`, its first half),
     /// which also leaves the views two or more Cyclon shuffles to mix. Negotiating while the handshakes ran

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use super::vn_setup::{VnPlace, VnSetup};
 use crate::events::{EventSink, NodeEvent};
 use crate::net::link::{LinkEvent, build_link_swarm, spawn_link};
-use crate::net::vn_task::{VnCommand, listen};
+use crate::net::vn_task::listen;
 use crate::peers::PeerList;
 use crate::{NodeError, Result};
 
@@ -55,7 +55,7 @@ pub struct VnHost {
 struct Running {
     rn: PeerId,
     slot: u32,
-    commands: mpsc::Sender<VnCommand>,
+    commands: mpsc::Sender<ToVirtualNode>,
     task: JoinHandle<()>,
 }
 
@@ -115,11 +115,9 @@ impl VnHost {
                             };
                             link.send(from, slot, answer).await;
                         }
-                        LinkBody::Start(round) => forward(&running, from, slot, VnCommand::StartRound(round)).await,
-                        LinkBody::Prepare(round) => forward(&running, from, slot, VnCommand::Prepare(round)).await,
                         LinkBody::ToVn(m) => {
                             let stop = matches!(m, ToVirtualNode::Stop);
-                            forward(&running, from, slot, VnCommand::Rn(m)).await;
+                            forward(&running, from, slot, m).await;
                             if stop
                                 && let Some(r) = running.iter_mut().find(|r| r.as_ref().is_some_and(|r| r.rn == from && r.slot == slot))
                             {
@@ -217,7 +215,7 @@ impl VnHost {
     }
 }
 
-async fn forward(running: &[Option<Running>], rn: PeerId, slot: u32, cmd: VnCommand) {
+async fn forward(running: &[Option<Running>], rn: PeerId, slot: u32, cmd: ToVirtualNode) {
     match running
         .iter()
         .flatten()

@@ -11,7 +11,7 @@ use libp2p::identity::Keypair;
 use libp2p::pnet::PreSharedKey;
 use libp2p::{Multiaddr, PeerId};
 use protocol::Round;
-use protocol::rnvn::FromVirtualNode;
+use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use sampling::{Stream, derive_rng, vn_rng};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -24,7 +24,7 @@ use crate::events::EventSink;
 use crate::net::behaviour::Timeouts;
 use crate::net::preconnect::Preconnect;
 use crate::net::transport::build_swarm;
-use crate::net::vn_task::{RefusalLog, VnCommand, VnTask, listen};
+use crate::net::vn_task::{RefusalLog, VnTask, listen};
 use crate::observe::Observer;
 use crate::peers::PeerList;
 use crate::{NodeError, Result, VnAddr};
@@ -123,7 +123,7 @@ impl VnSetup {
     pub(crate) async fn build(
         &self,
         place: VnPlace,
-    ) -> Result<(VnTask, mpsc::Sender<VnCommand>, VnAddr)> {
+    ) -> Result<(VnTask, mpsc::Sender<ToVirtualNode>, VnAddr)> {
         let peer = place.key.public().to_peer_id();
         if peer.to_string() != self.vn {
             return Err(NodeError::Config(format!(

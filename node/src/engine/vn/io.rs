@@ -18,15 +18,8 @@ pub type ReplyToken = u64;
 /// What the driver feeds a [`VnEngine`](super::VnEngine).
 #[derive(Debug)]
 pub enum VnInput<I> {
-    /// A command from this VN's RN.
+    /// A message from this VN's RN (the RN↔VN protocol: round starts, chunks, per-edge frames, stop).
     FromRn(ToVirtualNode),
-    /// The RN started `round`: negotiate the overlays of `round ..= round + lookahead` (sent by the RN when it
-    /// starts the round).
-    StartRound(Round),
-    /// The RN will start `round` (its first) when its warm-up ends: negotiate the overlays of
-    /// `round ..= round + lookahead` now, as `StartRound` would, so that the first round does not wait a whole
-    /// overlay window for its own. The round itself has not started (its send pace counts from `StartRound`).
-    Prepare(Round),
     /// A control message from the authenticated peer `from`.
     Control { from: I, bytes: Vec<u8> },
     /// A chunk request from `from`, to be answered with a `Reply` carrying `token`.

@@ -302,13 +302,15 @@ impl<I: VnIdentity> VnEngine<I> {
         let mut out = Vec::new();
         self.start_due_overlays(now, &mut out);
         match input {
-            VnInput::StartRound(round) => self.on_rn_round(now, round, true, &mut out),
+            VnInput::FromRn(ToVirtualNode::StartRound(round)) => {
+                self.on_rn_round(now, round, true, &mut out)
+            }
             // Directed push draws its targets from the view when the round starts: nothing to prepare.
-            VnInput::Prepare(round) if !self.cfg.push() => {
+            VnInput::FromRn(ToVirtualNode::Prepare(round)) if !self.cfg.push() => {
                 self.starts.prepare();
                 self.on_rn_round(now, round, false, &mut out)
             }
-            VnInput::Prepare(_) => {}
+            VnInput::FromRn(ToVirtualNode::Prepare(_)) => {}
             VnInput::FromRn(ToVirtualNode::Exchange(frame)) => {
                 self.on_own_chunk(now, frame, &mut out)
             }
