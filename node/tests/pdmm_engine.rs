@@ -13,7 +13,7 @@ use models::data::partition::Partition;
 use models::data::{DatasetSpec, SyntheticConfig};
 use models::nn::ModelSpec;
 use models::train::{LocalWork, TrainConfig};
-use node::algo::{AlgoError, AlgoSpec, Algorithm, Graph, Payload, Pdmm, PdmmParams};
+use node::algo::{AlgoError, AlgoSpec, Algorithm, Graph, Payload, Pdmm, PdmmParams, PerEdge};
 use node::learner::LearningConfig;
 use node::observe::Observer;
 use node::sim::{SimConfig, run_algorithms, run_observed};
@@ -75,7 +75,7 @@ impl Algorithm for Quadratic {
     fn graph(&self) -> Graph {
         self.inner.graph()
     }
-    fn per_edge(&self) -> bool {
+    fn per_edge(&mut self) -> Option<&mut dyn PerEdge> {
         self.inner.per_edge()
     }
     fn begin_round(&mut self, round: Round) {
@@ -95,29 +95,8 @@ impl Algorithm for Quadratic {
             .collect();
         self.inner.outgoing(round, step, &stepped)
     }
-    fn per_neighbour(
-        &mut self,
-        round: Round,
-        step: u32,
-        vn: usize,
-        edges: usize,
-    ) -> Result<Vec<ChunkFrame>, AlgoError> {
-        self.inner.per_neighbour(round, step, vn, edges)
-    }
     fn receive(&mut self, step: u32, vn: usize, frame: &ChunkFrame) -> Result<(), AlgoError> {
         self.inner.receive(step, vn, frame)
-    }
-    fn receive_on_edge(
-        &mut self,
-        step: u32,
-        vn: usize,
-        slot: u32,
-        frame: &ChunkFrame,
-    ) -> Result<(), AlgoError> {
-        self.inner.receive_on_edge(step, vn, slot, frame)
-    }
-    fn delivered_on_edges(&mut self, step: u32, vn: usize, accepted: &[bool]) {
-        self.inner.delivered_on_edges(step, vn, accepted)
     }
     fn combine(&mut self, round: Round, step: u32, local: &[f32]) -> Result<Vec<f32>, AlgoError> {
         self.model = self.inner.combine(round, step, local)?;

@@ -102,7 +102,7 @@ impl PdmmView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use node::algo::{Algorithm, Pdmm, PdmmParams};
+    use node::algo::{Algorithm, Pdmm, PdmmParams, PerEdge};
     use protocol::Round;
     use rand::SeedableRng;
 
@@ -230,7 +230,7 @@ mod tests {
                 // "Training": a fixed nudge.
                 let trained: Vec<f32> = m.iter().map(|v| v * 0.9 + 0.1).collect();
                 a.outgoing(round, 0, &trained).unwrap();
-                frames.push(a.per_neighbour(round, 0, 0, 1).unwrap().remove(0));
+                frames.push(a.frames(round, 0, 0, 1).unwrap().remove(0));
             }
             for (i, a) in algos.iter_mut().enumerate() {
                 let other = 1 - i;

@@ -14,7 +14,7 @@
 //! | need | how | algorithms |
 //! |---|---|---|
 //! | same payload to every neighbour | [`Payload::Broadcast`] | Shatter, EL, EL-Local, GHP, D-PSGD, chunking-only |
-//! | one payload per neighbour | [`Payload::PerNeighbour`] with [`Algorithm::per_neighbour`]: frames per *edge slot* (the VN's sorted neighbour set, by position; the RN never sees identities) | PDMM / ADMM (Δz per edge) |
+//! | one payload per neighbour | [`Payload::PerNeighbour`] with [`PerEdge::frames`]: frames per *edge slot* (the VN's sorted neighbour set, by position; the RN never sees identities) | PDMM / ADMM (Δz per edge) |
 //! | several exchange steps per round | [`Algorithm::steps`] > 1; `outgoing`/`receive`/`combine` get the step | Muffliato (10 gossip steps) |
 //! | a subset of coordinates | a [`ChunkFrame`] carries a chunk index into the static partition; sparsification uses a partition of d into 1/F chunks and sends a (random or top-k-chosen) chunk, chunking-only one random chunk of K | sparsify-random/topk:F, chunking:K |
 //! | per-round overlay, a static graph or a directed push | [`Algorithm::graph`]: [`Graph::PerRound`], [`Graph::Static`] (negotiated once by the same overlay protocol, then reused) or [`Graph::Push`] (no overlay: r targets from the VN's Cyclon view) | D-PSGD, PDMM: static; EL-Local: push; the rest per round |
@@ -25,7 +25,7 @@
 //! steps per round (each step its own exchange, numbered `round · steps + step` on the wire). A per-neighbour
 //! payload goes RN → VN as `PerEdge` (the VN answers with its number of edge slots once its neighbours are
 //! known) then `PerEdgeFrames` (frame i for slot i); see `engine/vn/edge_slots.rs` for what happens to a dropped edge's
-//! slot. An algorithm with per-edge state ([`Algorithm::per_edge`]) gets every copy with its slot.
+//! slot. An algorithm with per-edge state ([`Algorithm::per_edge`] gives its [`PerEdge`]) gets every copy with its slot.
 //!
 //! # Layout
 //! - `mod.rs`: the [`Algorithm`] trait, [`Payload`], [`Graph`], [`AlgoError`].
@@ -100,7 +100,7 @@ pub enum Graph {
 pub enum Payload {
     /// The same frame to every neighbour.
     Broadcast(ChunkFrame),
-    /// A different frame per neighbour: the VN asks [`Algorithm::per_neighbour`] once it knows how many
+    /// A different frame per neighbour: the RN asks [`PerEdge::frames`] once the VN knows how many
     /// neighbours the round's graph gave it.
     PerNeighbour,
 }
@@ -146,64 +146,61 @@ pub trait Algorithm: Send {
         params: &[f32],
     ) -> Result<Vec<(usize, Payload)>, AlgoError>;
 
-    /// For [`Payload::PerNeighbour`]: VN `vn`'s frames for its `edges` neighbours, in edge-slot order.
-    fn per_neighbour(
-        &mut self,
-        round: Round,
-        step: u32,
-        vn: usize,
-        edges: usize,
-    ) -> Result<Vec<ChunkFrame>, AlgoError> {
-        let _ = (round, step, vn, edges);
-        Err(AlgoError::Other(format!(
-            "{} sends no per-neighbour payloads",
-            self.name()
-        )))
-    }
-
     /// VN `vn`'s payload of `step` was accepted by `copies` neighbours (GHP corrects its own term by it).
     fn delivered(&mut self, step: u32, vn: usize, copies: u32) {
         let _ = (step, vn, copies);
     }
 
-    /// Whether the algorithm keeps state per edge (PDMM's duals): its VNs then hand every copy over with the
-    /// sender's edge slot ([`Algorithm::receive_on_edge`]) and report per-slot delivery of per-neighbour
-    /// payloads ([`Algorithm::delivered_on_edges`]). Off for the others, whose RN learns nothing of slots.
-    fn per_edge(&self) -> bool {
-        false
+    /// The algorithm's state per edge, if it keeps any ([`PerEdge`]; PDMM's duals). Its VNs then hand every
+    /// copy over with the sender's edge slot, its payloads may be [`Payload::PerNeighbour`], and delivery is
+    /// reported per slot. `None` (the default): the RN learns nothing of slots.
+    fn per_edge(&mut self) -> Option<&mut dyn PerEdge> {
+        None
     }
 
     /// A copy VN `vn` accepted in `step` (index, length and finiteness already checked by the VN).
     fn receive(&mut self, step: u32, vn: usize, frame: &ChunkFrame) -> Result<(), AlgoError>;
 
-    /// A copy VN `vn` accepted in `step` from the neighbour in edge slot `slot` (for [`Algorithm::per_edge`]
-    /// algorithms; a slot is a position in the VN's sorted neighbour list — with a static graph the same
-    /// neighbour all run — never an identity). By default the slot is ignored.
+    /// End of `step`: the next model from the local one and what was received.
+    fn combine(&mut self, round: Round, step: u32, local: &[f32]) -> Result<Vec<f32>, AlgoError>;
+}
+
+/// What an algorithm that keeps state per edge needs of the engine: one payload per neighbour, the copies
+/// with the edge they came on, and per-edge delivery, so that both ends of an edge can agree on whether an
+/// exchange happened on it (PDMM's duals; any algorithm whose state lives on edges, such as ADMM's or a
+/// gossip with per-neighbour weights). An edge is named by its **slot**: a position in the VN's sorted
+/// neighbour list — of the round, or with [`Graph::Static`] of the graph negotiated once, so the same
+/// neighbour all run — never an identity.
+pub trait PerEdge {
+    /// For [`Payload::PerNeighbour`]: VN `vn`'s frames for its `edges` neighbours in `step` of `round`, in
+    /// slot order.
+    fn frames(
+        &mut self,
+        round: Round,
+        step: u32,
+        vn: usize,
+        edges: usize,
+    ) -> Result<Vec<ChunkFrame>, AlgoError>;
+
+    /// A copy VN `vn` accepted in `step` from the neighbour in slot `slot` (index, length and finiteness
+    /// already checked by the VN).
     fn receive_on_edge(
         &mut self,
         step: u32,
         vn: usize,
         slot: u32,
         frame: &ChunkFrame,
-    ) -> Result<(), AlgoError> {
-        let _ = slot;
-        self.receive(step, vn, frame)
-    }
+    ) -> Result<(), AlgoError>;
 
     /// End of a per-neighbour `step` at VN `vn`: `accepted[i]` says whether the neighbour in slot i accepted
     /// our frame (false for a dropped edge, a refused frame or an answer that did not come back in time).
-    fn delivered_on_edges(&mut self, step: u32, vn: usize, accepted: &[bool]) {
-        let _ = (step, vn, accepted);
-    }
+    fn delivered_on_edges(&mut self, step: u32, vn: usize, accepted: &[bool]);
 
-    /// The neighbour in slot `slot` of VN `vn` accepted our frame of per-edge exchange `exchange` after that
-    /// exchange's `delivered_on_edges` had said it did not (its answer came after the deadline).
+    /// The neighbour in slot `slot` of VN `vn` accepted our frame of exchange `exchange` after that
+    /// exchange's [`PerEdge::delivered_on_edges`] had said it did not (its answer came after the deadline).
     fn late_delivered_on_edge(&mut self, exchange: Round, vn: usize, slot: u32) {
         let _ = (exchange, vn, slot);
     }
-
-    /// End of `step`: the next model from the local one and what was received.
-    fn combine(&mut self, round: Round, step: u32, local: &[f32]) -> Result<Vec<f32>, AlgoError>;
 }
 
 #[cfg(test)]
@@ -257,8 +254,8 @@ mod tests {
         fn chunk_lens(&self) -> Vec<usize> {
             vec![1]
         }
-        fn per_edge(&self) -> bool {
-            true
+        fn per_edge(&mut self) -> Option<&mut dyn PerEdge> {
+            Some(self)
         }
         fn begin_round(&mut self, _: Round) {}
         fn outgoing(
@@ -269,7 +266,18 @@ mod tests {
         ) -> Result<Vec<(usize, Payload)>, AlgoError> {
             Ok(vec![(0, Payload::PerNeighbour)])
         }
-        fn per_neighbour(
+        fn receive(&mut self, _: u32, _: usize, _: &ChunkFrame) -> Result<(), AlgoError> {
+            Err(AlgoError::Other("needs the slot".into()))
+        }
+        fn combine(&mut self, _: Round, _: u32, l: &[f32]) -> Result<Vec<f32>, AlgoError> {
+            // The model after the round says what the algorithm saw: Σ slot·value + 10·(accepted count).
+            let seen: f32 = self.received.iter().map(|(s, v)| *s as f32 * v).sum();
+            let ok = self.accepted.iter().filter(|a| **a).count() as f32;
+            Ok(vec![l[0] + seen + 10.0 * ok])
+        }
+    }
+    impl PerEdge for PerSlot {
+        fn frames(
             &mut self,
             round: Round,
             _: u32,
@@ -284,9 +292,6 @@ mod tests {
                 })
                 .collect())
         }
-        fn receive(&mut self, _: u32, _: usize, _: &ChunkFrame) -> Result<(), AlgoError> {
-            Err(AlgoError::Other("needs the slot".into()))
-        }
         fn receive_on_edge(
             &mut self,
             _: u32,
@@ -299,12 +304,6 @@ mod tests {
         }
         fn delivered_on_edges(&mut self, _: u32, _: usize, accepted: &[bool]) {
             self.accepted = accepted.to_vec();
-        }
-        fn combine(&mut self, _: Round, _: u32, l: &[f32]) -> Result<Vec<f32>, AlgoError> {
-            // The model after the round says what the algorithm saw: Σ slot·value + 10·(accepted count).
-            let seen: f32 = self.received.iter().map(|(s, v)| *s as f32 * v).sum();
-            let ok = self.accepted.iter().filter(|a| **a).count() as f32;
-            Ok(vec![l[0] + seen + 10.0 * ok])
         }
     }
 

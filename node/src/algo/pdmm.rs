@@ -61,7 +61,7 @@
 //! The paper's rounds are synchronous; a Δ that does not arrive would desynchronise a dual from its mirror.
 //! Each direction of an edge is therefore updated at both ends or at neither: the receiver applies what it
 //! accepted, the sender applies its Δ to its mirror only if the VN reports the neighbour accepted it
-//! ([`Algorithm::delivered_on_edges`]). A direction that misses a round keeps its dual (like an edge not
+//! ([`PerEdge::delivered_on_edges`]). A direction that misses a round keeps its dual (like an edge not
 //! activated in asynchronous PDMM). An edge whose setup failed in either direction is left out of the
 //! w-step for the run (its slot still gets a frame of zeros, so every slot has one).
 //!
@@ -72,7 +72,7 @@
 //! answer that outlasts the deadline while the frame itself arrived in time would leave neighbour j with
 //! `Δy_{j|i}(t)` applied and our mirror without it — for good, since each new Δ is computed against the
 //! mirror. So the VN reports such an answer afterwards (`FromVirtualNode::LateDeliveredOnEdge`, from
-//! `on_chunk_reply` on a finished round), the RN hands it to [`Algorithm::late_delivered_on_edge`], and
+//! `on_chunk_reply` on a finished round), the RN hands it to [`PerEdge::late_delivered_on_edge`], and
 //! PDMM, which keeps each edge's unacknowledged increments of the last [`UNACKED_KEPT`] rounds, adds that
 //! one to its mirror: a mirror is the sum of the accepted increments, whatever their order, so agreement is
 //! restored exactly (`a_late_acceptance_keeps_the_mirror_in_step`: bit for bit the run where the answer came
@@ -84,7 +84,7 @@ use protocol::{ChunkFrame, ChunkIndex, Round};
 use rand_chacha::ChaCha12Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-use super::{AlgoError, Algorithm, Graph, Payload};
+use super::{AlgoError, Algorithm, Graph, Payload, PerEdge};
 
 /// PDMM's parameters as a run names them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -261,8 +261,8 @@ impl Algorithm for Pdmm {
         Graph::Static
     }
 
-    fn per_edge(&self) -> bool {
-        true
+    fn per_edge(&mut self) -> Option<&mut dyn PerEdge> {
+        Some(self)
     }
 
     fn begin_round(&mut self, round: Round) {
@@ -303,8 +303,54 @@ impl Algorithm for Pdmm {
         Ok(vec![(0, Payload::PerNeighbour)])
     }
 
+    fn receive(&mut self, _step: u32, _vn: usize, _frame: &ChunkFrame) -> Result<(), AlgoError> {
+        Err(AlgoError::Other(
+            "PDMM needs the edge slot of every copy (its VN reports slots)".into(),
+        ))
+    }
+
+    /// Setup: keep the neighbours' initial duals as mirrors, and the trained model. Later: apply the
+    /// increments that went through in each direction, and return w(t).
+    fn combine(&mut self, round: Round, _step: u32, _local: &[f32]) -> Result<Vec<f32>, AlgoError> {
+        let setup = self.is_setup();
+        for e in self.edges.iter_mut().flatten() {
+            if setup {
+                e.mirror = e
+                    .received
+                    .take()
+                    .map(|v| v.into_iter().map(f64::from).collect());
+                e.live = e.mirror.is_some() && e.accepted;
+                continue;
+            }
+            if !e.live {
+                continue;
+            }
+            if let Some(dz) = e.received.take() {
+                e.own.iter_mut().zip(&dz).for_each(|(y, &d)| *y += d as f64);
+            }
+            match (e.sent.take(), e.accepted, e.mirror.as_mut()) {
+                (Some(dz), true, Some(mirror)) => mirror
+                    .iter_mut()
+                    .zip(&dz)
+                    .for_each(|(y, &d)| *y += d as f64),
+                // Not accepted by the deadline: kept in case the acceptance comes late.
+                (Some(dz), false, Some(_)) => {
+                    if e.unacked.len() == UNACKED_KEPT {
+                        e.unacked.remove(0);
+                    }
+                    e.unacked.push((round, dz));
+                }
+                _ => {}
+            }
+        }
+        self.combined = Some(round);
+        Ok(self.w.iter().map(|&v| v as f32).collect())
+    }
+}
+
+impl PerEdge for Pdmm {
     /// Round 0: the initial duals `y_{i|j}(0)`, one per slot. Later: `Δy_{j|i}(t+1)` per slot (eq. 7).
-    fn per_neighbour(
+    fn frames(
         &mut self,
         round: Round,
         _step: u32,
@@ -384,12 +430,6 @@ impl Algorithm for Pdmm {
         Ok(frames)
     }
 
-    fn receive(&mut self, _step: u32, _vn: usize, _frame: &ChunkFrame) -> Result<(), AlgoError> {
-        Err(AlgoError::Other(
-            "PDMM needs the edge slot of every copy (its VN reports slots)".into(),
-        ))
-    }
-
     fn receive_on_edge(
         &mut self,
         _step: u32,
@@ -450,44 +490,6 @@ impl Algorithm for Pdmm {
                 .for_each(|(y, &d)| *y += d as f64);
         }
     }
-
-    /// Setup: keep the neighbours' initial duals as mirrors, and the trained model. Later: apply the
-    /// increments that went through in each direction, and return w(t).
-    fn combine(&mut self, round: Round, _step: u32, _local: &[f32]) -> Result<Vec<f32>, AlgoError> {
-        let setup = self.is_setup();
-        for e in self.edges.iter_mut().flatten() {
-            if setup {
-                e.mirror = e
-                    .received
-                    .take()
-                    .map(|v| v.into_iter().map(f64::from).collect());
-                e.live = e.mirror.is_some() && e.accepted;
-                continue;
-            }
-            if !e.live {
-                continue;
-            }
-            if let Some(dz) = e.received.take() {
-                e.own.iter_mut().zip(&dz).for_each(|(y, &d)| *y += d as f64);
-            }
-            match (e.sent.take(), e.accepted, e.mirror.as_mut()) {
-                (Some(dz), true, Some(mirror)) => mirror
-                    .iter_mut()
-                    .zip(&dz)
-                    .for_each(|(y, &d)| *y += d as f64),
-                // Not accepted by the deadline: kept in case the acceptance comes late.
-                (Some(dz), false, Some(_)) => {
-                    if e.unacked.len() == UNACKED_KEPT {
-                        e.unacked.remove(0);
-                    }
-                    e.unacked.push((round, dz));
-                }
-                _ => {}
-            }
-        }
-        self.combined = Some(round);
-        Ok(self.w.iter().map(|&v| v as f32).collect())
-    }
 }
 
 #[cfg(test)]
@@ -541,7 +543,7 @@ mod tests {
                     .map(|(&w, &c)| (w as f64 - params.mu * (w as f64 - c)) as f32)
                     .collect();
                 a.outgoing(round, 0, &trained).unwrap();
-                frames.push(a.per_neighbour(round, 0, 0, 2).unwrap());
+                frames.push(a.frames(round, 0, 0, 2).unwrap());
             }
             for (i, a) in algos.iter_mut().enumerate() {
                 for (slot, &j) in slots[i].iter().enumerate() {

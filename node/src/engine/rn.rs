@@ -97,6 +97,8 @@ enum Phase {
 /// One real node's round loop.
 pub struct RnEngine {
     algo: Box<dyn Algorithm>,
+    /// The algorithm keeps per-edge state ([`Algorithm::per_edge`]), asked once.
+    per_edge: bool,
     rounds: u64,
     /// Exchange steps per round (`algo.steps()`), and the step in progress.
     steps: u32,
@@ -135,7 +137,8 @@ pub struct RnEngine {
 impl RnEngine {
     /// An RN running `rounds` rounds of `algo` (k = `algo.virtual_nodes()` VNs, `algo.steps()` exchanges per
     /// round). Refuses an algorithm without VNs or steps.
-    pub fn new(algo: Box<dyn Algorithm>, rounds: u64) -> crate::Result<Self> {
+    pub fn new(mut algo: Box<dyn Algorithm>, rounds: u64) -> crate::Result<Self> {
+        let per_edge = algo.per_edge().is_some();
         let k = algo.virtual_nodes();
         let steps = algo.steps();
         if steps == 0 || k == 0 {
@@ -147,6 +150,7 @@ impl RnEngine {
         }
         Ok(Self {
             algo,
+            per_edge,
             rounds,
             steps,
             step: 0,
@@ -233,7 +237,7 @@ impl RnEngine {
     /// Whether the algorithm keeps per-edge state: its VNs must hand copies over with their edge slot
     /// (`VnConfig::edge_slots`).
     pub fn per_edge(&self) -> bool {
-        self.algo.per_edge()
+        self.per_edge
     }
 
     /// The exchange number of `step` of `round`, as the VNs and the frames on the wire carry it.
@@ -432,7 +436,13 @@ impl RnEngine {
             )));
             return;
         }
-        match self.algo.per_neighbour(round, step, vn, slots as usize) {
+        let frames = match self.algo.per_edge() {
+            Some(edges) => edges.frames(round, step, vn, slots as usize),
+            None => Err(crate::algo::AlgoError::Other(format!(
+                "{name} keeps no per-edge state and sends no per-neighbour payloads"
+            ))),
+        };
+        match frames {
             Ok(frames) if frames.len() == slots as usize => {
                 let frames = frames
                     .into_iter()
@@ -488,7 +498,13 @@ impl RnEngine {
                 self.metrics.copies_received += 1;
             }
             FromVirtualNode::ReceivedOnEdge { slot, frame } if frame.round == exchange => {
-                if let Err(e) = self.algo.receive_on_edge(self.step, vn, slot, &frame) {
+                // An algorithm without per-edge state takes the copy as any other.
+                let step = self.step;
+                let taken = match self.algo.per_edge() {
+                    Some(edges) => edges.receive_on_edge(step, vn, slot, &frame),
+                    None => self.algo.receive(step, vn, &frame),
+                };
+                if let Err(e) = taken {
                     self.rejected_copies += 1;
                     tracing::warn!(vn, slot, error = %e, "copy refused by the aggregator");
                     return;
@@ -506,12 +522,17 @@ impl RnEngine {
             }
             FromVirtualNode::Edges { .. } => {}
             FromVirtualNode::DeliveredOnEdges { round, accepted } if round == exchange => {
-                self.algo.delivered_on_edges(self.step, vn, &accepted);
+                let step = self.step;
+                if let Some(edges) = self.algo.per_edge() {
+                    edges.delivered_on_edges(step, vn, &accepted);
+                }
             }
             FromVirtualNode::DeliveredOnEdges { .. } => {}
             // Any exchange the algorithm may still hold unacknowledged (PDMM keeps the last few).
             FromVirtualNode::LateDeliveredOnEdge { round, slot } => {
-                self.algo.late_delivered_on_edge(round, vn, slot);
+                if let Some(edges) = self.algo.per_edge() {
+                    edges.late_delivered_on_edge(round, vn, slot);
+                }
             }
             FromVirtualNode::Done(s) if s.round == exchange && !self.vn_done[vn] => {
                 self.vn_done[vn] = true;

@@ -49,9 +49,7 @@ pub fn run(
         .transpose()?;
     // With the audit, every node is also a network observer attacking sibling linkage by timing.
     let linkage = observer.is_some().then(|| {
-        crate::linkage::LinkageRecorder::new(setting.vns, move |g: &u32| {
-            Some((*g / k) as usize)
-        })
+        crate::linkage::LinkageRecorder::new(setting.vns, move |g: &u32| Some((*g / k) as usize))
     });
     let tee = observer
         .as_ref()
