@@ -113,7 +113,11 @@ fn percent_decoded(s: &str) -> String {
 fn broken_links(root: &Path, page: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(page).unwrap();
     let dir = page.parent().unwrap();
-    let shown = page.strip_prefix(root).unwrap_or(page).display().to_string();
+    let shown = page
+        .strip_prefix(root)
+        .unwrap_or(page)
+        .display()
+        .to_string();
     let mut broken = Vec::new();
     let mut fence: Option<&str> = None;
     for (n, line) in text.lines().enumerate() {
@@ -157,10 +161,7 @@ fn every_relative_link_in_the_documentation_resolves() {
         pages.len() > 2,
         "expected the README, docs/ and results/ pages, found {pages:?}"
     );
-    let broken: Vec<String> = pages
-        .iter()
-        .flat_map(|p| broken_links(&root, p))
-        .collect();
+    let broken: Vec<String> = pages.iter().flat_map(|p| broken_links(&root, p)).collect();
     assert!(
         broken.is_empty(),
         "{} broken relative link(s) in the documentation (page:line: target):\n  {}",
@@ -175,7 +176,10 @@ fn the_link_reader_finds_what_a_renderer_would_link() {
         targets("see [a](docs/a.md#x) and [b](<my file.md>) or [c](c.md \"title\")"),
         ["docs/a.md#x", "my file.md", "c.md"]
     );
-    assert_eq!(targets("[ref]: ../results/README.md"), ["../results/README.md"]);
+    assert_eq!(
+        targets("[ref]: ../results/README.md"),
+        ["../results/README.md"]
+    );
     assert!(targets(&without_code_spans("a `[x](not-a-link.md)` b")).is_empty());
     assert!(is_external_or_anchor("https://example.org"));
     assert!(is_external_or_anchor("#section"));
