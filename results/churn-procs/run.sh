@@ -1,7 +1,7 @@
 #!/bin/sh
 # Regenerates results/churn-procs (issue 15): 8 `node` processes (release build), k = 2, r = 4, 50 rounds of
 # the default synthetic task with 5 local epochs a round, loopback timing (5 s exchange deadline) with the
-# overlay negotiated 4 rounds ahead (--lookahead 4, see README), seeds 1-3; about 12 minutes on two idle cores.
+# overlay negotiated 4 rounds ahead (--lookahead 4, see docs/protocol.md, "Timing"), seeds 1-3; about 12 minutes on two idle cores.
 # Per seed:
 #   clean   no churn;
 #   kill    25% of the nodes (6 and 7) SIGKILLed once a node reports round 5, restarted 1 s later with

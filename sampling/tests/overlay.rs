@@ -707,7 +707,8 @@ fn an_edge_arises_only_from_an_offer_this_vn_made() {
 
 /// Walks that hide their origin (answers relayed back along the path) still build near-regular, consistent
 /// graphs when a sub-step covers the longer answer path: 300 ms sub-steps against 1-50 ms links. (With the
-/// default 100 ms the deficiency is about 3 %; the README's overlay section has the figures.)
+/// default 100 ms the deficiency is about 3 %; docs/privacy-attacks.md, "Walks that hide
+/// their origin", has the figures.)
 #[test]
 fn walks_hiding_their_origin_build_near_regular_graphs() {
     let (n, r, rounds) = (128, 4, 4);

@@ -25,8 +25,10 @@
 //! - `tests/smoke.rs`: tiny inproc and sim runs through the library, checking every output file.
 //! - `tests/golden.rs` (+ `tests/golden/`): sim `metrics.jsonl` pinned byte for byte (wall-clock fields zeroed).
 //! - `tests/layout.rs`: no import circle between files of any crate; the sans-IO cores stay sans-IO.
+//! - `tests/doc_links.rs`: every relative link in README.md, `docs/` and `results/` resolves.
 //! - `benches/rounds.rs`: `cargo bench -p testnet --bench rounds`, round speed in the reference's MovieLens
-//!   setting for k = 1, 2, 4 and the transport and aggregation limits beside it (figures in the README).
+//!   setting for k = 1, 2, 4 and the transport and aggregation limits beside it (docs/protocol.md, "Round
+//!   speed").
 
 pub mod audit;
 pub mod churn;
