@@ -71,7 +71,7 @@ pub enum TransportChoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DatasetName {
-    /// Generated from the seed: feature vectors of a few classes (needs no files).
+    /// Generated from the seed: 10 classes of 32 features (needs no files).
     Synthetic,
     /// Generated from the seed: 3×32×32 images of 10 classes, a CIFAR-10 stand-in.
     SyntheticImages,
