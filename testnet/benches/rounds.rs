@@ -161,7 +161,7 @@ fn main() -> anyhow::Result<()> {
             vns: Some(a.vns.clone()),
             degree: Some(4),
             rounds: Some(a.rounds),
-            dataset: Some("movielens".into()),
+            dataset: Some(testnet::cli::DatasetName::Movielens),
             data_dir: Some(data_dir),
             out: Some(out.clone()),
             ..Options::default()

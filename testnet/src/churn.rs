@@ -10,23 +10,98 @@
 //! The victims are the last nodes (n − 1, n − 2, …): never node 0, whose VNs are the bootstrap entries, so a
 //! run with churn keeps the same entry point as one without.
 
+use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
+use serde::{Deserialize, Serialize};
 
-/// `FRACTION@ROUND`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// `--kill FRACTION@ROUND`, parsed once (command line and scenario file alike).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Kill {
     pub fraction: f64,
     pub round: u64,
 }
 
-/// `FRACTION@ROUND:ROUNDS`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// `--pause FRACTION@ROUND:ROUNDS`, parsed once (command line and scenario file alike).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Pause {
     pub fraction: f64,
     pub round: u64,
     pub rounds: u64,
+}
+
+const KILL_FORM: &str = "expected FRACTION@ROUND with FRACTION in (0, 1), e.g. 0.25@5";
+const PAUSE_FORM: &str = "expected FRACTION@ROUND:ROUNDS with FRACTION in (0, 1), e.g. 0.125@4:5";
+
+impl FromStr for Kill {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = |why: String| format!("{why}: {KILL_FORM}");
+        let (f, r) = s.split_once('@').ok_or_else(|| bad(format!("{s:?}")))?;
+        Ok(Kill {
+            fraction: fraction(f).map_err(bad)?,
+            round: number("ROUND", r).map_err(bad)?,
+        })
+    }
+}
+
+impl FromStr for Pause {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = |why: String| format!("{why}: {PAUSE_FORM}");
+        let (f, rest) = s.split_once('@').ok_or_else(|| bad(format!("{s:?}")))?;
+        let (r, n) = rest.split_once(':').ok_or_else(|| bad(format!("{s:?}")))?;
+        Ok(Pause {
+            fraction: fraction(f).map_err(bad)?,
+            round: number("ROUND", r).map_err(bad)?,
+            rounds: number("ROUNDS", n).map_err(bad)?,
+        })
+    }
+}
+
+impl fmt::Display for Kill {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.fraction, self.round)
+    }
+}
+
+impl fmt::Display for Pause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}:{}", self.fraction, self.round, self.rounds)
+    }
+}
+
+// Scenario files carry the same text as the command line.
+impl TryFrom<String> for Kill {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Kill> for String {
+    fn from(k: Kill) -> String {
+        k.to_string()
+    }
+}
+
+impl TryFrom<String> for Pause {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Pause> for String {
+    fn from(p: Pause) -> String {
+        p.to_string()
+    }
 }
 
 /// What happens to node processes during a procs run.
@@ -38,37 +113,13 @@ pub struct ChurnPlan {
 }
 
 impl ChurnPlan {
-    pub fn parse(
-        kill: Option<&str>,
+    /// The plan of `--kill`, `--restart-after` and `--pause`, already parsed: checks what only the three
+    /// together can say.
+    pub fn new(
+        kill: Option<Kill>,
         restart_after: Option<f64>,
-        pause: Option<&str>,
+        pause: Option<Pause>,
     ) -> anyhow::Result<Self> {
-        let kill = kill
-            .map(|k| {
-                let (f, r) = k
-                    .split_once('@')
-                    .context("--kill takes FRACTION@ROUND, e.g. 0.25@5")?;
-                Ok::<_, anyhow::Error>(Kill {
-                    fraction: fraction("--kill", f)?,
-                    round: r.parse().context("--kill: ROUND is not a round number")?,
-                })
-            })
-            .transpose()?;
-        let pause = pause
-            .map(|p| {
-                let (f, rest) = p
-                    .split_once('@')
-                    .context("--pause takes FRACTION@ROUND:ROUNDS, e.g. 0.125@4:5")?;
-                let (r, n) = rest
-                    .split_once(':')
-                    .context("--pause takes FRACTION@ROUND:ROUNDS, e.g. 0.125@4:5")?;
-                Ok::<_, anyhow::Error>(Pause {
-                    fraction: fraction("--pause", f)?,
-                    round: r.parse().context("--pause: ROUND is not a round number")?,
-                    rounds: n.parse().context("--pause: ROUNDS is not a number")?,
-                })
-            })
-            .transpose()?;
         let restart_after = match restart_after {
             None => None,
             Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
@@ -95,14 +146,19 @@ impl ChurnPlan {
     }
 }
 
-fn fraction(flag: &str, f: &str) -> anyhow::Result<f64> {
+fn fraction(f: &str) -> Result<f64, String> {
     let v: f64 = f
         .parse()
-        .with_context(|| format!("{flag}: FRACTION '{f}' is not a number"))?;
+        .map_err(|_| format!("FRACTION {f:?} is not a number"))?;
     if !(v > 0.0 && v < 1.0) {
-        bail!("{flag}: FRACTION {v} must be in (0, 1)");
+        return Err(format!("FRACTION {v} is not in (0, 1)"));
     }
     Ok(v)
+}
+
+fn number(what: &str, n: &str) -> Result<u64, String> {
+    n.parse()
+        .map_err(|_| format!("{what} {n:?} is not a round number"))
 }
 
 #[cfg(test)]
@@ -111,7 +167,9 @@ mod tests {
 
     #[test]
     fn plans_parse_and_pick_the_last_nodes() {
-        let p = ChurnPlan::parse(Some("0.25@5"), Some(3.0), Some("0.125@4:5")).unwrap();
+        let kill: Kill = "0.25@5".parse().unwrap();
+        let pause: Pause = "0.125@4:5".parse().unwrap();
+        let p = ChurnPlan::new(Some(kill), Some(3.0), Some(pause)).unwrap();
         assert_eq!(
             p.kill,
             Some(Kill {
@@ -128,12 +186,22 @@ mod tests {
                 rounds: 5
             })
         );
+        assert_eq!(
+            (kill.to_string(), pause.to_string()),
+            ("0.25@5".into(), "0.125@4:5".into())
+        );
         assert_eq!(ChurnPlan::victims(0.25, 8), vec![7, 6]);
         assert_eq!(ChurnPlan::victims(0.125, 8), vec![7]);
         assert_eq!(ChurnPlan::victims(0.99, 2), vec![1], "never node 0");
-        assert!(ChurnPlan::parse(Some("1.5@2"), None, None).is_err());
-        assert!(ChurnPlan::parse(Some("0.5"), None, None).is_err());
-        assert!(ChurnPlan::parse(None, Some(1.0), None).is_err());
-        assert!(ChurnPlan::parse(None, None, Some("0.5@3")).is_err());
+        for bad in ["1.5@2", "0.5", "x@2", "0.5@y", "0@2"] {
+            let e = bad.parse::<Kill>().unwrap_err();
+            assert!(e.contains("FRACTION@ROUND"), "{e}");
+        }
+        for bad in ["0.5@3", "0.5@3:x", "2@3:1"] {
+            let e = bad.parse::<Pause>().unwrap_err();
+            assert!(e.contains("FRACTION@ROUND:ROUNDS"), "{e}");
+        }
+        assert!(ChurnPlan::new(None, Some(1.0), None).is_err());
+        assert!(ChurnPlan::new(Some(kill), Some(-1.0), None).is_err());
     }
 }

@@ -7,13 +7,17 @@
 //!
 //! # Layout
 //! - `main.rs`: the thin binary: parse options, run, print the tables and where the report is.
-//! - `cli.rs`: [`cli::Options`], the command-line flags and the `--scenario FILE.toml` keys (one struct).
-//! - `scenario.rs`: defaults and checks, from options to [`scenario::Settings`]; data loading with hints.
+//! - `cli.rs`: [`cli::Options`], the command-line flags and the `--scenario FILE.toml` keys (one flat struct,
+//!   its help grouped by what each option acts on: network, learning, timing, adversaries and audit,
+//!   processes); typed values parsed once; options a mode would ignore refused there.
+//! - `scenario.rs`: defaults and checks, from options to [`scenario::Settings`], one function per group; data
+//!   loading with hints.
 //! - `run/mod.rs`: one setting in the chosen mode ([`run::setting`]); one file per mode:
 //!   - `run/inproc.rs`: `--mode inproc`, one `NodeBuilder` per RN in one tokio runtime.
 //!   - `run/procs.rs`: `--mode procs`, generated deployment files and `node run` child processes.
 //!   - `run/sim.rs`: `--mode sim`, `node::sim::run` on a virtual clock.
-//! - `churn.rs`: [`churn::ChurnPlan`], `--kill`, `--restart-after` and `--pause` for procs mode (issue 15).
+//! - `churn.rs`: [`churn::ChurnPlan`], `--kill`, `--restart-after` and `--pause` for procs mode (issue 15),
+//!   with the parsed `--kill` and `--pause` values ([`churn::Kill`], [`churn::Pause`]).
 //! - `progress.rs`: `indicatif` bar on a terminal, one line per round otherwise.
 //! - `audit.rs`: `--audit`, the privacy audit run inside training (ground truth from the harness only).
 //! - `pdmm_view.rs`: what a PDMM neighbour recovers of the sender's model from its Δz frames (for `--audit`).
@@ -24,6 +28,7 @@
 //! - `rss.rs`: peak resident memory from `/proc`.
 //! - `tests/smoke.rs`: tiny inproc and sim runs through the library, checking every output file.
 //! - `tests/golden.rs` (+ `tests/golden/`): sim `metrics.jsonl` pinned byte for byte (wall-clock fields zeroed).
+//! - `tests/cli.rs`: the binary's command line: grouped `--help`, refused values and mode-bound options.
 //! - `tests/layout.rs`: no import circle between files of any crate; the sans-IO cores stay sans-IO.
 //! - `tests/doc_links.rs`: every relative link in README.md, `docs/` and `results/` resolves.
 //! - `benches/rounds.rs`: `cargo bench -p testnet --bench rounds`, round speed in the reference's MovieLens

@@ -1,18 +1,20 @@
 //! From [`Options`] to checked [`Settings`]: defaults, the learning configuration, and the errors a user must
-//! see before anything starts (impossible graphs, a missing data directory, contradictory options).
+//! see before anything starts (impossible graphs, a missing data directory, contradictory options, an option
+//! the chosen mode would ignore). [`Settings::resolve`] takes the options group by group, as `--help` lists
+//! them: `network`, `learning`, `timing`, `audit` and `value_bounds`, `processes`.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use models::data::partition::{DEFAULT_DIRICHLET_ALPHA, DEFAULT_MIN_SAMPLES, Partition};
 use models::data::{DatasetSpec, Split};
-use models::nn::ModelSpec;
 use models::train::{LocalWork, TrainConfig};
 use node::Timing;
 use node::engine::ValueBounds;
 use node::learner::LearningConfig;
 
-use crate::cli::{Mode, Options, TimingChoice};
+use crate::churn::ChurnPlan;
+use crate::cli::{DatasetName, Mode, Options, TimingChoice, TransportChoice};
 use node::algo::AlgoSpec;
 
 /// Default network: 8 RNs × 4 VNs, r = 4, 20 rounds on synthetic data. Small enough that a debug build
@@ -97,7 +99,7 @@ pub struct Settings {
     /// `--observe-timing`: the timing attack on the nodes' arrival logs (procs mode only).
     pub observe_timing: bool,
     /// `--kill`, `--restart-after`, `--pause` (procs mode only).
-    pub churn: crate::churn::ChurnPlan,
+    pub churn: ChurnPlan,
     /// `--send-jitter-ms` (the simulator's; the libp2p modes read it from `timing`).
     pub send_jitter: Option<std::time::Duration>,
     /// `--send-pace-ms` (the simulator's; the libp2p modes read it from `timing`).
@@ -107,7 +109,7 @@ pub struct Settings {
     /// `--hide-walk-origin` (the simulator's; the libp2p modes read it from `timing`).
     pub hide_walk_origin: bool,
     pub node_bin: Option<PathBuf>,
-    pub transport: crate::cli::TransportChoice,
+    pub transport: TransportChoice,
     /// `--audit`: the privacy audit's settings.
     pub audit: Option<crate::audit::AuditSettings>,
     pub plain: bool,
@@ -124,269 +126,43 @@ impl Settings {
         Self::resolve(o)
     }
 
-    /// Applies defaults to already-merged options and checks them.
+    /// Applies defaults to already-merged options and checks them, one group of options (the help's
+    /// headings) at a time.
     pub fn resolve(o: Options) -> anyhow::Result<Settings> {
         let mode = o.mode.unwrap_or(Mode::Inproc);
-        let nodes = o.nodes.unwrap_or(DEFAULT_NODES);
-        let degree = o.degree.unwrap_or(DEFAULT_DEGREE);
-        let rounds = o.rounds.unwrap_or(DEFAULT_ROUNDS);
-        let seed = o.seed.unwrap_or(DEFAULT_SEED);
-        let vns = match (&o.algo, o.vns) {
-            (Some(a), Some(v)) if !a.uses_vns() && v != [1] => {
-                bail!(
-                    "--algo {a} is one virtual node per real node (k = 1), but --vns {v:?} was given: drop --vns, or use --algo shatter (a sweep that includes 1 compares EL with Shatter)"
-                )
-            }
-            (Some(a), _) if !a.uses_vns() => vec![1],
-            (_, Some(v)) => v,
-            (_, None) => vec![DEFAULT_VNS],
-        };
-        if nodes == 0 {
-            bail!("--nodes must be at least 1");
-        }
-        if rounds == 0 {
-            bail!("--rounds must be at least 1");
-        }
-        if degree == 0 {
-            bail!("--degree must be at least 1");
-        }
-        if vns.is_empty() {
-            bail!("--vns needs at least one value");
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for &k in &vns {
-            if k == 0 {
-                bail!("--vns: every value must be at least 1 (got 0)");
-            }
-            if !seen.insert(k) {
-                bail!("--vns lists k = {k} twice");
-            }
-            check_graph(nodes, k, degree)?;
-        }
-
-        // Dataset.
-        let name = o.dataset.clone().unwrap_or_else(|| "synthetic".into());
-        let dataset: DatasetSpec = match &o.data_dir {
-            Some(_) if name.starts_with("synthetic") => {
-                bail!("--dataset {name} is generated from the seed; --data-dir is only for real datasets")
-            }
-            Some(d) => format!("{name}:{}", d.display()).parse(),
-            None => name.parse(),
-        }
-        .map_err(|e| anyhow::anyhow!("--dataset: {e}"))?;
-
-        let model = o
-            .model
-            .as_deref()
-            .map(str::parse::<ModelSpec>)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("--model: {e}"))?;
-
-        let ratings_or_users = matches!(
-            dataset,
-            DatasetSpec::MovieLens { .. } | DatasetSpec::Sent140 { .. }
-        );
-        let partition = match (o.partition.as_deref(), o.alpha) {
-            (Some(p), alpha) => {
-                let mut part: Partition =
-                    p.parse().map_err(|e| anyhow::anyhow!("--partition: {e}"))?;
-                match (&mut part, alpha) {
-                    (Partition::Dirichlet { alpha: a, .. }, Some(x)) => *a = x,
-                    (_, Some(_)) => bail!(
-                        "--alpha is the Dirichlet concentration; it needs --partition dirichlet, not {p}"
-                    ),
-                    _ => {}
-                }
-                part
-            }
-            (None, Some(alpha)) => Partition::Dirichlet {
-                alpha,
-                min_samples: DEFAULT_MIN_SAMPLES,
-            },
-            // Real per-user data is naturally non-IID; the paper splits MovieLens and Sent140 by user.
-            (None, None) if ratings_or_users => Partition::ByUser,
-            (None, None) => Partition::Iid,
-        };
-        if let Partition::Dirichlet { alpha, .. } = partition
-            && !(alpha.is_finite() && alpha > 0.0)
-        {
-            bail!(
-                "--alpha must be a positive number (paper: {DEFAULT_DIRICHLET_ALPHA}), got {alpha}"
-            );
-        }
-        if matches!(partition, Partition::ByUser) && !ratings_or_users {
-            bail!(
-                "--partition user needs a dataset with users (movielens, sent140), not {}",
-                dataset.name()
-            );
-        }
-
-        // Paper §6 learning rates.
-        let lr = o.lr.unwrap_or(match dataset {
-            DatasetSpec::MovieLens { .. } => 0.075,
-            DatasetSpec::Sent140 { .. } => 0.005,
-            _ => 0.05,
-        });
-        let clip = o.clip;
-        if let Some(b) = clip
-            && !(b.is_finite() && b > 0.0)
-        {
-            bail!("--clip must be a positive number, got {b}");
-        }
-        if !(lr.is_finite() && lr > 0.0) {
-            bail!("--lr must be a positive number, got {lr}");
-        }
-        let batch = o.batch.unwrap_or(32);
-        if batch == 0 {
-            bail!("--batch must be at least 1");
-        }
-        let work = match (o.local_epochs, o.local_steps) {
-            (Some(_), Some(_)) => bail!("give --local-epochs or --local-steps, not both"),
-            (Some(0), _) => bail!("--local-epochs must be at least 1"),
-            (_, Some(0)) => bail!("--local-steps must be at least 1"),
-            (Some(e), None) => LocalWork::Epochs(e),
-            (None, Some(s)) => LocalWork::Steps(s),
-            (None, None) => LocalWork::Epochs(1),
-        };
-        if o.test_samples == Some(0) {
-            bail!("--test-samples must be at least 1");
-        }
-        let target = o
-            .target
-            .or(matches!(dataset, DatasetSpec::MovieLens { .. }).then_some(MOVIELENS_TARGET_RMSE));
-
-        let audit = match (o.audit, o.audit_chunks, o.audit_every) {
-            (false, None, None) => None,
-            (false, _, _) => bail!("--audit-chunks and --audit-every need --audit"),
-            (true, _, _) if mode == Mode::Procs => bail!(
-                "--audit runs inside the harness (--mode inproc or sim); with --mode procs the nodes are separate processes it cannot watch"
-            ),
-            (true, _, _) if nodes < 2 => {
-                bail!("--audit needs at least 2 nodes (an attacker and a victim)")
-            }
-            (true, Some(0), _) => bail!("--audit-chunks must be at least 1"),
-            (true, _, Some(0)) => bail!("--audit-every must be at least 1"),
-            (true, _, _) if o.audit_la_samples == Some(0) => {
-                bail!("--audit-la-samples must be at least 1")
-            }
-            (true, c, e) => Some(crate::audit::AuditSettings {
-                chunks: c.unwrap_or(DEFAULT_AUDIT_CHUNKS),
-                every: e.unwrap_or(1),
-                la_samples: o
-                    .audit_la_samples
-                    .unwrap_or(models::privacy::linkability::DEFAULT_LA_MAX_PER_CANDIDATE),
-            }),
-        };
-        let max_vns = nodes * vns.iter().max().copied().unwrap_or(1);
-        let (timing, timing_name) = match o.timing.unwrap_or(TimingChoice::Auto) {
-            TimingChoice::Loopback => (Timing::loopback(), "loopback"),
-            TimingChoice::Lan => (Timing::default(), "lan"),
-            TimingChoice::Auto if max_vns <= AUTO_LOOPBACK_MAX_VNS => {
-                (Timing::loopback(), "loopback")
-            }
-            TimingChoice::Crowded => (Timing::crowded(), "crowded"),
-            TimingChoice::Auto if max_vns <= AUTO_LAN_MAX_VNS => (Timing::default(), "lan"),
-            TimingChoice::Auto => (Timing::crowded(), "crowded"),
-        };
-        let mut timing = timing;
-        if let Some(ms) = o.substep_ms {
-            if ms == 0 {
-                bail!("--substep-ms must be at least 1");
-            }
-            timing.substep_ms = ms;
-        }
-        if let Some(ms) = o.send_pace_ms {
-            timing.send_pace_ms = ms;
-        }
-        timing.send_pace_auto |= o.send_pace_auto;
-        timing.hide_walk_origin |= o.hide_walk_origin;
-        if let Some(ms) = o.send_jitter_ms {
-            timing.send_jitter_ms = ms;
-        }
-        if let Some(l) = o.lookahead {
-            let max = protocol::control::MAX_LOOKAHEAD;
-            if l > max {
-                bail!("--lookahead {l} exceeds {max} rounds");
-            }
-            timing.overlay_lookahead = l;
-        }
-        if let Some(ms) = o.warmup_ms {
-            timing.warmup_ms = ms;
-        }
-        let defaults = ValueBounds::default();
-        let values = ValueBounds {
-            ratio: o.value_ratio.unwrap_or(defaults.ratio),
-            floor: o.value_floor.unwrap_or(defaults.floor),
-            ceiling: o.value_ceiling.unwrap_or(defaults.ceiling),
-        };
-        values
-            .validate()
-            .map_err(|e| anyhow::anyhow!("--value-ratio/--value-floor/--value-ceiling: {e}"))?;
-        let dropout = o.dropout.unwrap_or(0.0);
-        if !(0.0..=1.0).contains(&dropout) {
-            bail!("--dropout {dropout} is not a rate in [0, 1]");
-        }
-        let churn = crate::churn::ChurnPlan::parse(
-            o.kill.as_deref(),
-            o.restart_after,
-            o.pause.as_deref(),
-        )?;
-        if !churn.is_empty() && mode != Mode::Procs {
-            bail!("--kill, --restart-after and --pause act on node processes: use them with --mode procs");
-        }
-        let vn_hosts = o.vn_hosts.unwrap_or(0);
-        if vn_hosts > 0 && mode != Mode::Procs {
-            bail!("--vn-hosts runs VN host processes: use it with --mode procs");
-        }
-        if o.observe_timing && mode != Mode::Procs {
-            bail!("--observe-timing reads node processes' arrival logs: use it with --mode procs (--audit observes in sim and inproc)");
-        }
-        if o.own_ips && mode != Mode::Procs {
-            bail!("--own-ips gives node processes their own addresses: use it with --mode procs");
-        }
-        if o.netns && mode != Mode::Procs {
-            bail!("--netns puts node processes in network namespaces: use it with --mode procs");
-        }
-        if o.capture && !(o.netns && o.observe_timing) {
-            bail!("--capture records packets inside the run's namespaces for the timing attack: use it with --netns and --observe-timing");
-        }
+        o.check_mode(mode)?;
+        let net = network(&o)?;
+        let (learning, target) = learning(&o, net.nodes)?;
+        let max_vns = net.nodes * net.vns.iter().max().copied().unwrap_or(1);
+        let (timing, timing_name) = timing(&o, max_vns)?;
+        let audit = audit(&o, net.nodes)?;
+        let values = value_bounds(&o)?;
+        let churn = processes(&o)?;
         let out = o.out.clone().unwrap_or_else(|| {
             Path::new("target").join("testnet").join(format!(
                 "{}-{mode}-{}",
                 timestamp(),
-                dataset.name()
+                learning.dataset.name()
             ))
         });
         Ok(Settings {
             mode,
-            nodes,
-            settings: vns
+            nodes: net.nodes,
+            settings: net
+                .vns
                 .into_iter()
                 .map(|vns| Setting::new(vns, o.algo.as_ref()))
                 .collect(),
-            degree,
-            rounds,
-            learning: LearningConfig {
-                dataset,
-                model,
-                partition,
-                nodes,
-                train: TrainConfig {
-                    lr,
-                    batch_size: batch,
-                    work,
-                    clip,
-                },
-                seed,
-                max_test_samples: o.test_samples,
-            },
+            degree: net.degree,
+            rounds: net.rounds,
+            learning,
             out,
             target,
             timing,
             timing_name,
             values,
-            dropout,
-            vn_hosts,
+            dropout: net.dropout,
+            vn_hosts: o.vn_hosts.unwrap_or(0),
             own_ips: o.own_ips,
             netns: o.netns,
             capture: o.capture,
@@ -397,7 +173,7 @@ impl Settings {
             send_pace_auto: o.send_pace_auto,
             hide_walk_origin: o.hide_walk_origin,
             node_bin: o.node_bin,
-            transport: o.transport.unwrap_or(crate::cli::TransportChoice::Tcp),
+            transport: o.transport.unwrap_or(TransportChoice::Tcp),
             audit,
             plain: o.plain,
         })
@@ -428,6 +204,265 @@ impl Settings {
                 None => format!("generating {spec} data"),
             })
     }
+}
+
+/// The network options, checked: who takes part, for how long.
+struct Network {
+    nodes: usize,
+    /// One value per setting of the sweep.
+    vns: Vec<usize>,
+    degree: usize,
+    rounds: u64,
+    dropout: f64,
+}
+
+fn network(o: &Options) -> anyhow::Result<Network> {
+    let nodes = o.nodes.unwrap_or(DEFAULT_NODES);
+    let degree = o.degree.unwrap_or(DEFAULT_DEGREE);
+    let rounds = o.rounds.unwrap_or(DEFAULT_ROUNDS);
+    let vns = vns(o)?;
+    if nodes == 0 {
+        bail!("--nodes must be at least 1");
+    }
+    if rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    if degree == 0 {
+        bail!("--degree must be at least 1");
+    }
+    if vns.is_empty() {
+        bail!("--vns needs at least one value");
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for &k in &vns {
+        if k == 0 {
+            bail!("--vns: every value must be at least 1 (got 0)");
+        }
+        if !seen.insert(k) {
+            bail!("--vns lists k = {k} twice");
+        }
+        check_graph(nodes, k, degree)?;
+    }
+    let dropout = o.dropout.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&dropout) {
+        bail!("--dropout {dropout} is not a rate in [0, 1]");
+    }
+    Ok(Network {
+        nodes,
+        vns,
+        degree,
+        rounds,
+        dropout,
+    })
+}
+
+/// The values of k to run: `--vns`, or the algorithm's one VN per node.
+fn vns(o: &Options) -> anyhow::Result<Vec<usize>> {
+    Ok(match (&o.algo, &o.vns) {
+        (Some(a), Some(v)) if !a.uses_vns() && v != &[1] => {
+            bail!(
+                "--algo {a} is one virtual node per real node (k = 1), but --vns {v:?} was given: drop --vns, or use --algo shatter (a sweep that includes 1 compares EL with Shatter)"
+            )
+        }
+        (Some(a), _) if !a.uses_vns() => vec![1],
+        (_, Some(v)) => v.clone(),
+        (_, None) => vec![DEFAULT_VNS],
+    })
+}
+
+/// The learning options, checked: the learning configuration and the target metric.
+fn learning(o: &Options, nodes: usize) -> anyhow::Result<(LearningConfig, Option<f64>)> {
+    let dataset = o
+        .dataset
+        .unwrap_or(DatasetName::Synthetic)
+        .spec(o.data_dir.as_deref())?;
+    let partition = partition(o, &dataset)?;
+    let train = train_config(o, &dataset)?;
+    if o.test_samples == Some(0) {
+        bail!("--test-samples must be at least 1");
+    }
+    let target = o
+        .target
+        .or(matches!(dataset, DatasetSpec::MovieLens { .. }).then_some(MOVIELENS_TARGET_RMSE));
+    let learning = LearningConfig {
+        dataset,
+        model: o.model.clone(),
+        partition,
+        nodes,
+        train,
+        seed: o.seed.unwrap_or(DEFAULT_SEED),
+        max_test_samples: o.test_samples,
+    };
+    Ok((learning, target))
+}
+
+/// `--partition` and `--alpha` on `dataset`.
+fn partition(o: &Options, dataset: &DatasetSpec) -> anyhow::Result<Partition> {
+    let ratings_or_users = matches!(
+        dataset,
+        DatasetSpec::MovieLens { .. } | DatasetSpec::Sent140 { .. }
+    );
+    let partition = match (&o.partition, o.alpha) {
+        (Some(p), alpha) => {
+            let mut part = p.clone();
+            match (&mut part, alpha) {
+                (Partition::Dirichlet { alpha: a, .. }, Some(x)) => *a = x,
+                (_, Some(_)) => bail!(
+                    "--alpha is the Dirichlet concentration; it needs --partition dirichlet, not {p}"
+                ),
+                _ => {}
+            }
+            part
+        }
+        (None, Some(alpha)) => Partition::Dirichlet {
+            alpha,
+            min_samples: DEFAULT_MIN_SAMPLES,
+        },
+        // Real per-user data is naturally non-IID; the paper splits MovieLens and Sent140 by user.
+        (None, None) if ratings_or_users => Partition::ByUser,
+        (None, None) => Partition::Iid,
+    };
+    if let Partition::Dirichlet { alpha, .. } = partition
+        && !(alpha.is_finite() && alpha > 0.0)
+    {
+        bail!("--alpha must be a positive number (paper: {DEFAULT_DIRICHLET_ALPHA}), got {alpha}");
+    }
+    if matches!(partition, Partition::ByUser) && !ratings_or_users {
+        bail!(
+            "--partition user needs a dataset with users (movielens, sent140), not {}",
+            dataset.name()
+        );
+    }
+    Ok(partition)
+}
+
+/// Local training: learning rate (paper §6 per dataset), clipping, batch and local work.
+fn train_config(o: &Options, dataset: &DatasetSpec) -> anyhow::Result<TrainConfig> {
+    let lr = o.lr.unwrap_or(match dataset {
+        DatasetSpec::MovieLens { .. } => 0.075,
+        DatasetSpec::Sent140 { .. } => 0.005,
+        _ => 0.05,
+    });
+    let clip = o.clip;
+    if let Some(b) = clip
+        && !(b.is_finite() && b > 0.0)
+    {
+        bail!("--clip must be a positive number, got {b}");
+    }
+    if !(lr.is_finite() && lr > 0.0) {
+        bail!("--lr must be a positive number, got {lr}");
+    }
+    let batch = o.batch.unwrap_or(32);
+    if batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    let work = match (o.local_epochs, o.local_steps) {
+        (Some(_), Some(_)) => bail!("give --local-epochs or --local-steps, not both"),
+        (Some(0), _) => bail!("--local-epochs must be at least 1"),
+        (_, Some(0)) => bail!("--local-steps must be at least 1"),
+        (Some(e), None) => LocalWork::Epochs(e),
+        (None, Some(s)) => LocalWork::Steps(s),
+        (None, None) => LocalWork::Epochs(1),
+    };
+    Ok(TrainConfig {
+        lr,
+        batch_size: batch,
+        work,
+        clip,
+    })
+}
+
+/// The timing options: a preset (`--timing`, or by network size) with the overrides applied. The simulator
+/// reads only the send options, from [`Settings`].
+fn timing(o: &Options, max_vns: usize) -> anyhow::Result<(Timing, &'static str)> {
+    let (mut timing, name) = match o.timing.unwrap_or(TimingChoice::Auto) {
+        TimingChoice::Loopback => (Timing::loopback(), "loopback"),
+        TimingChoice::Lan => (Timing::default(), "lan"),
+        TimingChoice::Auto if max_vns <= AUTO_LOOPBACK_MAX_VNS => (Timing::loopback(), "loopback"),
+        TimingChoice::Crowded => (Timing::crowded(), "crowded"),
+        TimingChoice::Auto if max_vns <= AUTO_LAN_MAX_VNS => (Timing::default(), "lan"),
+        TimingChoice::Auto => (Timing::crowded(), "crowded"),
+    };
+    if let Some(ms) = o.substep_ms {
+        if ms == 0 {
+            bail!("--substep-ms must be at least 1");
+        }
+        timing.substep_ms = ms;
+    }
+    if let Some(ms) = o.send_pace_ms {
+        timing.send_pace_ms = ms;
+    }
+    timing.send_pace_auto |= o.send_pace_auto;
+    timing.hide_walk_origin |= o.hide_walk_origin;
+    if let Some(ms) = o.send_jitter_ms {
+        timing.send_jitter_ms = ms;
+    }
+    if let Some(l) = o.lookahead {
+        let max = protocol::control::MAX_LOOKAHEAD;
+        if l > max {
+            bail!("--lookahead {l} exceeds {max} rounds");
+        }
+        timing.overlay_lookahead = l;
+    }
+    if let Some(ms) = o.warmup_ms {
+        timing.warmup_ms = ms;
+    }
+    Ok((timing, name))
+}
+
+/// The bound VNs put on received values (issue 14).
+fn value_bounds(o: &Options) -> anyhow::Result<ValueBounds> {
+    let defaults = ValueBounds::default();
+    let values = ValueBounds {
+        ratio: o.value_ratio.unwrap_or(defaults.ratio),
+        floor: o.value_floor.unwrap_or(defaults.floor),
+        ceiling: o.value_ceiling.unwrap_or(defaults.ceiling),
+    };
+    values
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--value-ratio/--value-floor/--value-ceiling: {e}"))?;
+    Ok(values)
+}
+
+/// `--audit` and its settings (the modes were checked by [`Options::check_mode`]).
+fn audit(o: &Options, nodes: usize) -> anyhow::Result<Option<crate::audit::AuditSettings>> {
+    let settings_given =
+        o.audit_chunks.is_some() || o.audit_every.is_some() || o.audit_la_samples.is_some();
+    if !o.audit {
+        if settings_given {
+            bail!("--audit-chunks, --audit-every and --audit-la-samples need --audit");
+        }
+        return Ok(None);
+    }
+    if nodes < 2 {
+        bail!("--audit needs at least 2 nodes (an attacker and a victim)");
+    }
+    for (flag, zero) in [
+        ("--audit-chunks", o.audit_chunks == Some(0)),
+        ("--audit-every", o.audit_every == Some(0)),
+        ("--audit-la-samples", o.audit_la_samples == Some(0)),
+    ] {
+        if zero {
+            bail!("{flag} must be at least 1");
+        }
+    }
+    Ok(Some(crate::audit::AuditSettings {
+        chunks: o.audit_chunks.unwrap_or(DEFAULT_AUDIT_CHUNKS),
+        every: o.audit_every.unwrap_or(1),
+        la_samples: o
+            .audit_la_samples
+            .unwrap_or(models::privacy::linkability::DEFAULT_LA_MAX_PER_CANDIDATE),
+    }))
+}
+
+/// The process options (procs mode; [`Options::check_mode`] refused them in the others): the churn plan.
+fn processes(o: &Options) -> anyhow::Result<ChurnPlan> {
+    if o.capture && !(o.netns && o.observe_timing) {
+        bail!(
+            "--capture records packets inside the run's namespaces for the timing attack: use it with --netns and --observe-timing"
+        );
+    }
+    ChurnPlan::new(o.kill, o.restart_after, o.pause)
 }
 
 /// The checks of an r-regular overlay on N = nodes·k VNs (DESIGN §5).
@@ -774,7 +809,7 @@ mod tests {
     #[test]
     fn movielens_defaults_and_missing_data_hint() {
         let s = resolve(Options {
-            dataset: Some("movielens".into()),
+            dataset: Some(DatasetName::Movielens),
             data_dir: Some("/nonexistent/ml".into()),
             ..Default::default()
         })
@@ -793,7 +828,7 @@ mod tests {
     fn contradictions_are_refused() {
         assert!(
             resolve(Options {
-                dataset: Some("synthetic".into()),
+                dataset: Some(DatasetName::Synthetic),
                 data_dir: Some("x".into()),
                 ..Default::default()
             })
@@ -801,7 +836,7 @@ mod tests {
         );
         assert!(
             resolve(Options {
-                partition: Some("iid".into()),
+                partition: Some(Partition::Iid),
                 alpha: Some(0.5),
                 ..Default::default()
             })
@@ -809,21 +844,7 @@ mod tests {
         );
         assert!(
             resolve(Options {
-                partition: Some("user".into()),
-                ..Default::default()
-            })
-            .is_err()
-        );
-        assert!(
-            resolve(Options {
-                dataset: Some("imagenet".into()),
-                ..Default::default()
-            })
-            .is_err()
-        );
-        assert!(
-            resolve(Options {
-                model: Some("gpt".into()),
+                partition: Some(Partition::ByUser),
                 ..Default::default()
             })
             .is_err()

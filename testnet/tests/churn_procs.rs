@@ -31,9 +31,9 @@ fn run(
         rounds: Some(ROUNDS),
         local_epochs: Some(5),
         seed: Some(1),
-        kill: kill.map(str::to_string),
+        kill: kill.map(|k| k.parse().unwrap()),
         restart_after: restart,
-        pause: pause.map(str::to_string),
+        pause: pause.map(|p| p.parse().unwrap()),
         out: Some(out.to_path_buf()),
         plain: true,
         ..Default::default()

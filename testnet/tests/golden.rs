@@ -64,7 +64,7 @@ fn sim_synthetic_el_and_shatter_match_their_golden_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let mut o = sim_options(dir.path());
     o.vns = Some(vec![1, 3]);
-    o.model = Some("mlp:16".into());
+    o.model = Some("mlp:16".parse().unwrap());
     o.local_steps = Some(5);
     let report = testnet::run(&Settings::resolve(o).unwrap()).unwrap();
     assert!(!report.failed);
@@ -85,7 +85,7 @@ fn sim_movielens_matches_its_golden_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let mut o = sim_options(dir.path());
     o.vns = Some(vec![2]);
-    o.dataset = Some("movielens".into());
+    o.dataset = Some(testnet::cli::DatasetName::Movielens);
     o.data_dir = Some(data);
     o.local_steps = Some(10);
     let report = testnet::run(&Settings::resolve(o).unwrap()).unwrap();

@@ -32,7 +32,7 @@ fn options(mode: Mode, out: &Path, vns: Vec<usize>) -> Options {
         vns: Some(vns),
         degree: Some(2),
         rounds: Some(2),
-        model: Some("mlp:16".into()),
+        model: Some("mlp:16".parse().unwrap()),
         local_steps: Some(5),
         test_samples: Some(200),
         out: Some(out.to_path_buf()),
@@ -159,7 +159,7 @@ fn audited_sim(out: &Path, vns: Vec<usize>, partition: Option<&str>) -> Vec<serd
     let mut o = options(Mode::Sim, out, vns.clone());
     o.nodes = Some(4);
     o.audit = true;
-    o.partition = partition.map(str::to_string);
+    o.partition = partition.map(|p| p.parse().unwrap());
     let s = Settings::resolve(o).unwrap();
     let report = testnet::run(&s).unwrap();
     assert!(!report.failed);
@@ -487,9 +487,9 @@ fn sim_audit_infers_rated_items_for_matrix_factorisation() {
     let out = tempfile::tempdir().unwrap();
     let mut o = options(Mode::Sim, out.path(), vec![1, 4]);
     o.nodes = Some(4);
-    o.dataset = Some("movielens".into());
+    o.dataset = Some(testnet::cli::DatasetName::Movielens);
     o.data_dir = Some(data.path().to_path_buf());
-    o.model = Some("mf:8".into());
+    o.model = Some("mf:8".parse().unwrap());
     o.local_steps = None;
     o.local_epochs = Some(2);
     o.audit = true;
