@@ -335,7 +335,7 @@ pub struct Options {
     pub value_ceiling: Option<f32>,
 
     /// Overlay walks name no origin and their answers go back along the path, so that no message shows a
-    /// walk's first hop (costs overlay messages and, with short sub-steps, edges; see the README).
+    /// walk's first hop (costs overlay messages and, with short sub-steps, edges; see `docs/privacy-attacks.md`, "Walks that hide their origin").
     #[arg(long, help_heading = ADVERSARY)]
     #[serde(default, alias = "hide-walk-origin")]
     pub hide_walk_origin: bool,

@@ -9,7 +9,7 @@ use testnet::scenario::Settings;
 
 /// With `--features mimalloc`: mimalloc instead of glibc's malloc. Hundreds of Swarms in one process allocate
 /// and free small buffers from every worker thread, and glibc's free lists then cost over half the CPU; on
-/// small networks it only costs memory (README, "In-process scale").
+/// small networks it only costs memory (`results/round-speed/README.md`, "In-process scale").
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
