@@ -1,5 +1,18 @@
 //! The Shatter node: a permissioned libp2p host running one real node (RN) and its k virtual nodes (VNs).
 //!
+//! # The API
+//! - Run a node in your program: [`NodeBuilder`] → [`NodeHandle`] (status, stop) and a stream of
+//!   [`NodeEvent`]s; [`Timing`] for the protocol's timing; errors are [`NodeError`].
+//! - What an operator writes: [`config`] (`node run --config`), [`host_config`] (`node vn --config`),
+//!   [`peers`] (the peer list), [`keys`] (VN identities); VN hosts: [`VnHost`], [`RemoteVn`], [`HostedVn`].
+//! - What the learning runs: [`algo`] (one [`algo::Algorithm`] per algorithm, chosen by [`algo::AlgoSpec`]) and
+//!   [`learner`] (a node's model, data and training).
+//! - For research harnesses: [`observe`] (hooks that see models and copies), [`sim`] (the whole network on a
+//!   virtual clock), [`engine`] (the sans-IO round engine, for another driver), [`limits`] (open files).
+//!
+//! `net` (the libp2p shell) and `arrival_log` are public only for this project's own tests, benches and
+//! testnet; they are hidden from the docs and are not an API.
+//!
 //! # Layout
 //! - `config.rs`: the `node run --config FILE.toml` configuration.
 //! - `host_config.rs`: the `node vn --config FILE.toml` configuration (a VN host).
@@ -8,14 +21,14 @@
 //! - `id.rs`: [`VnAddr`], how VNs name each other on the wire.
 //! - `keys.rs`: VN key generation and loading.
 //! - `peers.rs`: the peer list file (permissioning and bootstrap).
-//! - `algo/`: [`algo::Algorithm`], one file per algorithm (`shatter.rs`, `el.rs`, `el_local.rs`, `dpsgd.rs`,
-//!   `chunking.rs`, `muffliato.rs`, `ghp.rs`) and `spec.rs` ([`algo::AlgoSpec`]: a name to an algorithm); the trait's doc
-//!   says how the others (PDMM) fit it.
-//! - `engine/`: the sans-IO round engine: `rn.rs` (real node, runs an `Algorithm`), `vn.rs` (virtual node,
-//!   holds a `sampling::Sampler`), `route.rs` (the one routing layer: `VnDriver`/`RnDriver`, implemented by
-//!   both drivers; the RN-never-learns-the-sender split), `metrics.rs`, `counters.rs`, `rate.rs` (per-peer
-//!   token buckets), `values.rs` (the range rule on received values), `dropout.rs` (Appendix E's model),
-//!   `behind.rs` (noticing the network is ahead: catch-up).
+//! - `algo/`: [`algo::Algorithm`] (and [`algo::PerEdge`] for algorithms with state on edges), one file per
+//!   algorithm (`shatter.rs`, `el.rs`, `el_local.rs`, `dpsgd.rs`, `chunking.rs`, `topk.rs`, `muffliato.rs`,
+//!   `ghp.rs`, `pdmm.rs`) and `spec.rs` ([`algo::AlgoSpec`]: a name to an algorithm).
+//! - `engine/`: the sans-IO round engine: `rn.rs` (real node, runs an `Algorithm`), `vn/` (virtual node: one
+//!   dispatcher over one file per concern, see its module doc), `route.rs` (the one routing layer:
+//!   `VnDriver`/`RnDriver`, implemented by both drivers; the RN-never-learns-the-sender split), `metrics.rs`,
+//!   `counters.rs`, `rate.rs` (per-peer token buckets), `values.rs` (the range rule on received values),
+//!   `dropout.rs` (Appendix E's model).
 //! - `limits.rs`: the open-files limit many VNs need.
 //! - `arrival_log.rs`: a network observer writing arrivals to a file (the timing attack on node processes).
 //! - `observe.rs`: [`observe::Observer`], hooks for research harnesses (privacy audits, the network
@@ -26,13 +39,15 @@
 //!   limits, and the bounds they give), and `vn_task.rs` (one task per VN driving its engine with its Swarm;
 //!   its `VnDriver`).
 //! - `runtime/`: the embedding API: `builder.rs` ([`NodeBuilder`]), `handle.rs` ([`NodeHandle`],
-//!   [`NodeStatus`]), `timing.rs` ([`Timing`]), `rn_task.rs` (the RN task; its `RnDriver`).
+//!   [`NodeStatus`]), `timing.rs` ([`Timing`]), `rn_task.rs` (the RN task; its `RnDriver`), `vn_setup.rs`
+//!   (building a VN, in-process or hosted), `vn_host.rs` and `remote_vn.rs` (VN hosts and their link).
 //! - `events.rs`: [`NodeEvent`], the event stream.
 //! - `main.rs`: the `node` binary (`keygen`, `peer-list`, `run`, `vn`, `psk`).
 
 pub mod algo;
+#[doc(hidden)]
 pub mod arrival_log;
-pub mod checkpoint;
+mod checkpoint;
 pub mod config;
 pub mod engine;
 mod error;
@@ -42,6 +57,7 @@ mod id;
 pub mod keys;
 pub mod learner;
 pub mod limits;
+#[doc(hidden)]
 pub mod net;
 pub mod observe;
 pub mod peers;

@@ -6,12 +6,12 @@
 //! [`VnEngine::poll_timeout`] (the router does it) and feeds `Tick` at that time.
 
 mod counters;
-pub mod dropout;
-pub mod metrics;
-pub mod rate;
-pub mod rn;
-pub mod route;
-pub mod values;
+pub(crate) mod dropout;
+mod metrics;
+pub(crate) mod rate;
+mod rn;
+mod route;
+mod values;
 pub mod vn;
 
 pub use metrics::RoundMetrics;

@@ -85,7 +85,8 @@ impl<I: Ord + Clone> PerPeer<I> {
         ok
     }
 
-    /// Peers currently tracked (for tests: always ≤ [`MAX_TRACKED_PEERS`]).
+    /// Peers currently tracked (always ≤ [`MAX_TRACKED_PEERS`]).
+    #[cfg(test)]
     pub fn tracked(&self) -> usize {
         self.buckets.len()
     }
