@@ -85,8 +85,6 @@ mod push;
 pub mod round_trips;
 mod send_schedule;
 mod static_graph;
-#[cfg(test)]
-mod tests;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -1279,3 +1277,6 @@ impl<I: VnIdentity> VnEngine<I> {
         self.sampler.check_invariants()
     }
 }
+
+#[cfg(test)]
+mod tests;
