@@ -223,6 +223,27 @@ fn no_import_circle_between_files_of_any_crate() {
     );
 }
 
+/// The VN role's rooms (`node/src/engine/vn/*.rs`) are driven by its dispatcher (`vn/mod.rs`) and never reach
+/// back into it: each owns its state and decides from what it is given, and the dispatcher composes them (as
+/// iroh-gossip's `Topic` composes its protocols). A room that needed the engine would be a second dispatcher.
+#[test]
+fn the_vn_rooms_do_not_reach_back_into_their_dispatcher() {
+    let node = import_graph("node");
+    let rooms: Vec<_> = node
+        .iter()
+        .filter(|(f, _)| {
+            f.starts_with("engine/vn/") && *f != "engine/vn/mod.rs" && !f.starts_with("engine/vn/tests/")
+        })
+        .collect();
+    assert!(rooms.len() >= 10, "the VN's rooms are found: {rooms:?}");
+    for (room, imports) in rooms {
+        assert!(
+            !imports.contains("engine/vn/mod.rs"),
+            "{room} imports the VN dispatcher: {imports:?}"
+        );
+    }
+}
+
 #[test]
 fn the_cycle_finder_finds_a_circle() {
     let g: BTreeMap<String, BTreeSet<String>> = [

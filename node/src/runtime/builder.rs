@@ -17,6 +17,7 @@ use super::metrics_file::MetricsFile;
 use super::remote_vn::RemoteVn;
 use super::rn_task::RnTask;
 use super::timing::Timing;
+use super::vn_setup::VnSetup;
 use crate::algo::AlgoSpec;
 use crate::engine::{RnEngine, ValueBounds};
 use crate::events::{EVENT_CAPACITY, EventSink, NodeEvent};
@@ -197,12 +198,106 @@ impl NodeBuilder {
     }
 
     /// Starts listening, joins the network and runs the rounds in the background. Must be called within a
-    /// tokio runtime.
-    pub async fn spawn(self) -> Result<(NodeHandle, mpsc::Receiver<NodeEvent>)> {
+    /// tokio runtime. In order: the configuration is checked, the model loaded (or restored from the last
+    /// checkpoint with `resume`), the round engine built — so that an algorithm the engine cannot run stops
+    /// the node before any Swarm binds — then the VNs start (in-process or hosted) and the RN task runs them.
+    pub async fn spawn(mut self) -> Result<(NodeHandle, mpsc::Receiver<NodeEvent>)> {
         // Start-up phases are logged with the time since this call (how long a restarted node takes to come
         // back: results/churn-procs); a measurement, not an input to any engine.
         #[allow(clippy::disallowed_methods)]
         let started = std::time::Instant::now();
+        let k = self.check()?;
+        let learner = self.load_learner(started).await?;
+        let (spec, algorithm) = self.algorithm(k, &learner)?;
+        let run = crate::checkpoint::RunIdentity {
+            node: self.index,
+            seed: self.learning.seed,
+            algorithm: spec.to_string(),
+            rounds: self.rounds,
+            num_params: learner.model.num_params(),
+        };
+        let checkpoints = self
+            .checkpoints
+            .take()
+            .map(crate::checkpoint::CheckpointDir::new);
+        let (learner, resumed) = self
+            .resume_from(checkpoints.as_ref(), &run, learner, started)
+            .await?;
+        let engine = self.engine(algorithm, resumed.as_ref())?;
+        let metrics_file = self.open_metrics_file(resumed.as_ref())?;
+        let view_board: Option<crate::checkpoint::ViewBoard> = checkpoints
+            .as_ref()
+            .map(|_| Arc::new(std::sync::Mutex::new(vec![Vec::new(); k])));
+
+        let (events, events_rx) = EventSink::new(EVENT_CAPACITY);
+        // The libp2p shell's clock: engines get `epoch.elapsed()` as their `now`.
+        #[allow(clippy::disallowed_methods)]
+        let epoch = Instant::now();
+        let (to_rn, from_vns) = mpsc::channel(TO_RN_CAPACITY);
+        let start = VnStart {
+            engine: &engine,
+            resumed_at: resumed
+                .as_ref()
+                .map(|m| engine.exchange(m.round + 1, 0).get()),
+            saved_views: saved_views(resumed.as_ref(), k),
+            view_board: view_board.clone(),
+            to_rn,
+            events: events.clone(),
+            epoch,
+        };
+        let vns = self.start_vns(start).await?;
+        tracing::info!(
+            secs = started.elapsed().as_secs_f64(),
+            vns = vns.addrs.len(),
+            "start-up: virtual nodes listening"
+        );
+        // The RN task supervises its VN tasks: one that ends before the node does is reported and the rounds
+        // go on without it (`RnInput::VnLost`), instead of the RN waiting for it for ever.
+        let mut vn_tasks = tokio::task::JoinSet::new();
+        let mut vn_aborts: Vec<_> = vns.tasks.into_iter().map(|t| vn_tasks.spawn(t.run())).collect();
+        vn_aborts.extend(vns.proxies.into_iter().map(|p| vn_tasks.spawn(p)));
+        let vn_ids = vn_aborts.iter().map(|a| a.id()).collect();
+
+        let (status_tx, status_rx) = watch::channel(NodeStatus::default());
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let rn = RnTask {
+            index: self.index,
+            engine,
+            learner: Some(learner),
+            vn_cmds: vns.commands,
+            vn_tasks,
+            vn_ids,
+            lost: Vec::new(),
+            from_vns,
+            events: events.clone(),
+            status: status_tx,
+            stop: stop_rx,
+            metrics_file,
+            checkpoints: checkpoints.map(|dir| super::rn_task::Checkpoints {
+                dir,
+                run,
+                views: view_board.expect("made with the directory"),
+            }),
+            epoch,
+            observer: self.observer.clone(),
+            warmup: Duration::from_millis(self.timing.warmup_ms),
+            prepare_lead: self.timing.prepare_lead(self.degree),
+            link_stats: vns.link_stats,
+        };
+        tokio::spawn(rn.run());
+        Ok((
+            NodeHandle {
+                status: status_rx,
+                stop: Arc::new(stop_tx),
+                addrs: Arc::new(vns.addrs),
+                vn_tasks: Arc::new(vn_aborts),
+            },
+            events_rx,
+        ))
+    }
+
+    /// Refuses a configuration no node could run; returns k, the node's number of VNs.
+    fn check(&self) -> Result<usize> {
         let k = match &self.remote {
             Some(_) if !self.keys.is_empty() => {
                 return Err(NodeError::Config(
@@ -240,35 +335,53 @@ impl NodeBuilder {
                 "resume needs a checkpoint directory".into(),
             ));
         }
-        let mut learner = match self.learner {
-            Some(l) => l,
-            None => {
-                let (learning, index) = (self.learning.clone(), self.index);
-                let l = tokio::task::spawn_blocking(move || -> Result<Learner> {
-                    let (split, parts) = learning.load()?;
-                    Ok(learning.learners(&split, &parts, [index])?.remove(0))
-                })
-                .await
-                .map_err(|e| NodeError::Config(format!("loading data panicked: {e}")))??;
-                tracing::info!(
-                    secs = started.elapsed().as_secs_f64(),
-                    "start-up: data loaded"
-                );
-                l
-            }
-        };
+        if !(0.0..=1.0).contains(&self.dropout) {
+            return Err(NodeError::Config(format!(
+                "dropout rate {} is not in [0, 1]",
+                self.dropout
+            )));
+        }
+        Ok(k)
+    }
+
+    /// The node's model and data: the one given, or this node's share of the learning config's data set
+    /// (loaded off the async runtime).
+    async fn load_learner(&mut self, started: std::time::Instant) -> Result<Learner> {
+        if let Some(l) = self.learner.take() {
+            return Ok(l);
+        }
+        let (learning, index) = (self.learning.clone(), self.index);
+        let l = tokio::task::spawn_blocking(move || -> Result<Learner> {
+            let (split, parts) = learning.load()?;
+            Ok(learning.learners(&split, &parts, [index])?.remove(0))
+        })
+        .await
+        .map_err(|e| NodeError::Config(format!("loading data panicked: {e}")))??;
+        tracing::info!(
+            secs = started.elapsed().as_secs_f64(),
+            "start-up: data loaded"
+        );
+        Ok(l)
+    }
+
+    /// The algorithm for k VNs (the builder's, or Shatter / EL by k) over the run's chunk partition.
+    fn algorithm(
+        &mut self,
+        k: usize,
+        learner: &Learner,
+    ) -> Result<(AlgoSpec, Box<dyn crate::algo::Algorithm>)> {
         let spec = self.algorithm.unwrap_or_else(|| AlgoSpec::from_vns(k));
         spec.check_vns(k)
             .map_err(|e| NodeError::Config(e.to_string()))?;
         let chunks = spec.chunks(k);
-        let partition = match self.partition {
-            Some(p) if p.k() == chunks && p.d() == learner.model.num_params() => p,
+        let d = learner.model.num_params();
+        let partition = match self.partition.take() {
+            Some(p) if p.k() == chunks && p.d() == d => p,
             Some(p) => {
                 return Err(NodeError::Config(format!(
-                    "partition has k = {}, d = {} but {spec} cuts {chunks} chunks of d = {}",
+                    "partition has k = {}, d = {} but {spec} cuts {chunks} chunks of d = {d}",
                     p.k(),
                     p.d(),
-                    learner.model.num_params()
                 )));
             }
             None => Arc::new(self.learning.chunk_partition(&learner.model, chunks)?),
@@ -276,12 +389,42 @@ impl NodeBuilder {
         let algorithm = spec
             .build(partition, self.learning.seed, self.index as u64)
             .map_err(|e| NodeError::Config(e.to_string()))?;
-        if !(0.0..=1.0).contains(&self.dropout) {
-            return Err(NodeError::Config(format!(
-                "dropout rate {} is not in [0, 1]",
-                self.dropout
-            )));
-        }
+        Ok((spec, algorithm))
+    }
+
+    /// With `resume`, the last checkpoint of this run (checked against `run`) restored into `learner`.
+    async fn resume_from(
+        &self,
+        checkpoints: Option<&crate::checkpoint::CheckpointDir>,
+        run: &crate::checkpoint::RunIdentity,
+        learner: Learner,
+        started: std::time::Instant,
+    ) -> Result<(Learner, Option<crate::checkpoint::CheckpointMeta>)> {
+        let Some(dir) = checkpoints.filter(|_| self.resume) else {
+            return Ok((learner, None));
+        };
+        let Some(meta) = dir.latest()? else {
+            tracing::info!(dir = %dir.path().display(), "no checkpoint to resume from: starting at round 0");
+            return Ok((learner, None));
+        };
+        meta.check(run)?;
+        let (dir2, meta2, mut l) = (dir.clone(), meta.clone(), learner);
+        let learner = tokio::task::spawn_blocking(move || -> Result<Learner> {
+            dir2.restore(&meta2, &mut l)?;
+            Ok(l)
+        })
+        .await
+        .map_err(|e| NodeError::Config(format!("restoring panicked: {e}")))??;
+        tracing::info!(round = %meta.round, dir = %dir.path().display(), secs = started.elapsed().as_secs_f64(), "resuming from a checkpoint");
+        Ok((learner, Some(meta)))
+    }
+
+    /// The round engine: the algorithm, this node's dropout schedule, and the round it starts at.
+    fn engine(
+        &self,
+        algorithm: Box<dyn crate::algo::Algorithm>,
+        resumed: Option<&crate::checkpoint::CheckpointMeta>,
+    ) -> Result<RnEngine> {
         let schedule = crate::engine::dropout::participation(
             self.dropout,
             self.rounds,
@@ -292,56 +435,80 @@ impl NodeBuilder {
         let first_idle = 2
             * Duration::from_millis(self.timing.substep_ms)
             * sampling::OverlayConfig::new(self.degree, Duration::from_millis(1)).substeps;
-        let run = crate::checkpoint::RunIdentity {
-            node: self.index,
-            seed: self.learning.seed,
-            algorithm: spec.to_string(),
-            rounds: self.rounds,
-            num_params: learner.model.num_params(),
-        };
-        let checkpoints = self.checkpoints.map(crate::checkpoint::CheckpointDir::new);
-        let resumed = match (&checkpoints, self.resume) {
-            (Some(dir), true) => match dir.latest()? {
-                Some(meta) => {
-                    meta.check(&run)?;
-                    let (dir2, mut l) = (dir.clone(), learner);
-                    let meta2 = meta.clone();
-                    learner = tokio::task::spawn_blocking(move || -> Result<Learner> {
-                        dir2.restore(&meta2, &mut l)?;
-                        Ok(l)
-                    })
-                    .await
-                    .map_err(|e| NodeError::Config(format!("restoring panicked: {e}")))??;
-                    tracing::info!(round = %meta.round, dir = %dir.path().display(), secs = started.elapsed().as_secs_f64(), "resuming from a checkpoint");
-                    Some(meta)
-                }
-                None => {
-                    tracing::info!(dir = %dir.path().display(), "no checkpoint to resume from: starting at round 0");
-                    None
-                }
-            },
-            _ => None,
-        };
-        // Built before any Swarm binds: an algorithm the engine cannot run stops the node here.
         let engine = RnEngine::new(algorithm, self.rounds)?
             .with_participation(schedule, first_idle)
-            .starting_at(
-                resumed
-                    .as_ref()
-                    .map_or(protocol::Round::ZERO, |m| m.round + 1),
-            );
-        let chunk_lens = engine.chunk_lens();
-        let largest = chunk_lens.iter().copied().max().unwrap_or(0);
+            .starting_at(resumed.map_or(protocol::Round::ZERO, |m| m.round + 1));
+        let largest = engine.chunk_lens().iter().copied().max().unwrap_or(0);
         if largest > protocol::chunk::MAX_CHUNK_VALUES {
             return Err(NodeError::Config(format!(
                 "a chunk of {largest} values exceeds the protocol's {} (use more virtual nodes)",
                 protocol::chunk::MAX_CHUNK_VALUES
             )));
         }
-        let timeouts = Timeouts {
+        Ok(engine)
+    }
+
+    /// The metrics file, if one is configured; a resumed node's checkpoint round gets its line if the crash
+    /// came before it was written.
+    fn open_metrics_file(
+        &self,
+        resumed: Option<&crate::checkpoint::CheckpointMeta>,
+    ) -> Result<Option<MetricsFile>> {
+        let Some(p) = &self.metrics_path else {
+            return Ok(None);
+        };
+        let mut f = MetricsFile::open(p)?;
+        if let Some(meta) = resumed
+            && f.last_round(self.index)?.is_none_or(|r| r < meta.round)
+        {
+            f.append(self.index, &meta.metrics)?;
+        }
+        Ok(Some(f))
+    }
+
+    /// The timeouts the node's VNs use (the handshake's from the timing).
+    fn timeouts(&self) -> Timeouts {
+        Timeouts {
             handshake: Duration::from_millis(self.timing.handshake_timeout_ms),
             ..self.timeouts
-        };
+        }
+    }
+
+    /// What every VN of this node needs from its run: in-process VNs are built from it here, hosted ones
+    /// (`node vn`) from the same setup sent over the link.
+    fn vn_setup(&self, vn: PeerId, engine: &RnEngine, own: &[String], resumed_at: Option<u64>) -> VnSetup {
+        let timeouts = self.timeouts();
+        VnSetup {
+            vn: vn.to_string(),
+            degree: self.degree,
+            timing: self.timing.clone(),
+            exchanges: engine.exchanges(),
+            chunk_lens: engine.chunk_lens(),
+            graph: engine.graph(),
+            // The VNs stay out of the overlays of the rounds the node sits out.
+            skip: engine.skipped_exchanges().iter().map(|r| r.get()).collect(),
+            per_edge: engine.per_edge(),
+            values: self.value_bounds,
+            seed: self.learning.seed,
+            chunk_request_ms: timeouts.chunk_request.as_millis() as u64,
+            control_request_ms: timeouts.control_request.as_millis() as u64,
+            idle_connection_ms: timeouts.idle_connection.as_millis() as u64,
+            own: own.to_vec(),
+            resumed_at,
+        }
+    }
+
+    /// Binds the node's own VNs and starts its hosted ones (over the link).
+    async fn start_vns(&mut self, start: VnStart<'_>) -> Result<StartedVns> {
+        let VnStart {
+            engine,
+            resumed_at,
+            mut saved_views,
+            view_board,
+            to_rn,
+            events,
+            epoch,
+        } = start;
         // Catch-up probes ask listed peers other than this node's own VNs (those are exactly as far behind);
         // a resumed node counts the round it resumes at as its own from the start and probes as it joins.
         let own: Vec<String> = match &self.remote {
@@ -352,67 +519,10 @@ impl NodeBuilder {
                 .map(|k| k.public().to_peer_id().to_string())
                 .collect(),
         };
-        let resumed_at = resumed
-            .as_ref()
-            .map(|m| engine.exchange(m.round + 1, 0).get());
-        // What every VN of this node needs from its run: in-process VNs are built from it here, hosted ones
-        // (`node vn`) from the same setup sent over the link.
-        let setup_for = |vn: PeerId| super::vn_setup::VnSetup {
-            vn: vn.to_string(),
-            degree: self.degree,
-            timing: self.timing.clone(),
-            exchanges: engine.exchanges(),
-            chunk_lens: chunk_lens.clone(),
-            graph: engine.graph(),
-            // The VNs stay out of the overlays of the rounds the node sits out.
-            skip: engine.skipped_exchanges().iter().map(|r| r.get()).collect(),
-            per_edge: engine.per_edge(),
-            values: self.value_bounds,
-            seed: self.learning.seed,
-            chunk_request_ms: timeouts.chunk_request.as_millis() as u64,
-            control_request_ms: timeouts.control_request.as_millis() as u64,
-            idle_connection_ms: timeouts.idle_connection.as_millis() as u64,
-            own: own.clone(),
-            resumed_at,
-        };
-        let metrics_file = match &self.metrics_path {
-            Some(p) => {
-                let mut f = MetricsFile::open(p)?;
-                // The checkpoint's round gets its line if the crash came before it was written.
-                if let Some(meta) = &resumed
-                    && f.last_round(self.index)?.is_none_or(|r| r < meta.round)
-                {
-                    f.append(self.index, &meta.metrics)?;
-                }
-                Some(f)
-            }
-            None => None,
-        };
-        let view_board: Option<crate::checkpoint::ViewBoard> = checkpoints
-            .as_ref()
-            .map(|_| Arc::new(std::sync::Mutex::new(vec![Vec::new(); k])));
-        let mut saved_views: Vec<Vec<protocol::control::ViewEntry<VnAddr>>> = resumed
-            .as_ref()
-            .map(|m| {
-                m.views
-                    .iter()
-                    .map(|v| v.iter().filter_map(|e| e.restore()).collect())
-                    .collect()
-            })
-            .unwrap_or_default();
-        saved_views.resize(k, Vec::new());
-
-        let (events, events_rx) = EventSink::new(EVENT_CAPACITY);
-        let peers = Arc::new(self.peers);
-        // The libp2p shell's clock: engines get `epoch.elapsed()` as their `now`.
-        #[allow(clippy::disallowed_methods)]
-        let epoch = Instant::now();
-        let (to_rn, from_vns) = mpsc::channel(TO_RN_CAPACITY);
-        let mut vn_cmds = Vec::with_capacity(k);
-        let mut addrs = Vec::with_capacity(k);
-        let mut tasks = Vec::with_capacity(k);
-        for (s, key) in self.keys.into_iter().enumerate() {
-            let setup = setup_for(key.public().to_peer_id());
+        let peers = Arc::new(std::mem::take(&mut self.peers));
+        let mut vns = StartedVns::default();
+        for (s, key) in std::mem::take(&mut self.keys).into_iter().enumerate() {
+            let setup = self.vn_setup(key.public().to_peer_id(), engine, &own, resumed_at);
             let (task, tx, me) = setup
                 .build(super::vn_setup::VnPlace {
                     key,
@@ -430,77 +540,72 @@ impl NodeBuilder {
                     view_board: view_board.clone(),
                 })
                 .await?;
-            vn_cmds.push(tx);
-            tasks.push(task);
-            addrs.push(me);
+            vns.commands.push(tx);
+            vns.tasks.push(task);
+            vns.addrs.push(me);
         }
-        let mut proxies = Vec::new();
-        let mut link_stats = None;
-        if let Some((link_key, remotes)) = self.remote {
-            let setups = remotes.iter().map(|r| setup_for(r.peer)).collect();
+        if let Some((link_key, remotes)) = self.remote.take() {
+            let setups = remotes
+                .iter()
+                .map(|r| self.vn_setup(r.peer, engine, &own, resumed_at))
+                .collect();
             let (started, stats) = super::remote_vn::start(
                 link_key,
                 &remotes,
                 setups,
-                timeouts.handshake,
-                to_rn.clone(),
+                self.timeouts().handshake,
+                to_rn,
             )
             .await?;
-            link_stats = Some(stats);
+            vns.link_stats = Some(stats);
             for p in started {
-                vn_cmds.push(p.commands);
-                addrs.push(p.addr);
-                proxies.push(p.task);
+                vns.commands.push(p.commands);
+                vns.addrs.push(p.addr);
+                vns.proxies.push(p.task);
             }
         }
-        drop(to_rn);
-        tracing::info!(
-            secs = started.elapsed().as_secs_f64(),
-            vns = addrs.len(),
-            "start-up: virtual nodes listening"
-        );
-        // The RN task supervises its VN tasks: one that ends before the node does is reported and the rounds
-        // go on without it (`RnInput::VnLost`), instead of the RN waiting for it for ever.
-        let mut vn_tasks = tokio::task::JoinSet::new();
-        let mut vn_aborts: Vec<_> = tasks.into_iter().map(|t| vn_tasks.spawn(t.run())).collect();
-        vn_aborts.extend(proxies.into_iter().map(|p| vn_tasks.spawn(p)));
-        let vn_ids = vn_aborts.iter().map(|a| a.id()).collect();
-
-        let (status_tx, status_rx) = watch::channel(NodeStatus::default());
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let rn = RnTask {
-            index: self.index,
-            engine,
-            learner: Some(learner),
-            vn_cmds,
-            vn_tasks,
-            vn_ids,
-            lost: Vec::new(),
-            from_vns,
-            events: events.clone(),
-            status: status_tx,
-            stop: stop_rx,
-            metrics_file,
-            checkpoints: checkpoints.map(|dir| super::rn_task::Checkpoints {
-                dir,
-                run,
-                views: view_board.expect("made with the directory"),
-            }),
-            epoch,
-            observer: self.observer.clone(),
-            warmup: Duration::from_millis(self.timing.warmup_ms),
-            prepare_lead: self.timing.prepare_lead(self.degree),
-            link_stats,
-        };
-        tokio::spawn(rn.run());
-        Ok((
-            NodeHandle {
-                status: status_rx,
-                stop: Arc::new(stop_tx),
-                addrs: Arc::new(addrs),
-                vn_tasks: Arc::new(vn_aborts),
-            },
-            events_rx,
-        ))
+        Ok(vns)
     }
+}
+
+/// What [`NodeBuilder::start_vns`] needs from the rest of start-up.
+struct VnStart<'a> {
+    engine: &'a RnEngine,
+    /// The exchange a resumed node starts at: its VNs count it as their own and probe as they join.
+    resumed_at: Option<u64>,
+    /// Each VN's Cyclon view from the checkpoint resumed from (empty otherwise).
+    saved_views: Vec<Vec<protocol::control::ViewEntry<VnAddr>>>,
+    view_board: Option<crate::checkpoint::ViewBoard>,
+    to_rn: mpsc::Sender<(usize, protocol::rnvn::FromVirtualNode)>,
+    events: EventSink,
+    epoch: Instant,
+}
+
+/// The node's VNs once started: in-process tasks, proxies of hosted VNs, their command channels and
+/// addresses (in VN order), and the link's statistics if any VN is hosted.
+#[derive(Default)]
+struct StartedVns {
+    commands: Vec<mpsc::Sender<protocol::rnvn::ToVirtualNode>>,
+    addrs: Vec<VnAddr>,
+    tasks: Vec<crate::net::vn_task::VnTask>,
+    proxies: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    link_stats: Option<Arc<crate::net::link::LinkStats>>,
+}
+
+/// Each VN's saved Cyclon view from the checkpoint `resumed` from, k of them (empty without one).
+fn saved_views(
+    resumed: Option<&crate::checkpoint::CheckpointMeta>,
+    k: usize,
+) -> Vec<Vec<protocol::control::ViewEntry<VnAddr>>> {
+    let mut views: Vec<Vec<_>> = resumed
+        .map(|m| {
+            m.views
+                .iter()
+                .map(|v| v.iter().filter_map(|e| e.restore()).collect())
+                .collect()
+        })
+        .unwrap_or_default();
+    views.resize(k, Vec::new());
+    views
+}
 }
