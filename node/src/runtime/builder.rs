@@ -208,7 +208,7 @@ impl NodeBuilder {
         let started = std::time::Instant::now();
         let k = self.check()?;
         let learner = self.load_learner(started).await?;
-        let (spec, algorithm) = self.algorithm(k, &learner)?;
+        let (spec, algorithm) = self.build_algorithm(k, &learner)?;
         let run = crate::checkpoint::RunIdentity {
             node: self.index,
             seed: self.learning.seed,
@@ -254,7 +254,11 @@ impl NodeBuilder {
         // The RN task supervises its VN tasks: one that ends before the node does is reported and the rounds
         // go on without it (`RnInput::VnLost`), instead of the RN waiting for it for ever.
         let mut vn_tasks = tokio::task::JoinSet::new();
-        let mut vn_aborts: Vec<_> = vns.tasks.into_iter().map(|t| vn_tasks.spawn(t.run())).collect();
+        let mut vn_aborts: Vec<_> = vns
+            .tasks
+            .into_iter()
+            .map(|t| vn_tasks.spawn(t.run()))
+            .collect();
         vn_aborts.extend(vns.proxies.into_iter().map(|p| vn_tasks.spawn(p)));
         let vn_ids = vn_aborts.iter().map(|a| a.id()).collect();
 
@@ -365,7 +369,7 @@ impl NodeBuilder {
     }
 
     /// The algorithm for k VNs (the builder's, or Shatter / EL by k) over the run's chunk partition.
-    fn algorithm(
+    fn build_algorithm(
         &mut self,
         k: usize,
         learner: &Learner,
@@ -467,7 +471,7 @@ impl NodeBuilder {
     }
 
     /// The timeouts the node's VNs use (the handshake's from the timing).
-    fn timeouts(&self) -> Timeouts {
+    fn vn_timeouts(&self) -> Timeouts {
         Timeouts {
             handshake: Duration::from_millis(self.timing.handshake_timeout_ms),
             ..self.timeouts
@@ -476,8 +480,14 @@ impl NodeBuilder {
 
     /// What every VN of this node needs from its run: in-process VNs are built from it here, hosted ones
     /// (`node vn`) from the same setup sent over the link.
-    fn vn_setup(&self, vn: PeerId, engine: &RnEngine, own: &[String], resumed_at: Option<u64>) -> VnSetup {
-        let timeouts = self.timeouts();
+    fn vn_setup(
+        &self,
+        vn: PeerId,
+        engine: &RnEngine,
+        own: &[String],
+        resumed_at: Option<u64>,
+    ) -> VnSetup {
+        let timeouts = self.vn_timeouts();
         VnSetup {
             vn: vn.to_string(),
             degree: self.degree,
@@ -553,7 +563,7 @@ impl NodeBuilder {
                 link_key,
                 &remotes,
                 setups,
-                self.timeouts().handshake,
+                self.vn_timeouts().handshake,
                 to_rn,
             )
             .await?;
@@ -607,5 +617,4 @@ fn saved_views(
         .unwrap_or_default();
     views.resize(k, Vec::new());
     views
-}
 }
