@@ -338,6 +338,8 @@ impl VnTask {
         }
     }
 
+    /// Turns one Swarm event into engine input, by what it concerns: chunk requests, round queries, what
+    /// identify learnt, connections.
     fn on_swarm_event(
         &mut self,
         ev: SwarmEvent<VnBehaviourEvent>,
@@ -345,13 +347,40 @@ impl VnTask {
         next_token: &mut u64,
         addrs: &mut HashMap<PeerId, Multiaddr>,
     ) -> Option<VnInput<VnAddr>> {
+        match ev {
+            SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(e)) => {
+                self.on_chunk_request(e, channels, next_token, addrs)
+            }
+            SwarmEvent::Behaviour(VnBehaviourEvent::Round(e)) => {
+                self.on_round_query(e, next_token, addrs)
+            }
+            SwarmEvent::Behaviour(VnBehaviourEvent::Identify(identify::Event::Received {
+                peer_id,
+                info,
+                ..
+            })) => {
+                if self.peers.is_allowed(&peer_id)
+                    && let Some(a) = info.listen_addrs.first()
+                {
+                    addrs.entry(peer_id).or_insert_with(|| a.clone());
+                }
+                None
+            }
+            other => self.on_connection_event(other, addrs),
+        }
+    }
+
+    /// A chunk sent as a request (after its streams were refused), its answer, or its failure.
+    fn on_chunk_request(
+        &mut self,
+        ev: request_response::Event<Arc<Vec<u8>>, Vec<u8>>,
+        channels: &mut Channels,
+        next_token: &mut u64,
+        addrs: &mut HashMap<PeerId, Multiaddr>,
+    ) -> Option<VnInput<VnAddr>> {
         use request_response::{Event, Message};
         match ev {
-            SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(Event::Message {
-                peer,
-                message,
-                ..
-            })) => match message {
+            Event::Message { peer, message, .. } => match message {
                 Message::Request {
                     request, channel, ..
                 } => {
@@ -381,12 +410,12 @@ impl VnTask {
                     })
                 }
             },
-            SwarmEvent::Behaviour(VnBehaviourEvent::Chunk(Event::OutboundFailure {
+            Event::OutboundFailure {
                 peer,
                 request_id,
                 error,
                 ..
-            })) => {
+            } => {
                 self.chunk_requests.remove(&request_id)?;
                 tracing::debug!(vn = self.index, %peer, %error, "chunk not delivered");
                 let to = Self::addr_of(peer, addrs);
@@ -397,11 +426,20 @@ impl VnTask {
                     _ => VnInput::SendFailed { to },
                 })
             }
-            SwarmEvent::Behaviour(VnBehaviourEvent::Round(Event::Message {
-                peer,
-                message,
-                ..
-            })) => match message {
+            _ => None,
+        }
+    }
+
+    /// A peer asks which exchange we are at, answers our probe, or failed to.
+    fn on_round_query(
+        &mut self,
+        ev: request_response::Event<Vec<u8>, Vec<u8>>,
+        next_token: &mut u64,
+        addrs: &mut HashMap<PeerId, Multiaddr>,
+    ) -> Option<VnInput<VnAddr>> {
+        use request_response::{Event, Message};
+        match ev {
+            Event::Message { peer, message, .. } => match message {
                 Message::Request {
                     request, channel, ..
                 } => {
@@ -421,16 +459,24 @@ impl VnTask {
                     bytes: response,
                 }),
             },
-            SwarmEvent::Behaviour(VnBehaviourEvent::Round(Event::OutboundFailure {
-                peer,
-                error,
-                ..
-            })) => {
+            Event::OutboundFailure { peer, error, .. } => {
                 tracing::debug!(vn = self.index, %peer, %error, "round query not answered");
                 Some(VnInput::RoundQueryFailed {
                     to: Self::addr_of(peer, addrs),
                 })
             }
+            _ => None,
+        }
+    }
+
+    /// Connections: a listed peer's lost connection is dialled again at once (and gone if that fails), an
+    /// unlisted one is reported, failures are logged and reported to the embedder.
+    fn on_connection_event(
+        &mut self,
+        ev: SwarmEvent<VnBehaviourEvent>,
+        addrs: &mut HashMap<PeerId, Multiaddr>,
+    ) -> Option<VnInput<VnAddr>> {
+        match ev {
             SwarmEvent::ConnectionClosed {
                 peer_id,
                 num_established: 0,
@@ -469,18 +515,6 @@ impl VnTask {
                         &local_addr.to_string(),
                         &send_back_addr.to_string(),
                     );
-                }
-                None
-            }
-            SwarmEvent::Behaviour(VnBehaviourEvent::Identify(identify::Event::Received {
-                peer_id,
-                info,
-                ..
-            })) => {
-                if self.peers.is_allowed(&peer_id)
-                    && let Some(a) = info.listen_addrs.first()
-                {
-                    addrs.entry(peer_id).or_insert_with(|| a.clone());
                 }
                 None
             }
