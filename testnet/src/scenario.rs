@@ -34,9 +34,10 @@ pub const DEFAULT_AUDIT_CHUNKS: usize = 8;
 /// 100 ms overlay sub-steps.
 pub const AUTO_LOOPBACK_MAX_VNS: usize = 64;
 
-/// Above this many VNs `--timing auto` picks the crowded timing (`node::Timing::crowded`): at 512 VNs on two
-/// cores the LAN timing's overlay formed 2.9-3.6 of 8 neighbours, the crowded one 7.9 within 3 GiB (`results/round-speed/README.md`,
-/// "In-process scale"). Networks of 65 to 256 VNs keep the LAN timing; they were not measured with the crowded one.
+/// Above this many VNs `--timing auto` picks the crowded timing (`node::Timing::crowded`): at 512 VNs on two cores
+/// the LAN timing's overlay formed 2.9-3.6 of 8 neighbours, the crowded one 7.9 within 3 GiB
+/// (`results/round-speed/README.md`, "In-process scale"). Networks of 65 to 256 VNs keep the LAN timing; they were
+/// not measured with the crowded one.
 pub const AUTO_LAN_MAX_VNS: usize = 256;
 
 /// One run of the network: one algorithm with one value of k.

@@ -37,10 +37,10 @@ pub struct ValueBounds {
 }
 
 impl Default for ValueBounds {
-    /// Generous enough never to refuse an honest run: honest chunks differ from a VN's own by a few times
-    /// at most (measured, largest received |v| over own largest |v|: 1.07 in the default sim, 4.1 in a
-    /// MovieLens sim with its per-user partition; `docs/operator-guide.md`, faulty values), so ×1000 leaves a margin of 240×; the models here
-    /// have |θ| of a few units (floor 1000) and nothing near 10⁶ (ceiling). The poison (1e20 …
+    /// Generous enough never to refuse an honest run: honest chunks differ from a VN's own by a few times at most
+    /// (measured, largest received |v| over own largest |v|: 1.07 in the default sim, 4.1 in a MovieLens sim with
+    /// its per-user partition; `docs/operator-guide.md`, faulty values), so ×1000 leaves a margin of 240×; the
+    /// models here have |θ| of a few units (floor 1000) and nothing near 10⁶ (ceiling). The poison (1e20 …
     /// f32::MAX) is refused at once.
     fn default() -> Self {
         Self {

@@ -41,10 +41,10 @@ pub struct Timing {
     /// Learn the pace from when neighbours' chunks come ([`SendPace::Auto`]); `send_pace_ms` is then
     /// its floor.
     pub send_pace_auto: bool,
-    /// Start overlay walks that name no origin, their answers relayed back along the path, so that no
-    /// message shows its first hop (`sampling::OverlayConfig::hide_origin`; issue 13). It costs answers as
-    /// many hops as the walk took: about 1.4-1.8× the overlay messages, and more VNs short of r edges unless
-    /// sub-steps are several round trips long (`docs/privacy-attacks.md`, "Walks that hide their origin", has the figures).
+    /// Start overlay walks that name no origin, their answers relayed back along the path, so that no message shows
+    /// its first hop (`sampling::OverlayConfig::hide_origin`; issue 13). It costs answers as many hops as the walk
+    /// took: about 1.4-1.8× the overlay messages, and more VNs short of r edges unless sub-steps are several round
+    /// trips long (`docs/privacy-attacks.md`, "Walks that hide their origin", has the figures).
     pub hide_walk_origin: bool,
     /// Gossip before round 0, so views are mixed (and peers are up) when the first overlay is built.
     pub warmup_ms: u64,
@@ -130,11 +130,11 @@ impl Timing {
     /// above 256 VNs): the LAN timing with 400 ms sub-steps, one round negotiated ahead instead of four, a
     /// Cyclon shuffle every 20 s that swaps one view entry instead of eight every second, and a 20 s warm-up.
     ///
-    /// Why, measured with 512 VNs in one process on two cores (`testnet --nodes 64 --vns 8 --degree 8
-    /// --rounds 5 --transport memory`, `results/round-speed/README.md`, "In-process scale"): the cores and the memory go to
-    /// connections, a noise handshake and about 110 KB (both ends) for each pair of VNs that ever spoke. With
-    /// the LAN timing 48,000 connections were open by the end of round 0 (every VN negotiated rounds 0 to 4
-    /// at once, with no connection yet), and the overlay formed 0.2-0.6 of 8 neighbours in round 0 and
+    /// Why, measured with 512 VNs in one process on two cores (`testnet --nodes 64 --vns 8 --degree 8 --rounds 5
+    /// --transport memory`, `results/round-speed/README.md`, "In-process scale"): the cores and the memory go to
+    /// connections, a noise handshake and about 110 KB (both ends) for each pair of VNs that ever spoke. With the
+    /// LAN timing 48,000 connections were open by the end of round 0 (every VN negotiated rounds 0 to 4 at once,
+    /// with no connection yet), and the overlay formed 0.2-0.6 of 8 neighbours in round 0 and
     /// 2.9-3.6 over five rounds. One round ahead lets the sub-steps, paced by the round trips each VN
     /// measures, stretch with the load instead of five negotiations running past it; the 20 s warm-up (its
     /// dials and round 0's negotiation, `prepare_lead`: 10 s) and the 400 ms sub-steps do the same for round

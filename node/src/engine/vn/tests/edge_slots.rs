@@ -1,4 +1,5 @@
-//! Per-edge exchanges: frames to their slots, copies back by slot, late deliveries, dropped edges that keep their slot.
+//! Per-edge exchanges: frames to their slots, copies back by slot, late deliveries, dropped edges that keep their
+//! slot.
 
 use super::*;
 

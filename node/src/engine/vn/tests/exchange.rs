@@ -1,4 +1,5 @@
-//! An exchange's end: held while the network is well behind, not held with its partners in, not waiting for a gone neighbour.
+//! An exchange's end: held while the network is well behind, not held with its partners in, not waiting for a gone
+//! neighbour.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! What a VN refuses from peers, and how it counts it: bad frames, floods, values out of range, stale rounds, malformed control.
+//! What a VN refuses from peers, and how it counts it: bad frames, floods, values out of range, stale rounds,
+//! malformed control.
 
 use super::*;
 
