@@ -24,15 +24,16 @@
 //!    Chunks that arrive before the round is frozen wait (bounded) until the freeze decides.
 //!    A refusal for `NotNeighbour` tells the sender the edge is half-open; it stops counting it.
 //!
-//! # Per-edge exchanges (PDMM's Δz, one frame per neighbour) Instead of `Exchange(frame)` the RN sends
-//! `PerEdge(t)`. Once the overlay of t is frozen the VN answers `Edges { t, slots }`: its **edge slots**, the
-//! sorted neighbour list fixed at the freeze — with a static graph ([`Graph::Static`]) the graph of exchange 0, so
-//! slot i is the same neighbour in every exchange of the run. The RN computes one frame per slot and sends
-//! `PerEdgeFrames`; the VN sends frame i to the neighbour in slot i. A VN whose [`VnConfig::edge_slots`] is set
-//! hands every accepted copy over as `ReceivedOnEdge { slot, frame }`, so the RN can keep per-edge state without
-//! learning any identity (a slot is a position, not a peer). At the end of a per-edge exchange the VN reports, per
-//! slot, whether the neighbour accepted our frame (`DeliveredOnEdges`, just before `Done`), so that both ends of an
-//! edge can agree on whether the exchange happened on it.
+//! # Per-edge exchanges (PDMM's Δz, one frame per neighbour)
+//! Instead of `Exchange(frame)` the RN sends `PerEdge(t)`. Once the overlay of t is frozen the VN answers
+//! `Edges { t, slots }`: its **edge slots**, the sorted neighbour list fixed at the freeze — with a static
+//! graph ([`Graph::Static`]) the graph of exchange 0, so slot i is the same neighbour in every exchange of the
+//! run. The RN computes one frame per slot and sends `PerEdgeFrames`; the VN sends frame i to the neighbour in
+//! slot i. A VN whose [`VnConfig::edge_slots`] is set hands every accepted copy over as `ReceivedOnEdge { slot,
+//! frame }`, so the RN can keep per-edge state without learning any identity (a slot is a position, not a
+//! peer). At the end of a per-edge exchange the VN reports, per slot, whether the neighbour accepted our frame
+//! (`DeliveredOnEdges`, just before `Done`), so that both ends of an edge can agree on whether the exchange
+//! happened on it.
 //!
 //! # Churn (issue 15)
 //! A peer whose connection closed and could not be dialled again is reported by the shell as
