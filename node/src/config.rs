@@ -186,184 +186,38 @@ impl NodeConfig {
                 .unwrap_or_else(|| "toml".into());
             NodeError::file(path, field, e.message())
         })?;
-        let rel = |p: &Path| relative_to(path, p);
-        let err = |field: &str, msg: String| NodeError::file(path, field, msg);
-        if raw.vns == 0 {
-            return Err(err("vns", "must be at least 1".into()));
-        }
-        raw.values.validate().map_err(|e| err("values", e))?;
-        raw.timing.validate().map_err(|e| err("timing", e))?;
-        if !(0.0..=1.0).contains(&raw.dropout) {
-            return Err(err(
-                "dropout",
-                format!("{} is not a rate in [0, 1]", raw.dropout),
-            ));
-        }
-        if raw.degree == 0 {
-            return Err(err("degree", "must be at least 1".into()));
-        }
-        if raw.rounds == 0 {
-            return Err(err("rounds", "must be at least 1".into()));
-        }
-        let addrs = |field: &str, v: &[String]| -> Result<Vec<Multiaddr>> {
-            v.iter()
-                .enumerate()
-                .map(|(i, a)| {
-                    a.parse().map_err(|e| {
-                        err(
-                            &format!("{field}[{i}]"),
-                            format!("'{a}' is not a multiaddr: {e}"),
-                        )
-                    })
-                })
-                .collect()
-        };
-        let hosted = match &raw.hosted {
-            None => None,
-            Some(h) => {
-                if h.vns.len() != raw.vns {
-                    return Err(err(
-                        "hosted.vns",
-                        format!("{} hosted VNs for vns = {}", h.vns.len(), raw.vns),
-                    ));
-                }
-                let vns = h
-                    .vns
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| {
-                        let host: Multiaddr = v.host.parse().map_err(|e| {
-                            err(
-                                &format!("hosted.vns[{i}].host"),
-                                format!("'{}' is not a multiaddr: {e}", v.host),
-                            )
-                        })?;
-                        let peer = v.peer.parse().map_err(|e| {
-                            err(
-                                &format!("hosted.vns[{i}].peer"),
-                                format!("'{}' is not a PeerId: {e}", v.peer),
-                            )
-                        })?;
-                        let r = RemoteVn { host, peer };
-                        r.host_peer()
-                            .map_err(|e| err(&format!("hosted.vns[{i}].host"), e.to_string()))?;
-                        Ok(r)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                Some(HostedVns {
-                    link_key: rel(&h.link_key),
-                    vns,
-                })
-            }
-        };
+        let file = ConfigFile(path);
+        file.check_run(&raw)?;
+        let hosted = raw
+            .hosted
+            .as_ref()
+            .map(|h| file.hosted(h, raw.vns))
+            .transpose()?;
         let key_dir = match (&raw.key_dir, &hosted) {
-            (Some(d), _) => rel(d),
+            (Some(d), _) => file.rel(d),
             (None, Some(_)) => PathBuf::new(),
             (None, None) => {
-                return Err(err("key_dir", "missing (or give [hosted] VNs)".into()));
+                return Err(file.err("key_dir", "missing (or give [hosted] VNs)".into()));
             }
         };
-        let listen = addrs("listen", &raw.listen)?;
-        if hosted.is_none() && !(listen.len() == 1 || listen.len() == raw.vns) {
-            return Err(err(
-                "listen",
-                format!(
-                    "{} addresses for {} virtual nodes: give 1 or {}",
-                    listen.len(),
-                    raw.vns,
-                    raw.vns
-                ),
-            ));
-        }
-        let announce = addrs("announce", &raw.announce)?;
-        if !(announce.is_empty() || announce.len() == raw.vns) {
-            return Err(err(
-                "announce",
-                format!("{} addresses for {} virtual nodes", announce.len(), raw.vns),
-            ));
-        }
-        let l = raw.learning;
-        let dataset: DatasetSpec = match &l.data_dir {
-            Some(d) => format!("{}:{}", l.dataset, rel(d).display()).parse(),
-            None => l.dataset.parse(),
-        }
-        .map_err(|e: models::ModelsError| err("learning.dataset", e.to_string()))?;
-        let model = l
-            .model
-            .as_deref()
-            .map(str::parse::<ModelSpec>)
-            .transpose()
-            .map_err(|e| err("learning.model", e.to_string()))?;
-        let partition: Partition = l
-            .partition
-            .parse()
-            .map_err(|e: models::ModelsError| err("learning.partition", e.to_string()))?;
-        if l.nodes == 0 || l.index >= l.nodes {
-            return Err(err(
-                "learning.index",
-                format!("index {} must be below nodes = {}", l.index, l.nodes),
-            ));
-        }
-        if !(l.lr.is_finite() && l.lr > 0.0) {
-            return Err(err(
-                "learning.lr",
-                format!("{} is not a positive learning rate", l.lr),
-            ));
-        }
-        if l.batch == 0 {
-            return Err(err("learning.batch", "must be at least 1".into()));
-        }
-        let work = match (l.local_epochs, l.local_steps) {
-            (Some(_), Some(_)) => {
-                return Err(err(
-                    "learning.local_steps",
-                    "give local_epochs or local_steps, not both".into(),
-                ));
-            }
-            (Some(0), _) | (_, Some(0)) => {
-                return Err(err("learning.local_epochs", "must be at least 1".into()));
-            }
-            (Some(e), None) => LocalWork::Epochs(e),
-            (None, Some(s)) => LocalWork::Steps(s),
-            // Paper: one local epoch per round.
-            (None, None) => LocalWork::Epochs(1),
-        };
-        if let Some(b) = l.clip
-            && !(b.is_finite() && b > 0.0)
-        {
-            return Err(err(
-                "learning.clip",
-                format!("must be positive and finite, got {b}"),
-            ));
-        }
+        let (listen, announce) = file.addresses(&raw, hosted.is_some())?;
+        let index = raw.learning.index;
+        let learning = file.learning(raw.learning)?;
         Ok(NodeConfig {
             key_dir,
             hosted,
-            arrivals: raw.arrivals.as_deref().map(rel),
+            arrivals: raw.arrivals.as_deref().map(|p| file.rel(p)),
             vns: raw.vns,
             listen,
             announce,
-            peer_list: rel(&raw.peer_list),
-            psk_file: raw.psk_file.as_deref().map(rel),
+            peer_list: file.rel(&raw.peer_list),
+            psk_file: raw.psk_file.as_deref().map(|p| file.rel(p)),
             degree: raw.degree,
             rounds: raw.rounds,
-            metrics: raw.metrics.as_deref().map(rel),
-            checkpoints: raw.checkpoints.as_deref().map(rel),
-            learning: LearningConfig {
-                dataset,
-                model,
-                partition,
-                nodes: l.nodes,
-                train: TrainConfig {
-                    lr: l.lr,
-                    batch_size: l.batch,
-                    work,
-                    clip: l.clip,
-                },
-                seed: l.seed,
-                max_test_samples: l.max_test_samples,
-            },
-            index: l.index,
+            metrics: raw.metrics.as_deref().map(|p| file.rel(p)),
+            checkpoints: raw.checkpoints.as_deref().map(|p| file.rel(p)),
+            learning,
+            index,
             timing: raw.timing,
             algorithm: raw.algorithm,
             dropout: raw.dropout,
@@ -422,6 +276,196 @@ impl NodeConfig {
             .dropout(self.dropout)
             .metrics_file(self.metrics.clone())
             .checkpoint_dir(self.checkpoints.clone()))
+    }
+}
+
+/// The config file being parsed: its errors name it and the field, its relative paths are anchored at it.
+struct ConfigFile<'a>(&'a Path);
+
+impl ConfigFile<'_> {
+    fn err(&self, field: &str, msg: String) -> NodeError {
+        NodeError::file(self.0, field, msg)
+    }
+
+    fn rel(&self, p: &Path) -> PathBuf {
+        relative_to(self.0, p)
+    }
+
+    /// The run's shape: at least one VN, one neighbour and one round; valid value bounds, timing and
+    /// dropout rate.
+    fn check_run(&self, raw: &RawConfig) -> Result<()> {
+        if raw.vns == 0 {
+            return Err(self.err("vns", "must be at least 1".into()));
+        }
+        raw.values.validate().map_err(|e| self.err("values", e))?;
+        raw.timing.validate().map_err(|e| self.err("timing", e))?;
+        if !(0.0..=1.0).contains(&raw.dropout) {
+            return Err(self.err(
+                "dropout",
+                format!("{} is not a rate in [0, 1]", raw.dropout),
+            ));
+        }
+        if raw.degree == 0 {
+            return Err(self.err("degree", "must be at least 1".into()));
+        }
+        if raw.rounds == 0 {
+            return Err(self.err("rounds", "must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    /// Multiaddrs of `field`, each error naming its entry.
+    fn addrs(&self, field: &str, v: &[String]) -> Result<Vec<Multiaddr>> {
+        v.iter()
+            .enumerate()
+            .map(|(i, a)| {
+                a.parse().map_err(|e| {
+                    self.err(
+                        &format!("{field}[{i}]"),
+                        format!("'{a}' is not a multiaddr: {e}"),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Where the VNs listen (1 address, or one per VN, unless they are hosted) and what they announce
+    /// (none, or one per VN).
+    fn addresses(&self, raw: &RawConfig, hosted: bool) -> Result<(Vec<Multiaddr>, Vec<Multiaddr>)> {
+        let listen = self.addrs("listen", &raw.listen)?;
+        if !(hosted || listen.len() == 1 || listen.len() == raw.vns) {
+            return Err(self.err(
+                "listen",
+                format!(
+                    "{} addresses for {} virtual nodes: give 1 or {}",
+                    listen.len(),
+                    raw.vns,
+                    raw.vns
+                ),
+            ));
+        }
+        let announce = self.addrs("announce", &raw.announce)?;
+        if !(announce.is_empty() || announce.len() == raw.vns) {
+            return Err(self.err(
+                "announce",
+                format!("{} addresses for {} virtual nodes", announce.len(), raw.vns),
+            ));
+        }
+        Ok((listen, announce))
+    }
+
+    /// `[hosted]`: one VN host address and PeerId per VN, and the link's key.
+    fn hosted(&self, h: &RawHosted, vns: usize) -> Result<HostedVns> {
+        if h.vns.len() != vns {
+            return Err(self.err(
+                "hosted.vns",
+                format!("{} hosted VNs for vns = {vns}", h.vns.len()),
+            ));
+        }
+        let vns = h
+            .vns
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let host: Multiaddr = v.host.parse().map_err(|e| {
+                    self.err(
+                        &format!("hosted.vns[{i}].host"),
+                        format!("'{}' is not a multiaddr: {e}", v.host),
+                    )
+                })?;
+                let peer = v.peer.parse().map_err(|e| {
+                    self.err(
+                        &format!("hosted.vns[{i}].peer"),
+                        format!("'{}' is not a PeerId: {e}", v.peer),
+                    )
+                })?;
+                let r = RemoteVn { host, peer };
+                r.host_peer()
+                    .map_err(|e| self.err(&format!("hosted.vns[{i}].host"), e.to_string()))?;
+                Ok(r)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(HostedVns {
+            link_key: self.rel(&h.link_key),
+            vns,
+        })
+    }
+
+    /// `[learning]`: the data set, model, partition and training of this node's share.
+    fn learning(&self, l: RawLearning) -> Result<LearningConfig> {
+        let dataset: DatasetSpec = match &l.data_dir {
+            Some(d) => format!("{}:{}", l.dataset, self.rel(d).display()).parse(),
+            None => l.dataset.parse(),
+        }
+        .map_err(|e: models::ModelsError| self.err("learning.dataset", e.to_string()))?;
+        let model = l
+            .model
+            .as_deref()
+            .map(str::parse::<ModelSpec>)
+            .transpose()
+            .map_err(|e| self.err("learning.model", e.to_string()))?;
+        let partition: Partition = l
+            .partition
+            .parse()
+            .map_err(|e: models::ModelsError| self.err("learning.partition", e.to_string()))?;
+        if l.nodes == 0 || l.index >= l.nodes {
+            return Err(self.err(
+                "learning.index",
+                format!("index {} must be below nodes = {}", l.index, l.nodes),
+            ));
+        }
+        Ok(LearningConfig {
+            dataset,
+            model,
+            partition,
+            nodes: l.nodes,
+            train: self.training(&l)?,
+            seed: l.seed,
+            max_test_samples: l.max_test_samples,
+        })
+    }
+
+    /// The local training: learning rate, batch, local work (one epoch by default, as in the paper) and
+    /// clipping.
+    fn training(&self, l: &RawLearning) -> Result<TrainConfig> {
+        if !(l.lr.is_finite() && l.lr > 0.0) {
+            return Err(self.err(
+                "learning.lr",
+                format!("{} is not a positive learning rate", l.lr),
+            ));
+        }
+        if l.batch == 0 {
+            return Err(self.err("learning.batch", "must be at least 1".into()));
+        }
+        let work = match (l.local_epochs, l.local_steps) {
+            (Some(_), Some(_)) => {
+                return Err(self.err(
+                    "learning.local_steps",
+                    "give local_epochs or local_steps, not both".into(),
+                ));
+            }
+            (Some(0), _) | (_, Some(0)) => {
+                return Err(self.err("learning.local_epochs", "must be at least 1".into()));
+            }
+            (Some(e), None) => LocalWork::Epochs(e),
+            (None, Some(s)) => LocalWork::Steps(s),
+            // Paper: one local epoch per round.
+            (None, None) => LocalWork::Epochs(1),
+        };
+        if let Some(b) = l.clip
+            && !(b.is_finite() && b > 0.0)
+        {
+            return Err(self.err(
+                "learning.clip",
+                format!("must be positive and finite, got {b}"),
+            ));
+        }
+        Ok(TrainConfig {
+            lr: l.lr,
+            batch_size: l.batch,
+            work,
+            clip: l.clip,
+        })
     }
 }
 
