@@ -91,9 +91,10 @@ async fn run_async(
                 Arc::new(ids.iter().enumerate().map(|(g, p)| (*p, g / k)).collect());
             let o = owner.clone();
             let audit = Arc::new(plan.threaded(move |p: &PeerId| o.get(p).copied())?);
-            let linkage = Arc::new(crate::linkage::LinkageRecorder::new(k, move |p: &PeerId| {
-                owner.get(p).copied()
-            }));
+            let linkage = Arc::new(crate::linkage::LinkageRecorder::new(
+                k,
+                move |p: &PeerId| owner.get(p).copied(),
+            ));
             Some((audit, linkage))
         }
         None => None,
@@ -219,7 +220,10 @@ async fn run_async(
     {
         let secs = at.elapsed().as_secs_f64();
         if secs > 0.0 {
-            extra.insert("cores_busy_after_round0".into(), json!((end - start) / secs));
+            extra.insert(
+                "cores_busy_after_round0".into(),
+                json!((end - start) / secs),
+            );
         }
     }
     if let Some((_, l)) = &observers {

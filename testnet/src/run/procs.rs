@@ -9,8 +9,8 @@
 //! network's footprint, comparable with inproc's single process) and `extra.peak_rss_bytes_max_process`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddrV4;
 use std::io::Write;
+use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -26,8 +26,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
-use crate::RunOutput;
 use super::netns::Netns;
+use crate::RunOutput;
 use crate::churn::ChurnPlan;
 use crate::progress::Progress;
 use crate::scenario::{Setting, Settings, data_dir};
@@ -91,7 +91,11 @@ pub fn run(
         (n..n + hosts.configs.len()).collect()
     };
     let process_dir = |p: usize| -> PathBuf {
-        let cfg = if p < n { &configs[p] } else { &hosts.configs[p - n] };
+        let cfg = if p < n {
+            &configs[p]
+        } else {
+            &hosts.configs[p - n]
+        };
         cfg.parent().map(Path::to_path_buf).unwrap_or_default()
     };
     rt.block_on(async {
@@ -262,7 +266,9 @@ pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::R
                     (false, true) => own_ip(2, h),
                     (false, false) => "127.0.0.1".into(),
                 };
-                format!("/ip4/{ip}/tcp/{}", link_ports[h]).parse().expect("valid multiaddr")
+                format!("/ip4/{ip}/tcp/{}", link_ports[h])
+                    .parse()
+                    .expect("valid multiaddr")
             })
             .collect();
         super::hosts::write(dir, &ids, host_of, &link, &addr, s.observe_timing)?
@@ -342,7 +348,9 @@ pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::R
             .map_err(|e| anyhow::anyhow!("generated config is invalid: {e}"))?;
         configs.push(p);
     }
-    let vn_ips = (0..n).map(|i| (0..k).map(|vn| ip(i, vn)).collect()).collect();
+    let vn_ips = (0..n)
+        .map(|i| (0..k).map(|vn| ip(i, vn)).collect())
+        .collect();
     let listen = (0..n)
         .flat_map(|i| (0..k).map(move |s| (i, s)))
         .filter_map(|(i, s)| {
@@ -398,14 +406,19 @@ fn timing_attack(
             owner.insert(key.public().to_peer_id(), i);
         }
     }
-    let recorder = crate::linkage::LinkageRecorder::new(k, move |p: &libp2p::PeerId| owner.get(p).copied());
+    let recorder =
+        crate::linkage::LinkageRecorder::new(k, move |p: &libp2p::PeerId| owner.get(p).copied());
     for (i, cfg) in configs.iter().chain(hosts).enumerate() {
         let path = cfg.with_file_name("arrivals.log");
         if !path.is_file() {
             continue;
         }
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        for (at, vn, peer, what) in text.lines().filter_map(node::arrival_log::ArrivalLog::parse) {
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        for (at, vn, peer, what) in text
+            .lines()
+            .filter_map(node::arrival_log::ArrivalLog::parse)
+        {
             recorder.arrival(i, vn, &peer, at, what);
         }
     }
@@ -439,9 +452,10 @@ async fn launch(
     let mut logs = Vec::with_capacity(n);
     for (i, cfg) in configs.iter().enumerate() {
         let log = cfg.with_file_name("node.log");
-        let child = spawn_node(bin, cfg, &log, i, 0, false, netns, tx.clone()).with_context(|| {
-            format!("starting {} run --config {}", bin.display(), cfg.display())
-        })?;
+        let child =
+            spawn_node(bin, cfg, &log, i, 0, false, netns, tx.clone()).with_context(|| {
+                format!("starting {} run --config {}", bin.display(), cfg.display())
+            })?;
         children.push(child);
         logs.push(log);
         if i == 0 {
@@ -613,7 +627,12 @@ async fn launch(
     // victims with the others, and with the same nodes of a clean run.
     extra.insert(
         "final_metric_per_node".into(),
-        json!(metrics.iter().map(|m| m.last().map(|m| m.test_metric)).collect::<Vec<_>>()),
+        json!(
+            metrics
+                .iter()
+                .map(|m| m.last().map(|m| m.test_metric))
+                .collect::<Vec<_>>()
+        ),
     );
     extra.insert(
         "deployment_dir".into(),
@@ -679,7 +698,10 @@ struct ChurnLog {
 
 /// When a victim came back, counted from an event (the restart command, the restarted process listening,
 /// SIGCONT): seconds and the network's rounds (the others' newest reported round) since then.
-fn since(from: Option<(tokio::time::Instant, u64)>, to: Option<(tokio::time::Instant, u64)>) -> serde_json::Value {
+fn since(
+    from: Option<(tokio::time::Instant, u64)>,
+    to: Option<(tokio::time::Instant, u64)>,
+) -> serde_json::Value {
     match (from, to) {
         (Some((t0, r0)), Some((t1, r1))) => json!({
             "secs": t1.saturating_duration_since(t0).as_secs_f64(),
