@@ -435,6 +435,9 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
+/// Runs the deployment's node processes, in order: they are launched (node 0 first, listening before the
+/// others start), then watched — rounds, failures, the churn scenario's kills, pauses and restarts, memory
+/// samples, Ctrl-C — until every process has ended, then waited for; the report follows.
 async fn launch(
     setting: Setting,
     bin: &Path,
@@ -443,223 +446,458 @@ async fn launch(
     netns: Option<&Netns>,
     progress: &mut Progress,
 ) -> anyhow::Result<RunOutput> {
-    let n = configs.len();
     // Wall-clock time of the run, reported beside the rounds; no engine reads it.
     #[allow(clippy::disallowed_methods)]
     let t0 = Instant::now();
     let (tx, mut rx) = mpsc::channel::<(usize, u32, ChildEvent)>(4096);
-    let mut children: Vec<Child> = Vec::with_capacity(n);
-    let mut logs = Vec::with_capacity(n);
-    for (i, cfg) in configs.iter().enumerate() {
-        let log = cfg.with_file_name("node.log");
-        let child =
-            spawn_node(bin, cfg, &log, i, 0, false, netns, tx.clone()).with_context(|| {
-                format!("starting {} run --config {}", bin.display(), cfg.display())
-            })?;
-        children.push(child);
-        logs.push(log);
-        if i == 0 {
-            // The others bootstrap from node 0: wait until all its VNs listen.
-            let mut listening = 0;
-            // A real deadline for child processes to start listening.
-            #[allow(clippy::disallowed_methods)]
-            let deadline = tokio::time::Instant::now() + NODE0_START_TIMEOUT;
-            while listening < setting.vns {
-                match tokio::time::timeout_at(deadline, rx.recv()).await {
-                    Ok(Some((0, _, ChildEvent::Listening))) => listening += 1,
-                    Ok(Some((0, _, ChildEvent::StdoutClosed))) | Ok(None) => {
-                        let status = children[0].wait().await.ok();
-                        bail!(
-                            "node 0 exited before listening ({status:?}):\n{}",
-                            tail(&logs[0])
-                        );
-                    }
-                    Ok(Some(_)) => {}
-                    Err(_) => bail!(
-                        "node 0 did not listen within {NODE0_START_TIMEOUT:?}:\n{}",
-                        tail(&logs[0])
-                    ),
-                }
-            }
-        }
-    }
+    let nodes = Nodes::start(setting, bin, configs, netns, &tx, &mut rx).await?;
     // Kept (not dropped) while restarts may come: a restarted node sends on a clone.
     let tx = churn.restart_after.is_some().then_some(tx);
+    let mut run = Supervisor::new(nodes, churn, tx);
+    run.watch(&mut rx, progress).await?;
+    run.nodes.wait_all().await;
+    run.report(t0, progress)
+}
 
-    let mut pids: Vec<Option<u32>> = children.iter().map(|c| c.id()).collect();
-    let mut peaks = vec![0u64; n];
-    let mut metrics = vec![Vec::new(); n];
-    let mut closed = vec![false; n];
-    let mut errors = Vec::new();
-    let mut interrupted = false;
-    let mut poll = tokio::time::interval(RSS_POLL);
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
-    // Churn: each node's process life (events of an earlier life are stale), what was done to it, when.
-    let mut life = vec![0u32; n];
-    let mut log = ChurnLog::new(n);
-    let mut restart_due: Vec<Option<tokio::time::Instant>> = vec![None; n];
-    let mut newest_round = 0u64;
-    while !closed.iter().all(|c| *c) || restart_due.iter().any(Option::is_some) {
-        let next_restart = restart_due.iter().flatten().min().copied();
-        tokio::select! {
-            ev = rx.recv() => {
-                // When the harness saw it: the churn report's wall-clock timings (no engine reads them).
-                #[allow(clippy::disallowed_methods)]
-                let seen = tokio::time::Instant::now();
-                match ev {
-                None => break,
-                Some((i, l, _)) if l != life[i] => {}
-                Some((i, _, ChildEvent::Round(m))) => {
-                    progress.on_round(i, &m);
-                    newest_round = newest_round.max(m.round.get());
-                    let round = m.round.get();
-                    log.on_round(i, round, m.copies_received, seen);
-                    metrics[i].push(m);
-                    if interrupted {
-                        continue;
-                    }
-                    if let Some(k) = churn.kill.filter(|k| round >= k.round && log.killed.is_empty()) {
-                        let victims = ChurnPlan::victims(k.fraction, n);
-                        progress.note(&format!("churn: SIGKILL nodes {victims:?} after round {round}"));
-                        for &v in &victims {
-                            let _ = children[v].start_kill();
-                            log.killed_at[v] = Some(round);
-                            if let Some(after) = churn.restart_after {
-                                // A real delay before restarting real processes.
-                                #[allow(clippy::disallowed_methods)]
-                                let at = tokio::time::Instant::now() + after;
-                                restart_due[v] = Some(at);
-                            }
-                        }
-                        log.killed = victims;
-                    }
-                    if let Some(p) = churn.pause.filter(|p| round >= p.round && log.paused.is_empty()) {
-                        let victims = ChurnPlan::victims(p.fraction, n);
-                        progress.note(&format!("churn: SIGSTOP nodes {victims:?} after round {round}"));
-                        for &v in &victims {
-                            signal(pids[v], "-STOP");
-                            log.paused_at[v] = Some(round);
-                        }
-                        log.paused = victims;
-                    }
-                    if let Some(p) = churn.pause
-                        && !log.paused.contains(&i)
-                        && round >= p.round + p.rounds
-                    {
-                        for &v in &log.paused {
-                            if log.continued_at[v].is_none() {
-                                progress.note(&format!("churn: SIGCONT node {v} after round {round}"));
-                                signal(pids[v], "-CONT");
-                                log.continued_at[v] = Some(round);
-                                log.continued_time[v] = Some(seen);
-                            }
-                        }
-                    }
-                }
-                Some((i, _, ChildEvent::BadLine(l))) => progress.note(&format!("node {i}: unexpected output: {l}")),
-                Some((i, _, ChildEvent::Listening)) => log.on_listening(i, seen),
-                Some((i, _, ChildEvent::StdoutClosed)) => {
-                    closed[i] = true;
-                    sample(&pids, &mut peaks);
-                    let status = children[i].wait().await?;
-                    let expected = log.killed_at[i].is_some() && log.restarted_at[i].is_none();
-                    if !status.success() && !interrupted && !expected {
-                        let msg = format!("node {i} failed ({status}); the end of {}:\n{}", logs[i].display(), tail(&logs[i]));
-                        progress.note(&msg);
-                        errors.push(msg);
-                        // One node down makes the others' rounds slow and meaningless: stop the network.
-                        for c in children.iter_mut() {
-                            let _ = c.start_kill();
-                        }
-                        restart_due.iter_mut().for_each(|d| *d = None);
-                        interrupted = true;
-                    }
-                }
-            }},
-            _ = async { tokio::time::sleep_until(next_restart.expect("guarded")).await }, if next_restart.is_some() => {
-                // Restart every node whose time has come, resuming from its checkpoints.
-                // The harness's wall clock, against the restart times it set.
-                #[allow(clippy::disallowed_methods)]
-                let now = tokio::time::Instant::now();
-                for i in 0..n {
-                    if restart_due[i].is_some_and(|d| d <= now) {
-                        restart_due[i] = None;
-                        life[i] += 1;
-                        let tx = tx.clone().expect("kept for restarts");
-                        let log_path = configs[i].with_file_name(format!("node.{}.log", life[i]));
-                        progress.note(&format!("churn: restarting node {i} with --resume (network at round {newest_round})"));
-                        children[i] = spawn_node(bin, &configs[i], &log_path, i, life[i], true, netns, tx)
-                            .with_context(|| format!("restarting node {i}"))?;
-                        pids[i] = children[i].id();
-                        logs[i] = log_path;
-                        closed[i] = false;
-                        log.restarted_at[i] = Some(newest_round);
-                        log.restarted_time[i] = Some(now);
-                    }
-                }
+/// What a node process sends the harness, tagged with the node and the process's life.
+type ChildMsg = (usize, u32, ChildEvent);
+
+/// The node processes of a run and what the harness keeps of each: the child, its pid (for signals and peak
+/// memory), its log file, its life (a restart starts the next one; events of an earlier life are stale),
+/// whether its stdout has closed, and its peak memory.
+struct Nodes<'a> {
+    bin: &'a Path,
+    configs: &'a [PathBuf],
+    netns: Option<&'a Netns>,
+    children: Vec<Child>,
+    pids: Vec<Option<u32>>,
+    logs: Vec<PathBuf>,
+    life: Vec<u32>,
+    closed: Vec<bool>,
+    peaks: Vec<u64>,
+}
+
+impl<'a> Nodes<'a> {
+    /// Launches one `node run --config` process per config, in order, each logging to `node.log` beside its
+    /// config and sending its events on `tx`.
+    async fn start(
+        setting: Setting,
+        bin: &'a Path,
+        configs: &'a [PathBuf],
+        netns: Option<&'a Netns>,
+        tx: &mpsc::Sender<ChildMsg>,
+        rx: &mut mpsc::Receiver<ChildMsg>,
+    ) -> anyhow::Result<Self> {
+        let n = configs.len();
+        let mut children: Vec<Child> = Vec::with_capacity(n);
+        let mut logs = Vec::with_capacity(n);
+        for (i, cfg) in configs.iter().enumerate() {
+            let log = cfg.with_file_name("node.log");
+            let child =
+                spawn_node(bin, cfg, &log, i, 0, false, netns, tx.clone()).with_context(|| {
+                    format!("starting {} run --config {}", bin.display(), cfg.display())
+                })?;
+            children.push(child);
+            logs.push(log);
+            if i == 0 {
+                // The others bootstrap from node 0: wait until all its VNs listen.
+                node0_listening(setting.vns, &mut children[0], &logs[0], rx).await?;
             }
-            _ = poll.tick() => sample(&pids, &mut peaks),
-            _ = &mut ctrl_c, if !interrupted => {
-                interrupted = true;
-                progress.note("interrupted: stopping every node process; the report covers the rounds completed");
-                restart_due.iter_mut().for_each(|d| *d = None);
-                for (c, pid) in children.iter_mut().zip(&pids) {
-                    // A stopped process would not die of SIGKILL until continued? It does; continue it anyway
-                    // so that its pipes close in order.
-                    signal(*pid, "-CONT");
-                    let _ = c.start_kill();
+        }
+        Ok(Self {
+            bin,
+            configs,
+            netns,
+            pids: children.iter().map(|c| c.id()).collect(),
+            children,
+            logs,
+            life: vec![0u32; n],
+            closed: vec![false; n],
+            peaks: vec![0u64; n],
+        })
+    }
+
+    /// Whether every node's stdout has closed: no process is left to hear from.
+    fn all_closed(&self) -> bool {
+        self.closed.iter().all(|c| *c)
+    }
+
+    /// Samples every running child's peak memory into `peaks`.
+    fn sample(&mut self) {
+        for (p, peak) in self.pids.iter().zip(self.peaks.iter_mut()) {
+            if let Some(v) = p.and_then(crate::rss::peak_rss_of) {
+                *peak = (*peak).max(v);
+            }
+        }
+    }
+
+    /// Starts node `i` again with `--resume`, in its next life, logging to `node.<life>.log`.
+    fn restart(&mut self, i: usize, tx: mpsc::Sender<ChildMsg>) -> anyhow::Result<()> {
+        self.life[i] += 1;
+        let log_path = self.configs[i].with_file_name(format!("node.{}.log", self.life[i]));
+        self.children[i] = spawn_node(
+            self.bin,
+            &self.configs[i],
+            &log_path,
+            i,
+            self.life[i],
+            true,
+            self.netns,
+            tx,
+        )
+        .with_context(|| format!("restarting node {i}"))?;
+        self.pids[i] = self.children[i].id();
+        self.logs[i] = log_path;
+        self.closed[i] = false;
+        Ok(())
+    }
+
+    /// Sends every child SIGKILL.
+    fn kill_all(&mut self) {
+        for c in self.children.iter_mut() {
+            let _ = c.start_kill();
+        }
+    }
+
+    /// Sends every child SIGCONT, then SIGKILL.
+    fn continue_and_kill_all(&mut self) {
+        for (c, pid) in self.children.iter_mut().zip(&self.pids) {
+            // A stopped process would not die of SIGKILL until continued? It does; continue it anyway
+            // so that its pipes close in order.
+            signal(*pid, "-CONT");
+            let _ = c.start_kill();
+        }
+    }
+
+    /// Waits for every child to exit.
+    async fn wait_all(&mut self) {
+        for c in self.children.iter_mut() {
+            let _ = c.wait().await;
+        }
+    }
+}
+
+/// Waits until node 0's `vns` VNs all listen; fails, quoting its log, if it exits first or takes longer
+/// than [`NODE0_START_TIMEOUT`].
+async fn node0_listening(
+    vns: usize,
+    child: &mut Child,
+    log: &Path,
+    rx: &mut mpsc::Receiver<ChildMsg>,
+) -> anyhow::Result<()> {
+    let mut listening = 0;
+    // A real deadline for child processes to start listening.
+    #[allow(clippy::disallowed_methods)]
+    let deadline = tokio::time::Instant::now() + NODE0_START_TIMEOUT;
+    while listening < vns {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some((0, _, ChildEvent::Listening))) => listening += 1,
+            Ok(Some((0, _, ChildEvent::StdoutClosed))) | Ok(None) => {
+                let status = child.wait().await.ok();
+                bail!(
+                    "node 0 exited before listening ({status:?}):\n{}",
+                    tail(log)
+                );
+            }
+            Ok(Some(_)) => {}
+            Err(_) => bail!(
+                "node 0 did not listen within {NODE0_START_TIMEOUT:?}:\n{}",
+                tail(log)
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// The running network, watched: the node processes, the rounds they report, the errors, and what the churn
+/// scenario does to them and when.
+struct Supervisor<'a> {
+    nodes: Nodes<'a>,
+    churn: &'a ChurnPlan,
+    /// Present while restarts may come: each restarted node sends on a clone.
+    tx: Option<mpsc::Sender<ChildMsg>>,
+    metrics: Vec<Vec<RoundMetrics>>,
+    errors: Vec<String>,
+    /// Stopped by Ctrl-C, or by a node's failure: the churn scenario does nothing more.
+    interrupted: bool,
+    /// What the churn scenario did to each node, and when.
+    log: ChurnLog,
+    /// When each killed node is to be restarted.
+    restart_due: Vec<Option<tokio::time::Instant>>,
+    /// The newest round any node reported: where the network is.
+    newest_round: u64,
+}
+
+impl<'a> Supervisor<'a> {
+    fn new(nodes: Nodes<'a>, churn: &'a ChurnPlan, tx: Option<mpsc::Sender<ChildMsg>>) -> Self {
+        let n = nodes.children.len();
+        Self {
+            nodes,
+            churn,
+            tx,
+            metrics: vec![Vec::new(); n],
+            errors: Vec::new(),
+            interrupted: false,
+            log: ChurnLog::new(n),
+            restart_due: vec![None; n],
+            newest_round: 0,
+        }
+    }
+
+    /// Handles the nodes' events, due restarts, memory samples and Ctrl-C until every process has ended
+    /// and no restart is due.
+    async fn watch(
+        &mut self,
+        rx: &mut mpsc::Receiver<ChildMsg>,
+        progress: &mut Progress,
+    ) -> anyhow::Result<()> {
+        let mut poll = tokio::time::interval(RSS_POLL);
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        while !self.nodes.all_closed() || self.restart_due.iter().any(Option::is_some) {
+            let next_restart = self.restart_due.iter().flatten().min().copied();
+            tokio::select! {
+                ev = rx.recv() => {
+                    // When the harness saw it: the churn report's wall-clock timings (no engine reads them).
+                    #[allow(clippy::disallowed_methods)]
+                    let seen = tokio::time::Instant::now();
+                    match ev {
+                        None => break,
+                        Some((i, l, _)) if l != self.nodes.life[i] => {}
+                        Some((i, _, ev)) => self.on_event(i, ev, seen, progress).await?,
+                    }
+                },
+                _ = async { tokio::time::sleep_until(next_restart.expect("guarded")).await }, if next_restart.is_some() => {
+                    self.restart_when_due(progress)?;
+                }
+                _ = poll.tick() => self.nodes.sample(),
+                _ = &mut ctrl_c, if !self.interrupted => self.interrupt(progress),
+            }
+        }
+        Ok(())
+    }
+
+    /// One event of node `i`'s current life, seen at `seen`.
+    async fn on_event(
+        &mut self,
+        i: usize,
+        ev: ChildEvent,
+        seen: tokio::time::Instant,
+        progress: &mut Progress,
+    ) -> anyhow::Result<()> {
+        match ev {
+            ChildEvent::Round(m) => self.on_round(i, m, seen, progress),
+            ChildEvent::BadLine(l) => progress.note(&format!("node {i}: unexpected output: {l}")),
+            ChildEvent::Listening => self.log.on_listening(i, seen),
+            ChildEvent::StdoutClosed => self.on_closed(i, progress).await?,
+        }
+        Ok(())
+    }
+
+    /// Records node `i`'s round; unless interrupted, the churn scenario then acts on the round reached.
+    fn on_round(
+        &mut self,
+        i: usize,
+        m: RoundMetrics,
+        seen: tokio::time::Instant,
+        progress: &mut Progress,
+    ) {
+        progress.on_round(i, &m);
+        self.newest_round = self.newest_round.max(m.round.get());
+        let round = m.round.get();
+        self.log.on_round(i, round, m.copies_received, seen);
+        self.metrics[i].push(m);
+        if self.interrupted {
+            return;
+        }
+        self.kill_when_due(round, progress);
+        self.pause_when_due(round, progress);
+        self.continue_when_due(i, round, seen, progress);
+    }
+
+    /// `--kill`: the first time a node reports the round, SIGKILLs the victims; with `--restart-after`,
+    /// schedules their restarts.
+    fn kill_when_due(&mut self, round: u64, progress: &Progress) {
+        let Some(k) = self
+            .churn
+            .kill
+            .filter(|k| round >= k.round && self.log.killed.is_empty())
+        else {
+            return;
+        };
+        let victims = ChurnPlan::victims(k.fraction, self.nodes.children.len());
+        progress.note(&format!(
+            "churn: SIGKILL nodes {victims:?} after round {round}"
+        ));
+        for &v in &victims {
+            let _ = self.nodes.children[v].start_kill();
+            self.log.killed_at[v] = Some(round);
+            if let Some(after) = self.churn.restart_after {
+                // A real delay before restarting real processes.
+                #[allow(clippy::disallowed_methods)]
+                let at = tokio::time::Instant::now() + after;
+                self.restart_due[v] = Some(at);
+            }
+        }
+        self.log.killed = victims;
+    }
+
+    /// `--pause`: the first time a node reports the round, SIGSTOPs the victims.
+    fn pause_when_due(&mut self, round: u64, progress: &Progress) {
+        let Some(p) = self
+            .churn
+            .pause
+            .filter(|p| round >= p.round && self.log.paused.is_empty())
+        else {
+            return;
+        };
+        let victims = ChurnPlan::victims(p.fraction, self.nodes.children.len());
+        progress.note(&format!(
+            "churn: SIGSTOP nodes {victims:?} after round {round}"
+        ));
+        for &v in &victims {
+            signal(self.nodes.pids[v], "-STOP");
+            self.log.paused_at[v] = Some(round);
+        }
+        self.log.paused = victims;
+    }
+
+    /// `--pause`: once a node that is not paused reports the pause's last round, SIGCONTs the paused nodes
+    /// (each once).
+    fn continue_when_due(
+        &mut self,
+        i: usize,
+        round: u64,
+        seen: tokio::time::Instant,
+        progress: &Progress,
+    ) {
+        if let Some(p) = self.churn.pause
+            && !self.log.paused.contains(&i)
+            && round >= p.round + p.rounds
+        {
+            for &v in &self.log.paused {
+                if self.log.continued_at[v].is_none() {
+                    progress.note(&format!("churn: SIGCONT node {v} after round {round}"));
+                    signal(self.nodes.pids[v], "-CONT");
+                    self.log.continued_at[v] = Some(round);
+                    self.log.continued_time[v] = Some(seen);
                 }
             }
         }
     }
-    for c in children.iter_mut() {
-        let _ = c.wait().await;
+
+    /// Node `i`'s stdout closed: waits for its process. A failure that neither the churn scenario nor
+    /// Ctrl-C caused is an error of the run.
+    async fn on_closed(&mut self, i: usize, progress: &Progress) -> anyhow::Result<()> {
+        self.nodes.closed[i] = true;
+        self.nodes.sample();
+        let status = self.nodes.children[i].wait().await?;
+        let expected = self.log.killed_at[i].is_some() && self.log.restarted_at[i].is_none();
+        if !status.success() && !self.interrupted && !expected {
+            let log = &self.nodes.logs[i];
+            let msg = format!(
+                "node {i} failed ({status}); the end of {}:\n{}",
+                log.display(),
+                tail(log)
+            );
+            progress.note(&msg);
+            self.errors.push(msg);
+            // One node down makes the others' rounds slow and meaningless: stop the network.
+            self.nodes.kill_all();
+            self.restart_due.iter_mut().for_each(|d| *d = None);
+            self.interrupted = true;
+        }
+        Ok(())
     }
-    let mut extra = BTreeMap::new();
-    extra.insert(
-        "peak_rss_bytes_max_process".into(),
-        json!(peaks.iter().max()),
-    );
-    extra.insert("peak_rss_is".into(), json!("sum over node processes"));
-    extra.insert("node_binary".into(), json!(bin.display().to_string()));
-    // Each node's own last metric (the summary's final metric is their mean): churn runs compare the
-    // victims with the others, and with the same nodes of a clean run.
-    extra.insert(
-        "final_metric_per_node".into(),
-        json!(
-            metrics
-                .iter()
-                .map(|m| m.last().map(|m| m.test_metric))
-                .collect::<Vec<_>>()
-        ),
-    );
-    extra.insert(
-        "deployment_dir".into(),
-        json!(
-            configs[0]
-                .parent()
-                .and_then(Path::parent)
-                .map(|p| p.display().to_string())
-        ),
-    );
-    if !churn.is_empty() {
-        let report = log.report(&metrics, configs);
-        progress.note(&format!("churn: {report}"));
-        extra.insert("churn".into(), report);
+
+    /// Restarts every node whose time has come, resuming from its checkpoints.
+    fn restart_when_due(&mut self, progress: &Progress) -> anyhow::Result<()> {
+        // The harness's wall clock, against the restart times it set.
+        #[allow(clippy::disallowed_methods)]
+        let now = tokio::time::Instant::now();
+        for i in 0..self.restart_due.len() {
+            if self.restart_due[i].is_some_and(|d| d <= now) {
+                self.restart_due[i] = None;
+                let tx = self.tx.clone().expect("kept for restarts");
+                progress.note(&format!(
+                    "churn: restarting node {i} with --resume (network at round {})",
+                    self.newest_round
+                ));
+                self.nodes.restart(i, tx)?;
+                self.log.restarted_at[i] = Some(self.newest_round);
+                self.log.restarted_time[i] = Some(now);
+            }
+        }
+        Ok(())
     }
-    if !errors.is_empty() {
-        bail!("{}", errors.join("\n"));
+
+    /// Ctrl-C: stops every node process (and every restart to come).
+    fn interrupt(&mut self, progress: &Progress) {
+        self.interrupted = true;
+        progress.note(
+            "interrupted: stopping every node process; the report covers the rounds completed",
+        );
+        self.restart_due.iter_mut().for_each(|d| *d = None);
+        self.nodes.continue_and_kill_all();
     }
-    Ok(RunOutput {
-        metrics,
-        wall_secs: t0.elapsed().as_secs_f64(),
-        peak_rss_bytes: Some(peaks.iter().sum()),
-        extra,
-        errors,
-        interrupted,
-        audit: None,
-    })
+
+    /// The run's output once every process has ended: the rounds, peak memory, each node's final metric,
+    /// where the deployment is, and the churn scenario's outcome; fails if a node failed.
+    fn report(self, t0: Instant, progress: &Progress) -> anyhow::Result<RunOutput> {
+        let Self {
+            nodes,
+            churn,
+            metrics,
+            errors,
+            interrupted,
+            log,
+            ..
+        } = self;
+        let mut extra = BTreeMap::new();
+        extra.insert(
+            "peak_rss_bytes_max_process".into(),
+            json!(nodes.peaks.iter().max()),
+        );
+        extra.insert("peak_rss_is".into(), json!("sum over node processes"));
+        extra.insert("node_binary".into(), json!(nodes.bin.display().to_string()));
+        // Each node's own last metric (the summary's final metric is their mean): churn runs compare the
+        // victims with the others, and with the same nodes of a clean run.
+        extra.insert(
+            "final_metric_per_node".into(),
+            json!(
+                metrics
+                    .iter()
+                    .map(|m| m.last().map(|m| m.test_metric))
+                    .collect::<Vec<_>>()
+            ),
+        );
+        extra.insert(
+            "deployment_dir".into(),
+            json!(
+                nodes.configs[0]
+                    .parent()
+                    .and_then(Path::parent)
+                    .map(|p| p.display().to_string())
+            ),
+        );
+        if !churn.is_empty() {
+            let report = log.report(&metrics, nodes.configs);
+            progress.note(&format!("churn: {report}"));
+            extra.insert("churn".into(), report);
+        }
+        if !errors.is_empty() {
+            bail!("{}", errors.join("\n"));
+        }
+        Ok(RunOutput {
+            metrics,
+            wall_secs: t0.elapsed().as_secs_f64(),
+            peak_rss_bytes: Some(nodes.peaks.iter().sum()),
+            extra,
+            errors,
+            interrupted,
+            audit: None,
+        })
+    }
 }
 
 /// Sends a signal (`-STOP`, `-CONT`) to a child with `kill(1)`: the harness needs no signal crate for two
@@ -866,14 +1104,6 @@ fn file_rounds(path: &Path, node: usize) -> Vec<u64> {
         .filter(|v| v["node"].as_u64() == Some(node as u64))
         .filter_map(|v| v["round"].as_u64())
         .collect()
-}
-
-fn sample(pids: &[Option<u32>], peaks: &mut [u64]) {
-    for (p, peak) in pids.iter().zip(peaks.iter_mut()) {
-        if let Some(v) = p.and_then(crate::rss::peak_rss_of) {
-            *peak = (*peak).max(v);
-        }
-    }
 }
 
 #[allow(clippy::too_many_arguments)]
