@@ -46,6 +46,10 @@ enum ChildEvent {
     StdoutClosed,
 }
 
+/// Runs `setting` as a deployment, in order: the node binary is found, the deployment written into a fresh
+/// `procs-k<k>/`, the network namespaces made (with `--netns`), then in one tokio runtime the packet captures
+/// start, the VN hosts and the nodes run, the hosts stop, the captures stop, and the attacks are scored on
+/// what the run left.
 pub fn run(
     s: &Settings,
     setting: Setting,
@@ -53,63 +57,28 @@ pub fn run(
     progress: &mut Progress,
 ) -> anyhow::Result<RunOutput> {
     let bin = node_binary(s)?;
-    let dir = out.join(format!("procs-k{}", setting.vns));
-    if dir.join("peers.toml").is_file() {
-        // Our own files from an earlier run into the same --out: keys are never overwritten by `generate`.
-        std::fs::remove_dir_all(&dir)
-            .with_context(|| format!("removing the previous run's {}", dir.display()))?;
-    }
-    let Deployment {
-        configs,
-        hosts,
-        vn_ips,
-        listen,
-        process_vns,
-        owner,
-    } = write_deployment(s, setting, &dir)?;
-    let n = configs.len();
+    let dir = fresh_dir(out, setting)?;
+    let d = write_deployment(s, setting, &dir)?;
+    let n = d.configs.len();
     // Declared before the runtime, so dropped after it: every child is gone before the namespaces are.
-    let netns = if s.netns {
-        let ns = Netns::create(n + hosts.configs.len())?;
-        progress.note(&format!(
-            "--netns: {} processes in namespaces {}…, addresses {}…",
-            ns.count(),
-            ns.name(0),
-            ns.ip(0)
-        ));
-        Some(ns)
-    } else {
-        None
-    };
+    let netns = namespaces(s, n + d.hosts.configs.len(), progress)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    // The processes whose VNs observe: the nodes, or the hosts when the VNs run there.
-    let observers: Vec<usize> = if hosts.configs.is_empty() {
-        (0..n).collect()
-    } else {
-        (n..n + hosts.configs.len()).collect()
-    };
-    let process_dir = |p: usize| -> PathBuf {
-        let cfg = if p < n {
-            &configs[p]
-        } else {
-            &hosts.configs[p - n]
-        };
-        cfg.parent().map(Path::to_path_buf).unwrap_or_default()
-    };
     rt.block_on(async {
-        let mut captures = Vec::new();
-        if let (true, Some(ns)) = (s.capture, &netns) {
-            for &p in &observers {
-                let file = process_dir(p).join("capture.pcap");
-                captures.push(super::capture::start(ns, p, &file).await?);
-            }
-        }
+        let captures = start_captures(s, &d, netns.as_ref()).await?;
         // VN hosts first: a node sets its VNs up there as it starts (and retries while they come up).
         let host_children =
-            super::hosts::launch(&bin, &hosts.configs, netns.as_ref().map(|ns| (ns, n))).await?;
-        let mut out = launch(setting, &bin, &configs, &s.churn, netns.as_ref(), progress).await;
+            super::hosts::launch(&bin, &d.hosts.configs, netns.as_ref().map(|ns| (ns, n))).await?;
+        let mut out = launch(
+            setting,
+            &bin,
+            &d.configs,
+            &s.churn,
+            netns.as_ref(),
+            progress,
+        )
+        .await;
         // The hosts go with the nodes (their logs complete) before the captures stop.
         let host_count = host_children.len();
         for mut c in host_children {
@@ -120,72 +89,154 @@ pub fn run(
             c.stop().await;
         }
         if let Ok(o) = &mut out {
-            if host_count > 0 {
-                o.extra.insert("vn_hosts".into(), json!(host_count));
-                o.extra.insert("vn_host_of".into(), json!(hosts.host_of));
-                // RN↔VN traffic: a node hands its chunks to its VNs and takes back what they received,
-                // (1 + r)·4d a round at full degree; with the VN↔VN 4·d·r, (2 + 1/r)× D-PSGD's 4·d·r.
-                let rows: Vec<u64> = o
-                    .metrics
-                    .iter()
-                    .flat_map(|m| m.iter().filter(|m| !m.absent).map(|m| m.link_bytes))
-                    .collect();
-                let mean = rows.iter().sum::<u64>() as f64 / rows.len().max(1) as f64;
-                o.extra.insert("link_bytes_per_rn_per_round".into(), json!(mean));
-            }
-            if s.observe_timing {
-                o.extra.insert(
-                    "linkage".into(),
-                    serde_json::to_value(timing_attack(&configs, &hosts.configs, setting.vns)?)?,
-                );
-            }
-            // What any peer learns of every VN: the address it announces (Cyclon entries carry it), and,
-            // from the arrival logs, the address it really connects from.
-            let mut grouping = json!({
-                "sibling_linkage_auc": crate::linkage::address_grouping_auc(&vn_ips),
-                "distinct_ips": vn_ips.iter().flatten().collect::<std::collections::BTreeSet<_>>().len(),
-                "own_ips": s.own_ips,
-                "netns": s.netns,
-            });
-            if s.observe_timing {
-                let logs: Vec<PathBuf> = (0..n + hosts.configs.len())
-                    .map(|p| process_dir(p).join("arrivals.log"))
-                    .collect();
-                let refs: Vec<&Path> = logs.iter().map(PathBuf::as_path).collect();
-                let (ips, seen) = crate::packets::observed_sources(&refs, &owner, n)?;
-                grouping["observed"] = json!({
-                    "sibling_linkage_auc": crate::linkage::address_grouping_auc(&ips),
-                    "vns_seen": seen,
-                    "distinct_source_ips": ips.iter().flatten().collect::<std::collections::BTreeSet<_>>().len(),
-                });
-            }
-            o.extra.insert("address_grouping".into(), grouping);
-            if s.capture
-                && let Some(ns) = &netns
-            {
-                let files: Vec<(usize, PathBuf, PathBuf)> = observers
-                    .iter()
-                    .map(|&p| {
-                        let dir = process_dir(p);
-                        (p, dir.join("arrivals.log"), dir.join("capture.pcap"))
-                    })
-                    .collect();
-                let obs: Vec<crate::packets::ObserverFiles<'_>> = files
-                    .iter()
-                    .map(|(p, a, c)| crate::packets::ObserverFiles {
-                        index: *p,
-                        ip: ns.ip(*p),
-                        vns: process_vns[*p].clone(),
-                        arrivals: a,
-                        capture: Some(c),
-                    })
-                    .collect();
-                let report = crate::packets::attack(&obs, &listen, &owner, setting.vns)?;
-                o.extra.insert("linkage_packets".into(), serde_json::to_value(report)?);
-            }
+            score_attacks(o, s, setting, &d, netns.as_ref(), host_count)?;
         }
         out
     })
+}
+
+/// Scores what the run left: with VN hosts the link's figures, with `--observe-timing` the timing attack,
+/// always the address-grouping attack, and with `--capture` (under `--netns`) the packet-level attack.
+fn score_attacks(
+    o: &mut RunOutput,
+    s: &Settings,
+    setting: Setting,
+    d: &Deployment,
+    netns: Option<&Netns>,
+    host_count: usize,
+) -> anyhow::Result<()> {
+    if host_count > 0 {
+        link_figures(o, host_count, &d.hosts.host_of);
+    }
+    if s.observe_timing {
+        o.extra.insert(
+            "linkage".into(),
+            serde_json::to_value(timing_attack(&d.configs, &d.hosts.configs, setting.vns)?)?,
+        );
+    }
+    o.extra
+        .insert("address_grouping".into(), address_grouping(s, d)?);
+    if s.capture
+        && let Some(ns) = netns
+    {
+        let report = packet_attack(d, ns, setting.vns)?;
+        o.extra
+            .insert("linkage_packets".into(), serde_json::to_value(report)?);
+    }
+    Ok(())
+}
+
+/// `<out>/procs-k<k>/`, emptied of an earlier run's files.
+fn fresh_dir(out: &Path, setting: Setting) -> anyhow::Result<PathBuf> {
+    let dir = out.join(format!("procs-k{}", setting.vns));
+    if dir.join("peers.toml").is_file() {
+        // Our own files from an earlier run into the same --out: keys are never overwritten by `generate`.
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("removing the previous run's {}", dir.display()))?;
+    }
+    Ok(dir)
+}
+
+/// With `--netns`, one network namespace per process (`count`: the nodes, then the hosts); else none.
+fn namespaces(s: &Settings, count: usize, progress: &Progress) -> anyhow::Result<Option<Netns>> {
+    Ok(if s.netns {
+        let ns = Netns::create(count)?;
+        progress.note(&format!(
+            "--netns: {} processes in namespaces {}…, addresses {}…",
+            ns.count(),
+            ns.name(0),
+            ns.ip(0)
+        ));
+        Some(ns)
+    } else {
+        None
+    })
+}
+
+/// With `--capture` (and `--netns`), a packet capture in every observing process's namespace, into
+/// `capture.pcap` in its directory.
+async fn start_captures(
+    s: &Settings,
+    d: &Deployment,
+    netns: Option<&Netns>,
+) -> anyhow::Result<Vec<super::capture::Capture>> {
+    let mut captures = Vec::new();
+    if let (true, Some(ns)) = (s.capture, netns) {
+        for p in d.observers() {
+            let file = d.process_dir(p).join("capture.pcap");
+            captures.push(super::capture::start(ns, p, &file).await?);
+        }
+    }
+    Ok(captures)
+}
+
+/// With VN hosts: how many, which VN each runs, and the RN↔VN link's bytes per RN per round.
+fn link_figures(o: &mut RunOutput, host_count: usize, host_of: &[Vec<usize>]) {
+    o.extra.insert("vn_hosts".into(), json!(host_count));
+    o.extra.insert("vn_host_of".into(), json!(host_of));
+    // RN↔VN traffic: a node hands its chunks to its VNs and takes back what they received,
+    // (1 + r)·4d a round at full degree; with the VN↔VN 4·d·r, (2 + 1/r)× D-PSGD's 4·d·r.
+    let rows: Vec<u64> = o
+        .metrics
+        .iter()
+        .flat_map(|m| m.iter().filter(|m| !m.absent).map(|m| m.link_bytes))
+        .collect();
+    let mean = rows.iter().sum::<u64>() as f64 / rows.len().max(1) as f64;
+    o.extra
+        .insert("link_bytes_per_rn_per_round".into(), json!(mean));
+}
+
+/// The address-grouping attack on every VN.
+fn address_grouping(s: &Settings, d: &Deployment) -> anyhow::Result<serde_json::Value> {
+    let n = d.configs.len();
+    // What any peer learns of every VN: the address it announces (Cyclon entries carry it), and,
+    // from the arrival logs, the address it really connects from.
+    let mut grouping = json!({
+        "sibling_linkage_auc": crate::linkage::address_grouping_auc(&d.vn_ips),
+        "distinct_ips": d.vn_ips.iter().flatten().collect::<std::collections::BTreeSet<_>>().len(),
+        "own_ips": s.own_ips,
+        "netns": s.netns,
+    });
+    if s.observe_timing {
+        let logs: Vec<PathBuf> = (0..n + d.hosts.configs.len())
+            .map(|p| d.process_dir(p).join("arrivals.log"))
+            .collect();
+        let refs: Vec<&Path> = logs.iter().map(PathBuf::as_path).collect();
+        let (ips, seen) = crate::packets::observed_sources(&refs, &d.owner, n)?;
+        grouping["observed"] = json!({
+            "sibling_linkage_auc": crate::linkage::address_grouping_auc(&ips),
+            "vns_seen": seen,
+            "distinct_source_ips": ips.iter().flatten().collect::<std::collections::BTreeSet<_>>().len(),
+        });
+    }
+    Ok(grouping)
+}
+
+/// The packet-level attack (`crate::packets`) on every observing process's arrival log and capture.
+fn packet_attack(
+    d: &Deployment,
+    ns: &Netns,
+    k: usize,
+) -> anyhow::Result<crate::packets::PacketLinkage> {
+    let files: Vec<(usize, PathBuf, PathBuf)> = d
+        .observers()
+        .iter()
+        .map(|&p| {
+            let dir = d.process_dir(p);
+            (p, dir.join("arrivals.log"), dir.join("capture.pcap"))
+        })
+        .collect();
+    let obs: Vec<crate::packets::ObserverFiles<'_>> = files
+        .iter()
+        .map(|(p, a, c)| crate::packets::ObserverFiles {
+            index: *p,
+            ip: ns.ip(*p),
+            vns: d.process_vns[*p].clone(),
+            arrivals: a,
+            capture: Some(c),
+        })
+        .collect();
+    crate::packets::attack(&obs, &d.listen, &d.owner, k)
 }
 
 /// What `write_deployment` wrote, and what the attacks need to know of it.
@@ -202,6 +253,29 @@ pub struct Deployment {
     pub process_vns: Vec<Vec<PeerId>>,
     /// Each VN's node: ground truth for the attacks.
     pub owner: HashMap<PeerId, usize>,
+}
+
+impl Deployment {
+    /// The processes whose VNs observe: the nodes, or the hosts when the VNs run there.
+    fn observers(&self) -> Vec<usize> {
+        let n = self.configs.len();
+        if self.hosts.configs.is_empty() {
+            (0..n).collect()
+        } else {
+            (n..n + self.hosts.configs.len()).collect()
+        }
+    }
+
+    /// Process `p`'s directory (nodes 0..n, then the hosts): its config's.
+    fn process_dir(&self, p: usize) -> PathBuf {
+        let n = self.configs.len();
+        let cfg = if p < n {
+            &self.configs[p]
+        } else {
+            &self.hosts.configs[p - n]
+        };
+        cfg.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
 }
 
 /// Writes keys, the peer list, the node configs and (with `--vn-hosts`) the VN hosts' configs; returns the
