@@ -282,6 +282,24 @@ impl Deployment {
 /// node config paths and the hosts.
 pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::Result<Deployment> {
     let (n, k) = (s.nodes, setting.vns);
+    let ids = generate_keys(dir, n, k)?;
+    let (ports, link_ports) = free_ports(n * k, s.vn_hosts, s.learning.seed)?;
+    let net = Addresses::new(s, n, k, ports);
+    // Node 0's VNs are the bootstrap entries, as a real deployment names a few well-known peers.
+    let peers = PeerList::from_entries(ids.iter().enumerate().flat_map(|(i, v)| {
+        let net = &net;
+        v.iter()
+            .enumerate()
+            .map(move |(s, p)| (*p, (i == 0).then(|| net.addr(i, s))))
+    }));
+    write(&dir.join("peers.toml"), &peers.to_toml())?;
+    let hosts = write_hosts(s, dir, &ids, &net, &link_ports)?;
+    let configs = write_node_configs(s, setting, dir, &net, &hosts)?;
+    Ok(ground_truth(s, &ids, &net, configs, hosts))
+}
+
+/// Generates node i's `k` VN keys into `node-<i>/keys`, for every node; returns their identities.
+fn generate_keys(dir: &Path, n: usize, k: usize) -> anyhow::Result<Vec<Vec<PeerId>>> {
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
         let keys = node::keys::generate(&dir.join(format!("node-{i}")).join("keys"), k)?;
@@ -291,8 +309,14 @@ pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::R
                 .collect::<Vec<_>>(),
         );
     }
+    Ok(ids)
+}
+
+/// Free ports on 127.0.0.1: `vns` for the VNs, in a random order seeded by `seed`, and `links` for the VN
+/// hosts' links.
+fn free_ports(vns: usize, links: usize, seed: u64) -> anyhow::Result<(Vec<u16>, Vec<u16>)> {
     // Free ports: bind them all at once (so none repeats), then release them for the nodes.
-    let listeners = (0..n * k + s.vn_hosts)
+    let listeners = (0..vns + links)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
         .collect::<std::io::Result<Vec<_>>>()
         .context("finding free ports on 127.0.0.1")?;
@@ -301,38 +325,77 @@ pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::R
         .map(|l| l.local_addr().map(|a| a.port()))
         .collect::<std::io::Result<_>>()?;
     drop(listeners);
-    let link_ports = ports.split_off(n * k);
+    let link_ports = ports.split_off(vns);
     // The OS hands out ports in sequence: dealt in order, a node's VNs would get consecutive ports and a
     // peer could group siblings by port (DESIGN §7). Dealt in a seeded random order, ports say nothing.
     rand::seq::SliceRandom::shuffle(
         ports.as_mut_slice(),
-        &mut sampling::derive_rng(s.learning.seed, u64::MAX - 2),
+        &mut sampling::derive_rng(seed, u64::MAX - 2),
     );
-    // With --vn-hosts, where each VN runs; with --netns, the address of the namespace it runs in (node i's
-    // is namespace i, host h's n + h); with --own-ips, each process's own loopback address.
-    let host_of = (s.vn_hosts > 0).then(|| super::hosts::deal(n, k, s.vn_hosts, s.learning.seed));
-    let ip = |i: usize, vn: usize| -> String {
-        match (&host_of, s.netns, s.own_ips) {
-            (Some(h), true, _) => super::netns::ip(n + h[i][vn]).to_string(),
+    Ok((ports, link_ports))
+}
+
+/// Where every VN runs and the address it listens on and announces.
+struct Addresses {
+    n: usize,
+    k: usize,
+    netns: bool,
+    own_ips: bool,
+    /// With `--vn-hosts`, `host_of[i][s]`: the host that runs node i's VN s.
+    host_of: Option<Vec<Vec<usize>>>,
+    /// Node i's VN s listens on port `ports[i * k + s]`.
+    ports: Vec<u16>,
+}
+
+impl Addresses {
+    fn new(s: &Settings, n: usize, k: usize, ports: Vec<u16>) -> Self {
+        Self {
+            n,
+            k,
+            netns: s.netns,
+            own_ips: s.own_ips,
+            host_of: (s.vn_hosts > 0)
+                .then(|| super::hosts::deal(n, k, s.vn_hosts, s.learning.seed)),
+            ports,
+        }
+    }
+
+    /// The IP node `i`'s VN `vn` listens on.
+    fn ip(&self, i: usize, vn: usize) -> String {
+        // With --vn-hosts, where each VN runs; with --netns, the address of the namespace it runs in (node i's
+        // is namespace i, host h's n + h); with --own-ips, each process's own loopback address.
+        match (&self.host_of, self.netns, self.own_ips) {
+            (Some(h), true, _) => super::netns::ip(self.n + h[i][vn]).to_string(),
             (None, true, _) => super::netns::ip(i).to_string(),
             (_, false, false) => "127.0.0.1".into(),
             (Some(h), false, true) => own_ip(2, h[i][vn]),
             (None, false, true) => own_ip(1, i),
         }
-    };
-    let addr = |i: usize, vn: usize| -> Multiaddr {
-        format!("/ip4/{}/tcp/{}", ip(i, vn), ports[i * k + vn])
-            .parse()
-            .expect("valid multiaddr")
-    };
-    // Node 0's VNs are the bootstrap entries, as a real deployment names a few well-known peers.
-    let peers = PeerList::from_entries(ids.iter().enumerate().flat_map(|(i, v)| {
-        v.iter()
-            .enumerate()
-            .map(move |(s, p)| (*p, (i == 0).then(|| addr(i, s))))
-    }));
-    write(&dir.join("peers.toml"), &peers.to_toml())?;
-    let hosts = if let Some(host_of) = &host_of {
+    }
+
+    /// The address node `i`'s VN `vn` listens on.
+    fn addr(&self, i: usize, vn: usize) -> Multiaddr {
+        format!(
+            "/ip4/{}/tcp/{}",
+            self.ip(i, vn),
+            self.ports[i * self.k + vn]
+        )
+        .parse()
+        .expect("valid multiaddr")
+    }
+}
+
+/// With `--vn-hosts`, writes the hosts' configs, host h's link listening on `link_ports[h]`; else there are
+/// none, and no node's config has a hosted-VN table.
+fn write_hosts(
+    s: &Settings,
+    dir: &Path,
+    ids: &[Vec<PeerId>],
+    net: &Addresses,
+    link_ports: &[u16],
+) -> anyhow::Result<super::hosts::HostFiles> {
+    let n = net.n;
+    Ok(if let Some(host_of) = &net.host_of {
         let link: Vec<Multiaddr> = (0..s.vn_hosts)
             .map(|h| {
                 let ip = match (s.netns, s.own_ips) {
@@ -345,32 +408,46 @@ pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::R
                     .expect("valid multiaddr")
             })
             .collect();
-        super::hosts::write(dir, &ids, host_of, &link, &addr, s.observe_timing)?
+        super::hosts::write(
+            dir,
+            ids,
+            host_of,
+            &link,
+            &|i, vn| net.addr(i, vn),
+            s.observe_timing,
+        )?
     } else {
         super::hosts::HostFiles {
             configs: Vec::new(),
             hosted_tables: vec![String::new(); n],
             host_of: Vec::new(),
         }
-    };
+    })
+}
 
+/// A TOML string holding `v`.
+fn quote(v: &str) -> String {
+    toml::Value::String(v.into()).to_string()
+}
+
+/// The `[learning]` table's fields that every node shares (its `index` is its own).
+fn learning_table(s: &Settings, n: usize) -> String {
     let l = &s.learning;
-    let q = |v: &str| toml::Value::String(v.into()).to_string();
     let dataset = match &l.dataset {
         DatasetSpec::Synthetic(_) => l.dataset.to_string(),
         other => other.name().to_string(),
     };
-    let mut learning = format!("dataset = {}\n", q(&dataset));
+    let mut learning = format!("dataset = {}\n", quote(&dataset));
     if let Some(d) = data_dir(&l.dataset) {
         let abs = std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf());
-        learning += &format!("data_dir = {}\n", q(&abs.display().to_string()));
+        learning += &format!("data_dir = {}\n", quote(&abs.display().to_string()));
     }
     if let Some(m) = &l.model {
-        learning += &format!("model = {}\n", q(&m.to_string()));
+        learning += &format!("model = {}\n", quote(&m.to_string()));
     }
     learning += &format!(
         "partition = {}\nnodes = {n}\nlr = {}\nbatch = {}\nseed = {}\n",
-        q(&l.partition.to_string()),
+        quote(&l.partition.to_string()),
         l.train.lr,
         l.train.batch_size,
         l.seed
@@ -385,13 +462,26 @@ pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::R
     if let Some(m) = l.max_test_samples {
         learning += &format!("max_test_samples = {m}\n");
     }
+    learning
+}
+
+/// Writes `node-<i>/node.toml` for every node, each checked with the node's own parser; returns their paths.
+fn write_node_configs(
+    s: &Settings,
+    setting: Setting,
+    dir: &Path,
+    net: &Addresses,
+    hosts: &super::hosts::HostFiles,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let (n, k) = (net.n, net.k);
+    let learning = learning_table(s, n);
     let t = &s.timing;
     // Every field, so a node runs with exactly the testnet's timing (not a default for what is left out).
     let timing = toml::to_string(t)?;
     let values = toml::to_string(&s.values)?;
     let mut configs = Vec::with_capacity(n);
     for i in 0..n {
-        let listen: Vec<String> = (0..k).map(|s| q(&addr(i, s).to_string())).collect();
+        let listen: Vec<String> = (0..k).map(|s| quote(&net.addr(i, s).to_string())).collect();
         let text = format!(
             "# Generated by `testnet --mode procs`: node {i} of {n}. Run with `node run --config node.toml`.\n\
              key_dir = \"keys\"\nvns = {k}\nlisten = [{}]\npeer_list = \"../peers.toml\"\nalgorithm = \"{}\"\ndropout = {}\ndegree = {}\nrounds = {}\n\
@@ -422,22 +512,35 @@ pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::R
             .map_err(|e| anyhow::anyhow!("generated config is invalid: {e}"))?;
         configs.push(p);
     }
+    Ok(configs)
+}
+
+/// The deployment as the attacks see it: the configs and hosts written, with what each VN announces,
+/// where it listens, which process runs it and which node owns it.
+fn ground_truth(
+    s: &Settings,
+    ids: &[Vec<PeerId>],
+    net: &Addresses,
+    configs: Vec<PathBuf>,
+    hosts: super::hosts::HostFiles,
+) -> Deployment {
+    let (n, k) = (net.n, net.k);
     let vn_ips = (0..n)
-        .map(|i| (0..k).map(|vn| ip(i, vn)).collect())
+        .map(|i| (0..k).map(|vn| net.ip(i, vn)).collect())
         .collect();
     let listen = (0..n)
         .flat_map(|i| (0..k).map(move |s| (i, s)))
         .filter_map(|(i, s)| {
-            crate::packets::socket_of(&addr(i, s).to_string()).map(|a| (a, ids[i][s]))
+            crate::packets::socket_of(&net.addr(i, s).to_string()).map(|a| (a, ids[i][s]))
         })
         .collect();
     // A node runs its own VNs, or none (they are at the hosts); a host numbers its VNs in config order.
-    let mut process_vns: Vec<Vec<PeerId>> = if host_of.is_some() {
+    let mut process_vns: Vec<Vec<PeerId>> = if net.host_of.is_some() {
         vec![Vec::new(); n]
     } else {
-        ids.clone()
+        ids.to_vec()
     };
-    if let Some(h) = &host_of {
+    if let Some(h) = &net.host_of {
         for host in 0..s.vn_hosts {
             process_vns.push(
                 (0..n)
@@ -453,14 +556,14 @@ pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::R
         .enumerate()
         .flat_map(|(i, v)| v.iter().map(move |p| (*p, i)))
         .collect();
-    Ok(Deployment {
+    Deployment {
         configs,
         hosts,
         vn_ips,
         listen,
         process_vns,
         owner,
-    })
+    }
 }
 
 /// The network observer's timing attack (`testnet/src/linkage.rs`) on the arrival logs every node process
@@ -1087,86 +1190,101 @@ impl ChurnLog {
     /// their final metric; for killed nodes, the metrics file checked against what the node printed (lines
     /// lost, lines duplicated).
     fn report(&self, metrics: &[Vec<RoundMetrics>], configs: &[PathBuf]) -> serde_json::Value {
-        let final_metric = |i: usize| metrics[i].last().map(|m| m.test_metric);
         let victims: Vec<serde_json::Value> = self
             .killed
             .iter()
-            .map(|&i| {
-                let back = self.restarted_at[i];
-                let file = file_rounds(&configs[i].with_file_name("metrics.jsonl"), i);
-                let printed: Vec<u64> = metrics[i].iter().map(|m| m.round.get()).collect();
-                let lost = printed.iter().filter(|r| !file.contains(r)).count();
-                let mut dedup = file.clone();
-                dedup.sort_unstable();
-                dedup.dedup();
-                let rejoin = back.and_then(|b| self.rejoined(i, b));
-                let restart = self.restarted_time[i].zip(back);
-                let first = back.and_then(|b| self.first_after(i, b));
-                let in_step = rejoin.map(|(_, at, net)| (at, net));
-                json!({
-                    "node": i,
-                    "killed_after_round": self.killed_at[i],
-                    "restarted_when_network_at": back,
-                    "first_round_after_restart": back.and_then(|_| metrics[i].iter().find(|m| m.resumed).map(|m| m.round.get())),
-                    "skipped_rounds": metrics[i].iter().map(|m| m.skipped_rounds).sum::<u64>(),
-                    "rounds_behind_the_others_per_round": self.lags[i].iter().map(|(r, lag, ..)| [*r as i64, *lag]).collect::<Vec<_>>(),
-                    "rejoined_at_round": rejoin.map(|(r, ..)| r),
-                    "rejoin_rounds": back.zip(rejoin).map(|(b, (r, ..))| r.saturating_sub(b)),
-                    "restart": {
-                        "listening_since_restart": since(restart, self.listening[i]),
-                        "first_round_reported_since_restart": since(restart, first),
-                        "first_round_reported_since_listening": since(self.listening[i], first),
-                        "in_step_since_restart": since(restart, in_step),
-                        "in_step_since_listening": since(self.listening[i], in_step),
-                    },
-                    "last_round": printed.last(),
-                    "final_metric": final_metric(i),
-                    "metrics_file_lines": file.len(),
-                    "metrics_lines_lost": lost,
-                    "metrics_lines_duplicated": file.len() - dedup.len(),
-                })
-            })
+            .map(|&i| self.killed_report(i, metrics, configs))
             .collect();
         let paused: Vec<serde_json::Value> = self
             .paused
             .iter()
-            .map(|&i| {
-                let cont = self.continued_at[i];
-                let rejoin = cont.and_then(|c| self.rejoined(i, c));
-                json!({
-                    "node": i,
-                    "paused_after_round": self.paused_at[i],
-                    "continued_when_network_at": cont,
-                    "skipped_rounds": metrics[i].iter().map(|m| m.skipped_rounds).sum::<u64>(),
-                    "rounds_behind_the_others_per_round": self.lags[i].iter().map(|(r, lag, ..)| [*r as i64, *lag]).collect::<Vec<_>>(),
-                    "rejoined_at_round": rejoin.map(|(r, ..)| r),
-                    "rejoin_rounds": cont.zip(rejoin).map(|(c, (r, ..))| r.saturating_sub(c)),
-                    "in_step_since_continue": since(self.continued_time[i].zip(cont), rejoin.map(|(_, at, net)| (at, net))),
-                    "last_round": metrics[i].last().map(|m| m.round.get()),
-                    "final_metric": final_metric(i),
-                })
-            })
+            .map(|&i| self.paused_report(i, metrics))
             .collect();
         let others: Vec<serde_json::Value> = (0..metrics.len())
             .filter(|i| !self.killed.contains(i) && !self.paused.contains(i))
-            .map(|i| {
-                let slowest = metrics[i].iter().map(|m| m.round_secs).fold(0.0, f64::max);
-                let exchange = metrics[i]
-                    .iter()
-                    .map(|m| m.exchange_secs)
-                    .fold(0.0, f64::max);
-                json!({
-                    "node": i,
-                    "rounds_completed": metrics[i].len(),
-                    "skipped_rounds": metrics[i].iter().map(|m| m.skipped_rounds).sum::<u64>(),
-                    "slowest_round_secs": slowest,
-                    "slowest_exchange_secs": exchange,
-                    "final_metric": final_metric(i),
-                })
-            })
+            .map(|i| other_report(i, metrics))
             .collect();
         json!({ "killed": victims, "paused": paused, "others": others })
     }
+
+    /// Killed node `i`: when it was killed and restarted, how it came back, and its metrics file checked
+    /// against what it printed.
+    fn killed_report(
+        &self,
+        i: usize,
+        metrics: &[Vec<RoundMetrics>],
+        configs: &[PathBuf],
+    ) -> serde_json::Value {
+        let back = self.restarted_at[i];
+        let file = file_rounds(&configs[i].with_file_name("metrics.jsonl"), i);
+        let printed: Vec<u64> = metrics[i].iter().map(|m| m.round.get()).collect();
+        let lost = printed.iter().filter(|r| !file.contains(r)).count();
+        let mut dedup = file.clone();
+        dedup.sort_unstable();
+        dedup.dedup();
+        let rejoin = back.and_then(|b| self.rejoined(i, b));
+        let restart = self.restarted_time[i].zip(back);
+        let first = back.and_then(|b| self.first_after(i, b));
+        let in_step = rejoin.map(|(_, at, net)| (at, net));
+        json!({
+            "node": i,
+            "killed_after_round": self.killed_at[i],
+            "restarted_when_network_at": back,
+            "first_round_after_restart": back.and_then(|_| metrics[i].iter().find(|m| m.resumed).map(|m| m.round.get())),
+            "skipped_rounds": metrics[i].iter().map(|m| m.skipped_rounds).sum::<u64>(),
+            "rounds_behind_the_others_per_round": self.lags[i].iter().map(|(r, lag, ..)| [*r as i64, *lag]).collect::<Vec<_>>(),
+            "rejoined_at_round": rejoin.map(|(r, ..)| r),
+            "rejoin_rounds": back.zip(rejoin).map(|(b, (r, ..))| r.saturating_sub(b)),
+            "restart": {
+                "listening_since_restart": since(restart, self.listening[i]),
+                "first_round_reported_since_restart": since(restart, first),
+                "first_round_reported_since_listening": since(self.listening[i], first),
+                "in_step_since_restart": since(restart, in_step),
+                "in_step_since_listening": since(self.listening[i], in_step),
+            },
+            "last_round": printed.last(),
+            "final_metric": metrics[i].last().map(|m| m.test_metric),
+            "metrics_file_lines": file.len(),
+            "metrics_lines_lost": lost,
+            "metrics_lines_duplicated": file.len() - dedup.len(),
+        })
+    }
+
+    /// Paused node `i`: when it was paused and continued, and how it caught up.
+    fn paused_report(&self, i: usize, metrics: &[Vec<RoundMetrics>]) -> serde_json::Value {
+        let cont = self.continued_at[i];
+        let rejoin = cont.and_then(|c| self.rejoined(i, c));
+        json!({
+            "node": i,
+            "paused_after_round": self.paused_at[i],
+            "continued_when_network_at": cont,
+            "skipped_rounds": metrics[i].iter().map(|m| m.skipped_rounds).sum::<u64>(),
+            "rounds_behind_the_others_per_round": self.lags[i].iter().map(|(r, lag, ..)| [*r as i64, *lag]).collect::<Vec<_>>(),
+            "rejoined_at_round": rejoin.map(|(r, ..)| r),
+            "rejoin_rounds": cont.zip(rejoin).map(|(c, (r, ..))| r.saturating_sub(c)),
+            "in_step_since_continue": since(self.continued_time[i].zip(cont), rejoin.map(|(_, at, net)| (at, net))),
+            "last_round": metrics[i].last().map(|m| m.round.get()),
+            "final_metric": metrics[i].last().map(|m| m.test_metric),
+        })
+    }
+}
+
+/// Node `i`, neither killed nor paused: the rounds it completed or skipped, its slowest round and exchange,
+/// and its final metric.
+fn other_report(i: usize, metrics: &[Vec<RoundMetrics>]) -> serde_json::Value {
+    let slowest = metrics[i].iter().map(|m| m.round_secs).fold(0.0, f64::max);
+    let exchange = metrics[i]
+        .iter()
+        .map(|m| m.exchange_secs)
+        .fold(0.0, f64::max);
+    json!({
+        "node": i,
+        "rounds_completed": metrics[i].len(),
+        "skipped_rounds": metrics[i].iter().map(|m| m.skipped_rounds).sum::<u64>(),
+        "slowest_round_secs": slowest,
+        "slowest_exchange_secs": exchange,
+        "final_metric": metrics[i].last().map(|m| m.test_metric),
+    })
 }
 
 /// The rounds node `node` has lines for in a metrics file (in file order, repeats kept).
