@@ -59,7 +59,7 @@ pub struct SimConfig {
     /// The algorithm every node runs (`None`: EL with one VN, Shatter with more).
     pub algorithm: Option<AlgoSpec>,
     /// Dropout rate: each round each RN sits out with this probability (Appendix E's model,
-    /// [`crate::engine::dropout`]; 0: every node takes part in every round).
+    /// `engine/dropout.rs`; 0: every node takes part in every round).
     pub dropout: f64,
     /// One node held back (issue 15, catch-up): RN `.0`'s training of round `.1` takes `.2` longer, as a
     /// node paused (SIGSTOP) or stuck would. Its VNs keep running; the network moves on without it.

@@ -173,7 +173,7 @@ impl RnEngine {
         })
     }
 
-    /// Takes part only in the rounds `schedule` marks (dropout, [`super::dropout::participation`]); a round
+    /// Takes part only in the rounds `schedule` marks (dropout, `engine::dropout::participation`); a round
     /// sat out lasts as long as the last round did (`first_idle` before any).
     pub fn with_participation(mut self, schedule: Vec<bool>, first_idle: Duration) -> Self {
         self.participates = schedule;

@@ -87,7 +87,7 @@ impl NodeBuilder {
     }
 
     /// Checkpoints every round into this directory (model as safetensors, metadata as JSON;
-    /// [`crate::checkpoint`]). Default: none.
+    /// `checkpoint.rs`). Default: none.
     pub fn checkpoint_dir(mut self, dir: Option<PathBuf>) -> Self {
         self.checkpoints = dir;
         self

@@ -19,7 +19,7 @@
 //!    every confirmed neighbour, and the exchange deadline starts: `exchange_timeout` later the VN reports
 //!    `Done` whatever is missing, so a crashed or slow neighbour costs at most its chunk, never the round.
 //! 3. Chunks from peers: accepted only from confirmed neighbours of that round, once per neighbour, with a
-//!    known chunk index, the right length and finite values within the model's range ([`ValueBounds`]);
+//!    known chunk index, the right length and finite values within the model's range ([`crate::engine::ValueBounds`]);
 //!    each accepted copy goes to the RN at once.
 //!    Chunks that arrive before the round is frozen wait (bounded) until the freeze decides.
 //!    A refusal for `NotNeighbour` tells the sender the edge is half-open; it stops counting it.
