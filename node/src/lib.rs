@@ -4,7 +4,7 @@
 //! - Run a node in your program: [`NodeBuilder`] → [`NodeHandle`] (status, stop) and a stream of
 //!   [`NodeEvent`]s; [`Timing`] for the protocol's timing; errors are [`NodeError`].
 //! - What an operator writes: [`config`] (`node run --config`), [`host_config`] (`node vn --config`),
-//!   [`peers`] (the peer list), [`keys`] (VN identities); VN hosts: [`VnHost`], [`RemoteVn`], [`HostedVn`].
+//!   [`peers`] (the peer list), [`keys`] (VN identities), [`secret`] (the node's private randomness); VN hosts: [`VnHost`], [`RemoteVn`], [`HostedVn`].
 //! - What the learning runs: [`algo`] (one [`algo::Algorithm`] per algorithm, chosen by [`algo::AlgoSpec`]) and
 //!   [`learner`] (a node's model, data and training).
 //! - For research harnesses: [`observe`] (hooks that see models and copies), [`sim`] (the whole network on a
@@ -21,6 +21,7 @@
 //! - `id.rs`: [`VnAddr`], how VNs name each other on the wire.
 //! - `keys.rs`: VN key generation and loading.
 //! - `peers.rs`: the peer list file (permissioning and bootstrap).
+//! - `secret.rs`: the node secret its private randomness comes from (noise, duals, choices, dropout).
 //! - `algo/`: [`algo::Algorithm`] (and [`algo::PerEdge`] for algorithms with state on edges), one file per
 //!   algorithm (`shatter.rs`, `el.rs`, `el_local.rs`, `dpsgd.rs`, `chunking.rs`, `topk.rs`, `muffliato.rs`,
 //!   `ghp.rs`, `pdmm.rs`) and `spec.rs` ([`algo::AlgoSpec`]: a name to an algorithm).
@@ -62,6 +63,7 @@ pub mod net;
 pub mod observe;
 pub mod peers;
 mod runtime;
+pub mod secret;
 pub mod sim;
 
 pub use error::{NodeError, Result};

@@ -174,7 +174,13 @@ pub fn run_observed(
         )));
     }
     let algos = (0..learners.len() as u64)
-        .map(|rn| spec.build(partition.clone(), cfg.seed, rn))
+        .map(|rn| {
+            spec.build(
+                partition.clone(),
+                cfg.seed,
+                AlgoSpec::simulated_private(cfg.seed, rn),
+            )
+        })
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| NodeError::Config(e.to_string()))?;
     run_algorithms(cfg, learners, algos, on_round, observer)

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use models::chunking::ChunkPartition;
+use rand_chacha::ChaCha12Rng;
 use sampling::{Stream, vn_rng};
 use serde::{Deserialize, Serialize};
 
@@ -110,16 +111,19 @@ impl AlgoSpec {
         }
     }
 
-    /// The algorithm for node `node` of a run seeded `seed`, over `partition` (cut into
-    /// [`AlgoSpec::chunks`] chunks by the run's seeded partition).
+    /// The algorithm of one node of a run seeded `seed`, over `partition` (cut into [`AlgoSpec::chunks`]
+    /// chunks by the run's seeded partition). `private` is the node's own stream for what must stay its own —
+    /// noise (GHP, `random`, Muffliato), PDMM's initial duals, `chunking`'s and `sparsify-random`'s choices:
+    /// a real node draws it from its node secret ([`crate::secret`]), so that nobody who knows the run seed and
+    /// the node's index can regenerate and subtract it; the simulator derives it from the run seed
+    /// ([`AlgoSpec::simulated_private`]).
     pub fn build(
         &self,
         partition: Arc<ChunkPartition>,
         seed: u64,
-        node: u64,
+        private: ChaCha12Rng,
     ) -> Result<Box<dyn Algorithm>, AlgoError> {
-        // The RN's own stream: never a VN's (those use purposes 0 and 1 of each identity).
-        let rng = || vn_rng(seed, node, Stream::Algorithm);
+        let rng = || private.clone();
         Ok(match self {
             Self::Shatter => super::shatter_or_el(partition),
             Self::El => Box::new(el(partition)?),
@@ -140,6 +144,13 @@ impl AlgoSpec {
                 Box::new(super::Pdmm::new(name, partition.d(), *p, rng())?)
             }
         })
+    }
+
+    /// The simulator's stand-in for node `node`'s private stream: derived from the run seed, so a simulated
+    /// run stays deterministic per seed (and anyone holding the seed can regenerate it: the simulator is not
+    /// a deployment). Never a VN's stream (those use purposes 0 and 1 of each identity).
+    pub fn simulated_private(seed: u64, node: u64) -> ChaCha12Rng {
+        vn_rng(seed, node, Stream::Algorithm)
     }
 }
 

@@ -8,7 +8,6 @@ use libp2p::identity::Keypair;
 use libp2p::pnet::PreSharedKey;
 use libp2p::{Multiaddr, PeerId};
 use models::chunking::ChunkPartition;
-use sampling::{Stream, vn_rng};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -300,6 +299,24 @@ impl NodeBuilder {
         ))
     }
 
+    /// The node's private stream for `purpose`, from its secret (`crate::secret`): derived from its first VN
+    /// key, or from its link key when its VNs are hosted.
+    pub(crate) fn private_rng(
+        &self,
+        purpose: crate::secret::Purpose,
+    ) -> Result<rand_chacha::ChaCha12Rng> {
+        let key = match (&self.remote, self.keys.first()) {
+            (Some((link_key, _)), _) => link_key,
+            (None, Some(key)) => key,
+            (None, None) => {
+                return Err(NodeError::Config(
+                    "a node needs at least one virtual node key".into(),
+                ));
+            }
+        };
+        crate::secret::private_rng(key, purpose)
+    }
+
     /// Refuses a configuration no node could run; returns k, the node's number of VNs.
     fn check(&self) -> Result<usize> {
         let k = match &self.remote {
@@ -390,8 +407,9 @@ impl NodeBuilder {
             }
             None => Arc::new(self.learning.chunk_partition(&learner.model, chunks)?),
         };
+        let private = self.private_rng(crate::secret::Purpose::Algorithm)?;
         let algorithm = spec
-            .build(partition, self.learning.seed, self.index as u64)
+            .build(partition, self.learning.seed, private)
             .map_err(|e| NodeError::Config(e.to_string()))?;
         Ok((spec, algorithm))
     }
@@ -429,10 +447,12 @@ impl NodeBuilder {
         algorithm: Box<dyn crate::algo::Algorithm>,
         resumed: Option<&crate::checkpoint::CheckpointMeta>,
     ) -> Result<RnEngine> {
+        // From the node secret: a schedule drawn from the run seed and the node's index let any participant
+        // compute which rounds each node sits out, and match its VNs by their common absences.
         let schedule = crate::engine::dropout::participation(
             self.dropout,
             self.rounds,
-            &mut vn_rng(self.learning.seed, self.index as u64, Stream::Dropout),
+            &mut self.private_rng(crate::secret::Purpose::Dropout)?,
         );
         // Before any round was timed, a round sat out lasts twice the overlay's 4r proposal sub-steps (about
         // two overlay windows).
@@ -617,4 +637,88 @@ fn saved_views(
         .unwrap_or_default();
     views.resize(k, Vec::new());
     views
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use models::data::DatasetSpec;
+    use models::data::partition::Partition;
+    use models::nn::ModelSpec;
+    use models::train::{LocalWork, TrainConfig};
+    use protocol::Round;
+
+    fn learning(seed: u64) -> LearningConfig {
+        LearningConfig {
+            dataset: DatasetSpec::default(),
+            model: Some(ModelSpec::Mlp { hidden: vec![4] }),
+            partition: Partition::Iid,
+            nodes: 4,
+            train: TrainConfig {
+                lr: 0.1,
+                batch_size: 8,
+                work: LocalWork::Steps(1),
+                clip: None,
+            },
+            seed,
+            max_test_samples: Some(10),
+        }
+    }
+
+    /// The chunks a GHP algorithm built with `private` sends in round 0 from `params`.
+    fn ghp_chunks(private: rand_chacha::ChaCha12Rng, d: usize) -> Vec<Vec<f32>> {
+        let partition = Arc::new(ChunkPartition::new(&[d], 2, 1).unwrap());
+        let mut a = AlgoSpec::Ghp { sigma: 0.5 }
+            .build(partition, 1, private)
+            .unwrap();
+        a.begin_round(Round::ZERO);
+        let params = vec![0.25f32; d];
+        a.outgoing(Round::ZERO, 0, &params)
+            .unwrap()
+            .into_iter()
+            .map(|(_, p)| match p {
+                crate::algo::Payload::Broadcast(f) => f.values,
+                crate::algo::Payload::PerNeighbour => Vec::new(),
+            })
+            .collect()
+    }
+
+    /// DESIGN §7, the deviating insider: every participant knows the run seed and every node's index. When a
+    /// node's GHP noise came from `vn_rng(seed, index, Algorithm)`, an insider rebuilt the node's algorithm,
+    /// drew the same noise, subtracted it from the chunks it received, and — trying each index — named their
+    /// sender. Drawn from the node secret, the noise matches none of the streams the insider can compute; the
+    /// node's own stream is the same after a restart with the same keys.
+    #[test]
+    fn an_insider_cannot_regenerate_a_nodes_noise_from_the_run_seed_and_its_index() {
+        let (seed, index, d) = (1, 2, 64);
+        let keys = vec![Keypair::generate_ed25519(), Keypair::generate_ed25519()];
+        let node = NodeBuilder::new(keys.clone(), learning(seed), index);
+        let sent = ghp_chunks(
+            node.private_rng(crate::secret::Purpose::Algorithm).unwrap(),
+            d,
+        );
+        for guess in 0..8 {
+            let regenerated = ghp_chunks(AlgoSpec::simulated_private(seed, guess), d);
+            assert_ne!(
+                sent, regenerated,
+                "the noise of node {index} regenerated as index {guess}"
+            );
+        }
+        let restarted = NodeBuilder::new(keys, learning(seed), index);
+        let again = ghp_chunks(
+            restarted
+                .private_rng(crate::secret::Purpose::Algorithm)
+                .unwrap(),
+            d,
+        );
+        assert_eq!(sent, again, "the same keys draw the same private stream");
+        let other = NodeBuilder::new(vec![Keypair::generate_ed25519()], learning(seed), index);
+        let theirs = ghp_chunks(
+            other
+                .private_rng(crate::secret::Purpose::Algorithm)
+                .unwrap(),
+            d,
+        );
+        assert_ne!(sent, theirs, "another node's keys draw another stream");
+    }
 }
