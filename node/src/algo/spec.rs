@@ -123,25 +123,24 @@ impl AlgoSpec {
         seed: u64,
         private: ChaCha12Rng,
     ) -> Result<Box<dyn Algorithm>, AlgoError> {
-        let rng = || private.clone();
         Ok(match self {
             Self::Shatter => super::shatter_or_el(partition),
             Self::El => Box::new(el(partition)?),
             Self::ElLocal => Box::new(ElLocal::new(partition)?),
-            Self::Chunking { .. } => Box::new(OneChunk::chunking(partition, rng())),
+            Self::Chunking { .. } => Box::new(OneChunk::chunking(partition, private)),
             Self::SparsifyRandom { .. } => {
-                Box::new(OneChunk::sparsify_random(partition, seed, rng()))
+                Box::new(OneChunk::sparsify_random(partition, seed, private))
             }
             Self::SparsifyTopk { fraction } => Box::new(TopK::new(partition.d(), *fraction)?),
             Self::Dpsgd => Box::new(Dpsgd::new(partition)?),
-            Self::Muffliato { sigma } => Box::new(Muffliato::new(partition, *sigma, rng())?),
-            Self::Ghp { sigma } => Box::new(Perturbed::new(partition, *sigma, true, rng())?),
+            Self::Muffliato { sigma } => Box::new(Muffliato::new(partition, *sigma, private)?),
+            Self::Ghp { sigma } => Box::new(Perturbed::new(partition, *sigma, true, private)?),
             Self::RandomNoise { sigma } => {
-                Box::new(Perturbed::new(partition, *sigma, false, rng())?)
+                Box::new(Perturbed::new(partition, *sigma, false, private)?)
             }
             Self::Pdmm(p) => {
                 let name = if p.theta == 0.5 { "admm" } else { "pdmm" };
-                Box::new(super::Pdmm::new(name, partition.d(), *p, rng())?)
+                Box::new(super::Pdmm::new(name, partition.d(), *p, private)?)
             }
         })
     }

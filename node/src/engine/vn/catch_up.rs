@@ -101,13 +101,6 @@ impl<I: Ord + Clone> CatchUp<I> {
             .is_some_and(|p| std::mem::take(&mut p.at_join))
     }
 
-    /// The probe just started is the join probe.
-    pub(crate) fn mark_join_probe(&mut self) {
-        if let Some(p) = self.probing.as_mut().and_then(|p| p.current.as_mut()) {
-            p.at_join = true;
-        }
-    }
-
     pub(crate) fn expire(&mut self, now: Duration) {
         self.ahead.expire(now);
     }
@@ -153,7 +146,8 @@ impl<I: Ord + Clone> CatchUp<I> {
         }
     }
 
-    /// Starts a probe if probes are on, none is running and the last one started at least `timeout` ago:
+    /// Starts a probe (`at_join`: the resumed VN's join probe) if probes are on, none is running and the last
+    /// one started at least `timeout` ago:
     /// returns the peers to ask, up to [`PROBE_PEERS`] distinct ones drawn at random from the probe list and
     /// `view`, never `me`, this node's own VNs or peers not `allowed`. At most one probe per `timeout`,
     /// whatever peers claim: a peer that keeps claiming to be far ahead costs us five tiny requests per
@@ -165,6 +159,7 @@ impl<I: Ord + Clone> CatchUp<I> {
         view: Vec<I>,
         allowed: &dyn Fn(&I) -> bool,
         timeout: Duration,
+        at_join: bool,
     ) -> Vec<I> {
         let Some(p) = self.probing.as_mut() else {
             return Vec::new();
@@ -193,7 +188,7 @@ impl<I: Ord + Clone> CatchUp<I> {
         .collect();
         p.last = Some(now);
         p.current = Some(Probe {
-            at_join: false,
+            at_join,
             waiting: asked.iter().cloned().collect(),
             answers: BTreeMap::new(),
             deadline: now + timeout,

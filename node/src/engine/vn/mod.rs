@@ -267,8 +267,7 @@ impl<I: VnIdentity> VnEngine<I> {
         let mut out = Vec::new();
         self.sampler_input(now, SamplerInput::Join { bootstrap: entries }, &mut out);
         if self.catch_up.take_join_probe() {
-            self.start_probe(now, &mut out);
-            self.catch_up.mark_join_probe();
+            self.start_probe(now, true, &mut out);
         }
         self.finish(now, &mut out);
         out
@@ -706,7 +705,7 @@ impl<I: VnIdentity> VnEngine<I> {
                 self.cfg.lookahead.min(MAX_FUTURE_ROUNDS),
                 out,
             ),
-            Witnessed::Probe => self.start_probe(now, out),
+            Witnessed::Probe => self.start_probe(now, false, out),
             Witnessed::Nothing => {}
         }
     }
@@ -742,13 +741,14 @@ impl<I: VnIdentity> VnEngine<I> {
     }
 
     /// Starts a catch-up probe if the catch-up allows one now (`CatchUp::start_probe`), and asks its peers.
-    fn start_probe(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
+    fn start_probe(&mut self, now: Duration, at_join: bool, out: &mut Vec<VnOutput<I>>) {
         let asked = self.catch_up.start_probe(
             now,
             &self.me,
             self.sampler.view(),
             &*self.allowed,
             self.cfg.exchange_timeout,
+            at_join,
         );
         for to in asked {
             self.counters.sent(0);
