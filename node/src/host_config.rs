@@ -85,6 +85,17 @@ pub fn load(path: &Path) -> Result<VnHost> {
                 format!("'{}' is not a PeerId: {e}", v.node),
             )
         })?;
+        // Issue 43: the host knows which node each VN answers to, so two VNs of one node here are tied together
+        // by this host (and by the address they share).
+        if let Some(j) = vns.iter().position(|h: &HostedVn| h.rn == node) {
+            return Err(err(
+                &format!("vn[{i}].node"),
+                format!(
+                    "vn[{j}] already belongs to node {node}: a host runs at most one VN of each node, since \
+                     the VNs one host runs for one node are tied together by that host; put this VN on another host"
+                ),
+            ));
+        }
         vns.push(HostedVn {
             key,
             listen: addr(&format!("vn[{i}].listen"), &v.listen)?,
@@ -142,6 +153,27 @@ mod tests {
         assert_eq!(h.vns.len(), 1);
         assert_eq!(h.vns[0].rn, node);
         assert_eq!(h.vns[0].key.public().to_peer_id(), vn.public().to_peer_id());
+
+        // Two VNs of one node on one host: refused, saying why.
+        let vn1 = keys::generate(&d.join("node1"), 1).unwrap().remove(0);
+        let two = PeerList::from_entries([
+            (vn.public().to_peer_id(), None),
+            (vn1.public().to_peer_id(), None),
+        ]);
+        std::fs::write(d.join("peers.toml"), two.to_toml()).unwrap();
+        let second = format!(
+            "{text}[[vn]]\nkey = \"node1/vn-0.key\"\nlisten = \"/ip4/127.0.0.1/tcp/0\"\nnode = \"{node}\"\n"
+        );
+        std::fs::write(&path, &second).unwrap();
+        let e = load(&path).err().unwrap().to_string();
+        assert!(
+            e.contains("vn[1].node") && e.contains("at most one VN of each node"),
+            "{e}"
+        );
+        let other = PeerId::random();
+        std::fs::write(&path, second.replacen(&node.to_string(), &other.to_string(), 1)).unwrap();
+        assert_eq!(load(&path).unwrap().vns.len(), 2, "VNs of two nodes");
+        std::fs::write(d.join("peers.toml"), peers.to_toml()).unwrap();
 
         std::fs::write(&path, text.replace(&node.to_string(), "nobody")).unwrap();
         let e = load(&path).err().unwrap().to_string();

@@ -19,9 +19,9 @@ use rand_chacha::ChaCha12Rng;
 use sampling::sim::{Event, NetConfig, Network};
 use sampling::{CyclonConfig, OverlayConfig, SamplerConfig, Stream, derive_rng, vn_rng};
 
-use crate::algo::{AlgoSpec, Algorithm};
+use crate::algo::{AlgoSpec, Algorithm, Graph};
 use crate::engine::{
-    RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, SendPace,
+    CopyLimits, RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, SendPace,
     ValueBounds, VnConfig, VnDriver, VnEngine, VnInput, VnRun, VnTiming, route_rn, route_vn,
 };
 use crate::learner::{Learner, Trained};
@@ -121,6 +121,9 @@ enum Wire {
     Control(Vec<u8>),
     Chunk { bytes: Arc<Vec<u8>>, token: u64 },
     Reply { round: Round, bytes: Vec<u8> },
+    /// A catch-up probe's question, and its answer (`/shatter/round/1` in a real node).
+    RoundQuery { token: u64 },
+    RoundAnswer(Vec<u8>),
 }
 
 /// What a finished simulation reports.
@@ -220,7 +223,7 @@ fn classify(msg: &Wire) -> Arrival {
     match msg {
         Wire::Control(bytes) => crate::observe::classify_control::<u32>(bytes),
         Wire::Chunk { bytes, .. } => crate::observe::classify_chunk(bytes),
-        Wire::Reply { .. } => Arrival::Control,
+        Wire::Reply { .. } | Wire::RoundQuery { .. } | Wire::RoundAnswer(_) => Arrival::Control,
     }
 }
 
@@ -229,6 +232,8 @@ struct Fabric {
     net: Network<Wire>,
     /// Inbound chunk requests awaiting a reply: token → (sender VN, round).
     tokens: BTreeMap<u64, (u32, Round)>,
+    /// Inbound round queries awaiting an answer: token → asking VN (tokens shared with chunk requests).
+    queries: BTreeMap<u64, u32>,
     next_token: u64,
     /// Each VN's pending wake-up.
     wake: Vec<Option<Duration>>,
@@ -295,7 +300,19 @@ impl<'a> Sim<'a> {
                     cfg.rounds,
                     &mut vn_rng(cfg.seed, rn as u64, Stream::Dropout),
                 );
-                RnEngine::new(a, cfg.rounds).map(|e| e.with_participation(schedule, first_idle))
+                RnEngine::new(a, cfg.rounds).map(|e| {
+                    let chunk_lens = Arc::new(e.chunk_lens());
+                    let limits = CopyLimits {
+                        chunk_lens,
+                        values: cfg.values,
+                        per_exchange: match e.graph() {
+                            Graph::Push => total,
+                            _ => cfg.degree,
+                        },
+                    };
+                    e.with_participation(schedule, first_idle)
+                        .with_copy_limits(limits)
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         let chunk_lens = Arc::new(rns[0].chunk_lens());
@@ -326,6 +343,9 @@ impl<'a> Sim<'a> {
                     skip: skips[g as usize / k].clone(),
                     ..run.clone()
                 };
+                // Catch-up probes ask any other VN, never a sibling, as a node's own VNs do.
+                let first = g - g % k as u32;
+                let siblings = (first..first + k as u32).collect();
                 VnEngine::new(
                     g,
                     VnConfig::new(&timing, run),
@@ -333,6 +353,7 @@ impl<'a> Sim<'a> {
                     vn_rng(cfg.seed, g as u64, Stream::Overlay),
                     Box::new(|_| true),
                 )
+                .map(|e| e.with_round_probes((0..total as u32).collect(), siblings, None))
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let mut sim = Self {
@@ -341,6 +362,7 @@ impl<'a> Sim<'a> {
             fabric: Fabric {
                 net,
                 tokens: BTreeMap::new(),
+                queries: BTreeMap::new(),
                 next_token: 0,
                 wake: vec![None; total],
                 work: VecDeque::new(),
@@ -391,6 +413,12 @@ impl<'a> Sim<'a> {
                         token,
                     },
                     Wire::Reply { round, bytes } => VnInput::ChunkReply { from, round, bytes },
+                    Wire::RoundQuery { token } => VnInput::RoundQuery {
+                        from,
+                        bytes: Vec::new(),
+                        token,
+                    },
+                    Wire::RoundAnswer(bytes) => VnInput::RoundAnswer { from, bytes },
                 };
                 Work::Vn(to, input)
             }
@@ -534,6 +562,22 @@ impl VnDriver<u32> for VnPort<'_> {
             self.fabric
                 .net
                 .send(self.g, sender, Wire::Reply { round, bytes });
+        }
+    }
+
+    fn send_round_query(&mut self, to: u32) {
+        let f = &mut *self.fabric;
+        f.next_token += 1;
+        f.queries.insert(f.next_token, self.g);
+        let token = f.next_token;
+        f.net.send(self.g, to, Wire::RoundQuery { token });
+    }
+
+    fn reply_round(&mut self, token: ReplyToken, bytes: Vec<u8>) {
+        if let Some(asker) = self.fabric.queries.remove(&token) {
+            self.fabric
+                .net
+                .send(self.g, asker, Wire::RoundAnswer(bytes));
         }
     }
 

@@ -5,6 +5,7 @@
 //! Timers follow quinn's `poll_timeout` contract: after each input the driver asks
 //! [`VnEngine::poll_timeout`] (the router does it) and feeds `Tick` at that time.
 
+mod copy_check;
 mod counters;
 pub(crate) mod dropout;
 mod metrics;
@@ -14,6 +15,7 @@ mod route;
 mod values;
 pub mod vn;
 
+pub use copy_check::{CopyLimits, CopyRefused};
 pub use metrics::RoundMetrics;
 pub use rn::{RnEngine, RnInput, RnOutput};
 pub use route::{RnDriver, VnDriver, route_rn, route_vn};

@@ -13,6 +13,7 @@ use std::time::Duration;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
 use protocol::{ChunkFrame, Round};
 
+use super::copy_check::{CopyCheck, CopyLimits};
 use super::metrics::RoundMetrics;
 use crate::algo::{Algorithm, Graph, Payload};
 
@@ -129,8 +130,11 @@ pub struct RnEngine {
     /// its first round, or during an earlier step), kept until that exchange begins: see
     /// [`RnEngine::keep_early`].
     early: Vec<(usize, FromVirtualNode)>,
-    /// Copies a VN handed over that the aggregator refused: the VN already checks index, length and
-    /// finiteness, so this stays 0 unless the VN and RN disagree on the partition.
+    /// What a VN's copies must be ([`RnEngine::with_copy_limits`]); `None`: taken as the aggregator takes them.
+    copies: Option<CopyCheck>,
+    /// Copies a VN handed over that the RN refused ([`CopyCheck`]) or the aggregator did. An in-process VN
+    /// already checks what the RN does, so this stays 0 unless a VN host hands over what a VN would refuse
+    /// (issue 44) or the VN and RN disagree on the partition.
     pub rejected_copies: u64,
 }
 
@@ -169,8 +173,16 @@ impl RnEngine {
             exchange_overlay_wait: 0,
             first: Round::ZERO,
             catch_up: None,
+            copies: None,
             rejected_copies: 0,
         })
+    }
+
+    /// Holds every copy a VN hands over to what a VN holds a frame off the wire to, and to at most
+    /// `limits.per_exchange` per VN and exchange ([`CopyCheck`]): a VN host's copies are otherwise unchecked.
+    pub fn with_copy_limits(mut self, limits: CopyLimits) -> Self {
+        self.copies = Some(CopyCheck::new(self.vn_done.len(), limits));
+        self
     }
 
     /// Takes part only in the rounds `schedule` marks (dropout, `engine::dropout::participation`); a round
@@ -397,6 +409,9 @@ impl RnEngine {
         let (round, step) = (self.round, self.step);
         let exchange = self.exchange(round, step);
         self.awaiting_edges.fill(false);
+        if let Some(c) = &mut self.copies {
+            c.new_exchange();
+        }
         let payloads = match self.algo.outgoing(round, step, &self.params) {
             Ok(payloads) => payloads,
             Err(e) => {
@@ -409,10 +424,16 @@ impl RnEngine {
         };
         for (vn, payload) in payloads {
             let msg = match payload {
-                Payload::Broadcast(frame) => ToVirtualNode::Exchange(ChunkFrame {
-                    round: exchange,
-                    ..frame
-                }),
+                Payload::Broadcast(frame) => {
+                    let frame = ChunkFrame {
+                        round: exchange,
+                        ..frame
+                    };
+                    if let Some(c) = &mut self.copies {
+                        c.own(vn, std::slice::from_ref(&frame));
+                    }
+                    ToVirtualNode::Exchange(frame)
+                }
                 Payload::PerNeighbour => {
                     if let Some(a) = self.awaiting_edges.get_mut(vn) {
                         *a = true;
@@ -444,13 +465,16 @@ impl RnEngine {
         };
         match frames {
             Ok(frames) if frames.len() == slots as usize => {
-                let frames = frames
+                let frames: Vec<ChunkFrame> = frames
                     .into_iter()
                     .map(|f| ChunkFrame {
                         round: exchange,
                         ..f
                     })
                     .collect();
+                if let Some(c) = &mut self.copies {
+                    c.own(vn, &frames);
+                }
                 out.push(RnOutput::ToVn {
                     vn,
                     msg: ToVirtualNode::PerEdgeFrames {
@@ -488,6 +512,17 @@ impl RnEngine {
             return;
         }
         let exchange = self.exchange(self.round, self.step);
+        if let (
+            Some(c),
+            FromVirtualNode::Received(frame) | FromVirtualNode::ReceivedOnEdge { frame, .. },
+        ) = (&mut self.copies, &msg)
+            && frame.round == exchange
+            && let Err(why) = c.take(vn, frame)
+        {
+            self.rejected_copies += 1;
+            tracing::warn!(vn, %why, "copy refused: not what a VN may hand over");
+            return;
+        }
         match msg {
             FromVirtualNode::Received(frame) if frame.round == exchange => {
                 if let Err(e) = self.algo.receive(self.step, vn, &frame) {
@@ -805,6 +840,54 @@ mod tests {
                 values: vec![2.0; partition.chunk_len(vn)],
             }),
         }
+    }
+
+    /// Issue 44, item 4: a VN host hands its node more copies than its VN can have neighbours, and copies the
+    /// wire refuses (a value 10⁵ times the model's, a NaN). The RN takes the degree's worth of honest ones
+    /// and refuses the rest; the average is that of honest copies. Before, every copy went into the average
+    /// (7 copies taken, the NaN alone refused, the average pulled towards 10⁵): run without `with_copy_limits`.
+    #[test]
+    fn a_vn_host_cannot_inject_extra_or_out_of_range_copies() {
+        let t = Duration::ZERO;
+        let partition = Arc::new(models::chunking::ChunkPartition::new(&[6, 4], 2, 1).unwrap());
+        let mut e = RnEngine::new(crate::algo::shatter_or_el(partition.clone()), 3)
+            .unwrap()
+            .with_copy_limits(CopyLimits {
+                chunk_lens: Arc::new(vec![partition.chunk_len(0), partition.chunk_len(1)]),
+                values: crate::engine::ValueBounds::default(),
+                per_exchange: 2,
+            });
+        e.handle(t, RnInput::Start);
+        e.handle(t, trained(Round(0)));
+        let hosted = |values: Vec<f32>| RnInput::FromVn {
+            vn: 0,
+            msg: FromVirtualNode::Received(ChunkFrame {
+                round: Round(0),
+                chunk: protocol::ChunkIndex(0),
+                values,
+            }),
+        };
+        let len = partition.chunk_len(0);
+        e.handle(t, hosted(vec![1e5; len]));
+        let mut nan = vec![2.0; len];
+        nan[0] = f32::NAN;
+        e.handle(t, hosted(nan));
+        for _ in 0..6 {
+            e.handle(t, hosted(vec![2.0; len]));
+        }
+        e.handle(t, done(0, Round(0)));
+        let out = e.handle(t, done(1, Round(0)));
+        let params = out
+            .iter()
+            .find_map(|o| match o {
+                RnOutput::Evaluate { params, .. } => Some(params.clone()),
+                _ => None,
+            })
+            .expect("evaluates");
+        assert!(params.iter().all(|v| v.is_finite() && v.abs() <= 2.0), "{params:?}");
+        assert_eq!(e.rejected_copies, 6, "two refused by value, four beyond the degree");
+        let out = e.handle(t, evaluated(Round(0)));
+        assert_eq!(round_done(&out).copies_received, 2);
     }
 
     #[test]

@@ -462,6 +462,18 @@ impl NodeBuilder {
         let engine = RnEngine::new(algorithm, self.rounds)?
             .with_participation(schedule, first_idle)
             .starting_at(resumed.map_or(protocol::Round::ZERO, |m| m.round + 1));
+        // Copies from the VNs, hosted ones above all, are held to what a VN takes off the wire: at most one
+        // per neighbour (the degree; with directed push, any listed peer may draw a VN).
+        let per_exchange = match engine.graph() {
+            crate::algo::Graph::Push => self.peers.len().max(1),
+            _ => self.degree,
+        };
+        let chunk_lens = std::sync::Arc::new(engine.chunk_lens());
+        let engine = engine.with_copy_limits(crate::engine::CopyLimits {
+            chunk_lens,
+            values: self.value_bounds,
+            per_exchange,
+        });
         let largest = engine.chunk_lens().iter().copied().max().unwrap_or(0);
         if largest > protocol::chunk::MAX_CHUNK_VALUES {
             return Err(NodeError::Config(format!(
@@ -504,7 +516,6 @@ impl NodeBuilder {
         &self,
         vn: PeerId,
         engine: &RnEngine,
-        own: &[String],
         resumed_at: Option<u64>,
     ) -> VnSetup {
         let timeouts = self.vn_timeouts();
@@ -523,7 +534,6 @@ impl NodeBuilder {
             chunk_request_ms: timeouts.chunk_request.as_millis() as u64,
             control_request_ms: timeouts.control_request.as_millis() as u64,
             idle_connection_ms: timeouts.idle_connection.as_millis() as u64,
-            own: own.to_vec(),
             resumed_at,
         }
     }
@@ -540,19 +550,13 @@ impl NodeBuilder {
             epoch,
         } = start;
         // Catch-up probes ask listed peers other than this node's own VNs (those are exactly as far behind);
-        // a resumed node counts the round it resumes at as its own from the start and probes as it joins.
-        let own: Vec<String> = match &self.remote {
-            Some((_, r)) => r.iter().map(|v| v.peer.to_string()).collect(),
-            None => self
-                .keys
-                .iter()
-                .map(|k| k.public().to_peer_id().to_string())
-                .collect(),
-        };
+        // a resumed node counts the round it resumes at as its own from the start and probes as it joins. Only
+        // in-process VNs are told their siblings: a VN host learns nothing of the node's other VNs (issue 43).
+        let own: Vec<PeerId> = self.keys.iter().map(|k| k.public().to_peer_id()).collect();
         let peers = Arc::new(std::mem::take(&mut self.peers));
         let mut vns = StartedVns::default();
         for (s, key) in std::mem::take(&mut self.keys).into_iter().enumerate() {
-            let setup = self.vn_setup(key.public().to_peer_id(), engine, &own, resumed_at);
+            let setup = self.vn_setup(key.public().to_peer_id(), engine, resumed_at);
             let (task, tx, me) = setup
                 .build(super::vn_setup::VnPlace {
                     key,
@@ -568,6 +572,7 @@ impl NodeBuilder {
                     observer: self.observer.clone(),
                     restored_view: std::mem::take(&mut saved_views[s]),
                     view_board: view_board.clone(),
+                    own: own.clone(),
                 })
                 .await?;
             vns.commands.push(tx);
@@ -577,7 +582,7 @@ impl NodeBuilder {
         if let Some((link_key, remotes)) = self.remote.take() {
             let setups = remotes
                 .iter()
-                .map(|r| self.vn_setup(r.peer, engine, &own, resumed_at))
+                .map(|r| self.vn_setup(r.peer, engine, resumed_at))
                 .collect();
             let (started, stats) = super::remote_vn::start(
                 link_key,
@@ -720,5 +725,26 @@ mod tests {
             d,
         );
         assert_ne!(sent, theirs, "another node's keys draw another stream");
+    }
+
+    /// Issue 43: what a node sends a VN host to set up one VN names no other VN of the node. The setup used to
+    /// carry the node's whole list of VN PeerIds (for catch-up probes to skip), which tied the node's VNs
+    /// together for whoever runs a host.
+    #[test]
+    fn a_vn_setup_names_no_other_vn_of_the_node() {
+        let keys: Vec<Keypair> = (0..4).map(|_| Keypair::generate_ed25519()).collect();
+        let ids: Vec<PeerId> = keys.iter().map(|k| k.public().to_peer_id()).collect();
+        let node = NodeBuilder::new(keys, learning(1), 0);
+        let partition = Arc::new(ChunkPartition::new(&[10], 4, 1).unwrap());
+        let engine = RnEngine::new(crate::algo::shatter_or_el(partition), 3).unwrap();
+        let bytes = node.vn_setup(ids[0], &engine, None).encode().unwrap();
+        let holds = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+        assert!(holds(ids[0].to_string().as_bytes()), "it names its own VN");
+        for other in &ids[1..] {
+            assert!(
+                !holds(other.to_string().as_bytes()) && !holds(&other.to_bytes()),
+                "the setup names sibling {other}"
+            );
+        }
     }
 }

@@ -201,6 +201,7 @@ impl VnHost {
                 observer: self.observer.clone(),
                 restored_view: Vec::new(),
                 view_board: None,
+                own: Vec::new(),
             })
             .await?;
         let task = tokio::spawn(task.run());

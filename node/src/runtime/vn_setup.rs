@@ -58,8 +58,6 @@ pub(crate) struct VnSetup {
     pub chunk_request_ms: u64,
     pub control_request_ms: u64,
     pub idle_connection_ms: u64,
-    /// The node's VNs (PeerIds), which catch-up probes never ask: they are exactly as far behind.
-    pub own: Vec<String>,
     /// The exchange a resumed node starts at (`node run --resume`): the VN probes the network's round as
     /// it joins.
     pub resumed_at: Option<u64>,
@@ -85,6 +83,11 @@ pub(crate) struct VnPlace {
     pub observer: Option<Arc<dyn Observer<PeerId>>>,
     pub restored_view: Vec<protocol::control::ViewEntry<VnAddr>>,
     pub view_board: Option<crate::checkpoint::ViewBoard>,
+    /// The node's VNs, which catch-up probes do not ask (they are exactly as far behind). Known to a node's
+    /// own process only: a VN host is not told which other VNs belong to the node (issue 43: that list tied
+    /// them together for whoever runs the host), so its VN may ask a sibling, which answers as the VN's own
+    /// node would and so only ever holds a jump back.
+    pub own: Vec<PeerId>,
 }
 
 impl VnSetup {
@@ -156,13 +159,13 @@ impl VnSetup {
             vn_rng(self.seed, stream, Stream::Overlay),
             Box::new(move |a: &VnAddr| allowed.is_allowed(&a.peer)),
         )?
-        // Catch-up probes ask listed peers other than this node's own VNs.
+        // Catch-up probes ask listed peers other than this node's own VNs (where this process knows them).
         .with_round_probes(
             place.peers.bootstrap(),
-            self.own
+            place
+                .own
                 .iter()
-                .filter_map(|p| p.parse().ok())
-                .map(|p| VnAddr::new(p, Multiaddr::empty()))
+                .map(|p| VnAddr::new(*p, Multiaddr::empty()))
                 .collect(),
             self.resumed_at.map(Round),
         );
@@ -313,7 +316,6 @@ mod tests {
             chunk_request_ms: 1000,
             control_request_ms: 500,
             idle_connection_ms: 60_000,
-            own: vec![PeerId::random().to_string()],
             resumed_at: Some(3),
         }
     }
@@ -374,6 +376,7 @@ mod tests {
             observer: None,
             restored_view: Vec::new(),
             view_board: None,
+            own: Vec::new(),
         };
         let err = s.build(place).await.err().expect("refused");
         assert!(err.to_string().contains("the setup is for VN"), "{err}");

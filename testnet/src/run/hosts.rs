@@ -24,19 +24,35 @@ pub struct HostFiles {
     pub host_of: Vec<Vec<usize>>,
 }
 
-/// Deals the VNs of `n` nodes × `k` to `hosts` hosts: round-robin in a seeded random order, so every host
-/// gets ⌈nk/H⌉ or ⌊nk/H⌋ VNs, of any nodes. `host_of[i][s]` is the host of node i's VN s.
-pub fn deal(n: usize, k: usize, hosts: usize, seed: u64) -> Vec<Vec<usize>> {
-    let mut order: Vec<(usize, usize)> = (0..n).flat_map(|i| (0..k).map(move |s| (i, s))).collect();
-    rand::seq::SliceRandom::shuffle(
-        order.as_mut_slice(),
-        &mut sampling::derive_rng(seed, u64::MAX - 3),
-    );
-    let mut host_of = vec![vec![0; k]; n];
-    for (p, &(i, s)) in order.iter().enumerate() {
-        host_of[i][s] = p % hosts.max(1);
+/// Deals the VNs of `n` nodes × `k` to `hosts` hosts, never two VNs of one node to one host (a host knows
+/// which node each VN it runs answers to, so two VNs of one node on one host are tied together by their host
+/// and its address: issue 43). In a seeded random order, each VN goes to the least loaded host its node does
+/// not use yet (ties broken at random), so every host gets about nk/H VNs of different nodes.
+/// `host_of[i][s]` is the host of node i's VN s. Refuses fewer hosts than VNs per node.
+pub fn deal(n: usize, k: usize, hosts: usize, seed: u64) -> anyhow::Result<Vec<Vec<usize>>> {
+    if hosts < k {
+        bail!(
+            "--vn-hosts {hosts} is fewer than the {k} VNs of a node: a host serves at most one VN of each \
+             node (the VNs one host runs for one node are tied together by that host), so give at least {k} hosts"
+        );
     }
-    host_of
+    let mut rng = sampling::derive_rng(seed, u64::MAX - 3);
+    let mut order: Vec<(usize, usize)> = (0..n).flat_map(|i| (0..k).map(move |s| (i, s))).collect();
+    rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
+    let mut load = vec![0usize; hosts];
+    let mut host_of = vec![vec![usize::MAX; k]; n];
+    for (i, s) in order {
+        let free = |h: &usize| !host_of[i].contains(h);
+        let least = (0..hosts).filter(free).map(|h| load[h]).min();
+        let candidates: Vec<usize> = (0..hosts)
+            .filter(|h| free(h) && Some(load[*h]) == least)
+            .collect();
+        let h = *rand::seq::IndexedRandom::choose(candidates.as_slice(), &mut rng)
+            .expect("hosts >= k leaves a host this node does not use");
+        host_of[i][s] = h;
+        load[h] += 1;
+    }
+    Ok(host_of)
 }
 
 /// Writes link keys and host configs into `dir` for `ids[i][s]` (node i's VN s, whose key is
@@ -174,4 +190,41 @@ pub async fn launch(
         children.push(child);
     }
     Ok(children)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 43: a host never runs two VNs of one node (before, the seeded round-robin put two VNs of one
+    /// node on one host in most deals: its address and its config tied them together), and the hosts share
+    /// the VNs evenly.
+    #[test]
+    fn a_host_never_serves_two_vns_of_one_node() {
+        for (n, k, hosts) in [(8, 4, 4), (8, 4, 5), (6, 2, 3), (16, 8, 8), (3, 1, 2)] {
+            for seed in 0..20 {
+                let host_of = deal(n, k, hosts, seed).unwrap();
+                for (i, vns) in host_of.iter().enumerate() {
+                    let mut used = vns.clone();
+                    used.sort_unstable();
+                    used.dedup();
+                    assert_eq!(used.len(), k, "node {i} on hosts {vns:?} (seed {seed})");
+                    assert!(vns.iter().all(|&h| h < hosts));
+                }
+                let mut load = vec![0; hosts];
+                host_of.iter().flatten().for_each(|&h| load[h] += 1);
+                let (lo, hi) = (load.iter().min().unwrap(), load.iter().max().unwrap());
+                assert!(hi - lo <= 1, "loads {load:?} ({n}×{k} on {hosts}, seed {seed})");
+            }
+        }
+    }
+
+    #[test]
+    fn fewer_hosts_than_vns_per_node_are_refused_with_the_reason() {
+        let e = deal(8, 4, 3, 1).unwrap_err().to_string();
+        assert!(
+            e.contains("at most one VN of each node") && e.contains("at least 4 hosts"),
+            "{e}"
+        );
+    }
 }

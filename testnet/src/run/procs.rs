@@ -284,7 +284,7 @@ pub fn write_deployment(s: &Settings, setting: Setting, dir: &Path) -> anyhow::R
     let (n, k) = (s.nodes, setting.vns);
     let ids = generate_keys(dir, n, k)?;
     let (ports, link_ports) = free_ports(n * k, s.vn_hosts, s.learning.seed)?;
-    let net = Addresses::new(s, n, k, ports);
+    let net = Addresses::new(s, n, k, ports)?;
     // Node 0's VNs are the bootstrap entries, as a real deployment names a few well-known peers.
     let peers = PeerList::from_entries(ids.iter().enumerate().flat_map(|(i, v)| {
         let net = &net;
@@ -348,16 +348,17 @@ struct Addresses {
 }
 
 impl Addresses {
-    fn new(s: &Settings, n: usize, k: usize, ports: Vec<u16>) -> Self {
-        Self {
+    fn new(s: &Settings, n: usize, k: usize, ports: Vec<u16>) -> anyhow::Result<Self> {
+        Ok(Self {
             n,
             k,
             netns: s.netns,
             own_ips: s.own_ips,
             host_of: (s.vn_hosts > 0)
-                .then(|| super::hosts::deal(n, k, s.vn_hosts, s.learning.seed)),
+                .then(|| super::hosts::deal(n, k, s.vn_hosts, s.learning.seed))
+                .transpose()?,
             ports,
-        }
+        })
     }
 
     /// The IP node `i`'s VN `vn` listens on.

@@ -1,21 +1,13 @@
-//! Noticing that this node fell behind the network (issue 15, catch-up).
+//! What peers showed of their progress (issue 15, catch-up), kept as evidence.
 //!
 //! A VN accepts messages up to [`MAX_FUTURE_ROUNDS`] ahead of the newest exchange its RN started. A node that
 //! was paused, restarted from a checkpoint, or is just slow finds the network further on: every proposal walk
 //! and chunk it gets is for a round it refuses, and without help it stays isolated for the rest of the run.
-//! [`AheadWitnesses`] keeps, per authenticated peer, the latest exchange that peer showed for itself, and says
-//! "the network is at exchange X" when
-//! - at least [`CATCH_UP_WITNESSES`] distinct peers each showed X or later, beyond what this VN accepts, and
-//! - those ahead are a majority of the peers heard from around this VN's round.
-//!
-//! The first rule stops one hostile or confused peer from fast-forwarding a node; the second stops a minority
-//! that is ahead — a node that has just caught up and landed a round or two ahead, or a coalition of liars
-//! smaller than the honest peers a VN hears from — from pulling nodes that are in step with the rest after
-//! it (measured in procs mode without it: a restarted pair's jump made the other six nodes skip 8 rounds
-//! after them). A coalition that is most of what a VN hears can still fast-forward it, at the cost of rounds
-//! (never of the model, and never past the run's last round, which the caller caps); since sibling VNs are
-//! unlinkable by design, the witnesses may be the VNs of fewer real nodes. The map is bounded at
-//! [`MAX_AHEAD_WITNESSES`] peers.
+//! [`AheadWitnesses`] keeps, per authenticated peer, the latest exchange that peer showed for itself. It
+//! decides nothing on its own (issue 44: k identities of one node are k "distinct peers"): [`CATCH_UP_WITNESSES`]
+//! fresh peers beyond the VN's window make the VN probe, once its own exchanges show it cut off
+//! (`catch_up.rs`). It also says when the VN runs ahead of most peers it hears
+//! ([`AheadWitnesses::network_behind`]). The map is bounded at [`MAX_AHEAD_WITNESSES`] peers.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,9 +15,9 @@ use std::time::Duration;
 use protocol::Round;
 pub use protocol::control::MAX_FUTURE_ROUNDS;
 
-/// Distinct peers that must show a later exchange before a VN reports it. Three: a hostile peer plus a
-/// confused one are not enough, while a node that is really behind hears from many (every walk that starts
-/// at a peer, every reply and every neighbour's chunk).
+/// Distinct peers that must show a later exchange before a cut-off VN probes, and answers a probe needs at
+/// least. Three: a hostile peer plus a confused one are not enough, while a node that is really behind hears
+/// from many (every walk that starts at a peer, every reply and every neighbour's chunk).
 pub const CATCH_UP_WITNESSES: usize = 3;
 
 /// How far ahead of most of its peers a VN's exchange must be for the VN to hold it open
@@ -48,7 +40,7 @@ pub struct AheadWitnesses<I> {
     /// A claim older than this no longer votes: a peer that went quiet (it left our view, crashed, or the
     /// network moved on without us) says nothing about where the network is now.
     window: Duration,
-    /// The last exchange reported, so that each later one is reported once.
+    /// The last exchange the network was found at (by a probe), so that each later one is reported once.
     reported: Option<Round>,
 }
 
@@ -64,10 +56,9 @@ impl<I> AheadWitnesses<I> {
 }
 
 impl<I: Ord + Clone> AheadWitnesses<I> {
-    /// `from` showed that it is at exchange `at` (at least) while this VN's newest exchange is `newest`.
-    /// Returns the exchange to report to the RN when the network is found ahead (see the module docs) at an
-    /// exchange later than anything reported before.
-    pub fn note(&mut self, now: Duration, from: &I, at: Round, newest: Round) -> Option<Round> {
+    /// `from` showed that it is at exchange `at` (at least). Kept per peer (its largest claim, and when it
+    /// was last heard); a new peer beyond [`MAX_AHEAD_WITNESSES`] is ignored until stale claims go.
+    pub fn note(&mut self, now: Duration, from: &I, at: Round) {
         let window = self.window;
         let fresh = |seen: Duration| now.saturating_sub(seen) <= window;
         if self.claims.len() >= MAX_AHEAD_WITNESSES {
@@ -83,37 +74,17 @@ impl<I: Ord + Clone> AheadWitnesses<I> {
             None if !full => {
                 self.claims.insert(from.clone(), (at, now));
             }
-            None => return None,
+            None => {}
         }
-        let beyond = newest + MAX_FUTURE_ROUNDS;
-        if at <= beyond {
-            return None;
-        }
-        // Peers well behind this VN say nothing about whether it is behind: they do not vote.
-        let around = newest - MAX_FUTURE_ROUNDS;
-        let mut ahead: Vec<Round> = Vec::new();
-        let mut voters = 0;
-        for (r, _) in self
-            .claims
+    }
+
+    /// The largest fresh claim, if any.
+    pub fn furthest(&self, now: Duration) -> Option<Round> {
+        self.claims
             .values()
-            .filter(|(r, seen)| *r >= around && fresh(*seen))
-        {
-            voters += 1;
-            if *r > beyond {
-                ahead.push(*r);
-            }
-        }
-        if ahead.len() < CATCH_UP_WITNESSES || 2 * ahead.len() <= voters {
-            return None;
-        }
-        // The W-th largest claim: W distinct peers each showed this exchange or a later one.
-        ahead.sort_unstable_by(|a, b| b.cmp(a));
-        let at = ahead[CATCH_UP_WITNESSES - 1];
-        if self.reported.is_some_and(|r| r >= at) {
-            return None;
-        }
-        self.reported = Some(at);
-        Some(at)
+            .filter(|(_, seen)| now.saturating_sub(*seen) <= self.window)
+            .map(|(r, _)| *r)
+            .max()
     }
 
     /// Fresh claims beyond what a VN whose newest exchange is `newest` accepts: evidence that it may be
@@ -126,7 +97,7 @@ impl<I: Ord + Clone> AheadWitnesses<I> {
             .count()
     }
 
-    /// The network was found at `at` another way (an active probe): later reports must go beyond it.
+    /// The network was found at `at` (a probe): later reports must go beyond it.
     pub fn adopt(&mut self, at: Round) {
         self.reported = Some(self.reported.map_or(at, |r| r.max(at)));
     }
@@ -137,8 +108,7 @@ impl<I: Ord + Clone> AheadWitnesses<I> {
     }
 
     /// Claims no longer fresh are dropped. Claims of peers well behind this VN are kept while fresh: they
-    /// do not vote on whether it is behind (`note` counts only peers around its round), but they are what
-    /// says that it runs ahead ([`AheadWitnesses::network_behind`]).
+    /// are what says that it runs ahead ([`AheadWitnesses::network_behind`]).
     pub fn expire(&mut self, now: Duration) {
         let window = self.window;
         self.claims
@@ -181,29 +151,39 @@ mod tests {
     const T: Duration = Duration::from_secs(100);
 
     #[test]
-    fn one_peer_cannot_fast_forward_a_node_but_three_agreeing_ones_can() {
+    fn claims_count_distinct_fresh_peers_beyond_the_window() {
         let mut w = AheadWitnesses::new(Duration::from_secs(10));
         let newest = Round(5);
-        // Within what the VN accepts: no evidence (the peer votes "in step").
-        assert_eq!(w.note(T, &9u32, Round(7), newest), None);
-        assert_eq!(w.len(), 1);
-        // One peer claiming far ahead, repeatedly: never enough.
+        // Within what the VN accepts (5 + MAX_FUTURE_ROUNDS): not beyond.
+        w.note(T, &9u32, Round(7));
+        assert_eq!(w.beyond(T, newest), 0);
+        // One peer claiming further and further: one witness, its largest claim kept.
         for r in 8..100 {
-            assert_eq!(w.note(T, &1u32, Round(r), newest), None);
+            w.note(T, &1u32, Round(r));
         }
-        assert_eq!(w.note(T, &2u32, Round(20), newest), None);
-        // The third witness (3 of 4 voters): the network is where three peers agree it is at least (20), not
-        // where the loudest one says (99).
-        assert_eq!(w.note(T, &3u32, Round(30), newest), Some(Round(20)));
-        // Reported once.
-        assert_eq!(w.note(T, &3u32, Round(31), newest), None);
-        // Later agreement is reported again.
-        assert_eq!(w.note(T, &2u32, Round(25), newest), Some(Round(25)));
-        // Claims are dropped once stale.
+        w.note(T, &1u32, Round(20));
+        assert_eq!(w.beyond(T, newest), 1);
+        assert_eq!(w.furthest(T), Some(Round(99)));
+        w.note(T, &2u32, Round(20));
+        w.note(T, &3u32, Round(30));
+        assert_eq!(w.beyond(T, newest), 3);
+        // Stale claims neither count nor are kept.
+        let later = T + Duration::from_secs(11);
+        assert_eq!(w.beyond(later, newest), 0);
+        assert_eq!(w.furthest(later), None);
         w.expire(T);
         assert_eq!(w.len(), 4);
-        w.expire(T + Duration::from_secs(11));
+        w.expire(later);
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn a_reported_exchange_only_grows() {
+        let mut w = AheadWitnesses::<u32>::new(Duration::from_secs(10));
+        assert_eq!(w.reported(), None);
+        w.adopt(Round(20));
+        w.adopt(Round(12));
+        assert_eq!(w.reported(), Some(Round(20)));
     }
 
     /// Issue 15, a node running ahead: most peers heard lately two or more exchanges behind says the
@@ -213,13 +193,13 @@ mod tests {
         let fresh = Duration::from_secs(1);
         let mut w = AheadWitnesses::new(Duration::from_secs(10));
         for p in 0..2u32 {
-            w.note(T, &p, Round(8), Round(10));
+            w.note(T, &p, Round(8));
         }
         assert!(
             !w.network_behind(T, Round(10), fresh),
             "two peers are not enough"
         );
-        w.note(T, &2, Round(8), Round(10));
+        w.note(T, &2, Round(8));
         assert!(
             w.network_behind(T, Round(10), fresh),
             "three of three, two behind"
@@ -229,25 +209,25 @@ mod tests {
             "one behind is in step"
         );
         // Two peers in step: three of five behind is still most.
-        w.note(T, &3, Round(10), Round(10));
-        w.note(T, &4, Round(9), Round(10));
+        w.note(T, &3, Round(10));
+        w.note(T, &4, Round(9));
         assert!(w.network_behind(T, Round(10), fresh));
         // Claims older than `fresh` do not count: only the two in step spoke lately.
         let later = T + Duration::from_millis(1500);
         for p in 3..5u32 {
-            w.note(later, &p, Round(10), Round(10));
+            w.note(later, &p, Round(10));
         }
         assert!(
             !w.network_behind(later, Round(10), fresh),
             "two fresh voters"
         );
-        w.note(later, &5, Round(10), Round(10));
+        w.note(later, &5, Round(10));
         assert!(
             !w.network_behind(later, Round(11), fresh),
             "fresh peers one behind"
         );
         assert!(w.network_behind(later, Round(12), fresh));
-        w.note(T, &6, Round(10), Round(10));
+        w.note(T, &6, Round(10));
         assert!(
             !w.network_behind(T, Round(10), fresh),
             "three of seven is not most"
@@ -255,50 +235,10 @@ mod tests {
     }
 
     #[test]
-    fn a_minority_ahead_does_not_pull_a_node_that_is_in_step_with_the_rest() {
-        let mut w = AheadWitnesses::new(Duration::from_secs(10));
-        let newest = Round(8);
-        for p in 0..6u32 {
-            w.note(T, &p, Round(9), newest);
-        }
-        // Four peers (say the VNs of two nodes that just caught up and landed ahead) at 11: a minority of
-        // the ten heard from.
-        for p in 10..14u32 {
-            assert_eq!(w.note(T, &p, Round(11), newest), None);
-        }
-        // Peers well behind do not vote either way.
-        let mut lone = AheadWitnesses::new(Duration::from_secs(10));
-        for p in 0..6u32 {
-            lone.note(T, &p, Round(1), newest);
-        }
-        for p in 10..12u32 {
-            assert_eq!(lone.note(T, &p, Round(20), newest), None);
-        }
-        assert_eq!(lone.note(T, &12, Round(20), newest), Some(Round(20)));
-    }
-
-    #[test]
-    fn peers_gone_quiet_no_longer_vote() {
-        let mut w = AheadWitnesses::new(Duration::from_secs(10));
-        // Six peers in step at first, then silent (the network moved on; they are out of our view).
-        for p in 0..6u32 {
-            w.note(T, &p, Round(3), Round(3));
-        }
-        let later = T + Duration::from_secs(60);
-        assert_eq!(w.note(later, &10, Round(20), Round(3)), None);
-        assert_eq!(w.note(later, &11, Round(20), Round(3)), None);
-        assert_eq!(
-            w.note(later, &12, Round(20), Round(3)),
-            Some(Round(20)),
-            "three of three fresh voters"
-        );
-    }
-
-    #[test]
     fn the_witness_map_is_bounded() {
         let mut w = AheadWitnesses::new(Duration::from_secs(10));
         for p in 0..(MAX_AHEAD_WITNESSES as u32 + 50) {
-            w.note(T, &p, Round(100), Round(0));
+            w.note(T, &p, Round(100));
         }
         assert_eq!(w.len(), MAX_AHEAD_WITNESSES);
     }

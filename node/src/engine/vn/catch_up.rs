@@ -1,7 +1,17 @@
-//! [`CatchUp`]: noticing that this VN's node fell behind the network, passively (peers' messages show rounds
-//! beyond what it accepts: `behind.rs`) and actively (a probe asks [`PROBE_PEERS`] peers which exchange they
-//! are at, [`super::VnEngine::with_round_probes`]). It decides; the engine tells the RN `Behind` and ends the
-//! exchanges the network has left.
+//! [`CatchUp`]: noticing that this VN's node fell behind the network. Peers' messages that show rounds beyond
+//! what the VN accepts (`behind.rs`) are evidence, never a decision: they only start a probe, which asks
+//! [`PROBE_PEERS`] peers drawn at random from the whole peer list which exchange they are at
+//! ([`super::VnEngine::with_round_probes`]), and only once this VN's own exchanges show it is cut off (its
+//! latest finished exchange received no copy: [`CatchUp::isolated`]). It decides; the engine tells the RN
+//! `Behind` and ends the exchanges the network has left.
+//!
+//! Why evidence alone never moves a node (issue 44): a listed node holds k identities, and nothing tells a VN
+//! which identities are one node's, so "three distinct peers agree" can be three identities of one liar. In
+//! a fresh node's warm-up no honest VN has spoken yet, so such a liar was every voter: three identities
+//! sending one `Drop` each made every node of a real network jump to its last round. A VN in step with the
+//! network has the proof in its own exchanges (neighbours' copies arrive), and a VN that has not exchanged
+//! yet is not behind anyone; a probe's answers come from peers the VN chose at random, so a liar moves it
+//! only when it holds most of the peers drawn.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -12,19 +22,20 @@ use rand_chacha::ChaCha12Rng;
 
 use super::behind::{AheadWitnesses, CATCH_UP_WITNESSES};
 
-/// Peers a VN asks at once which exchange they are at (a catch-up probe). Five distinct listed peers, chosen
-/// at random from the peer list without the VN's own node: the lower median of their answers is where the
-/// network is unless most of them lie or are behind themselves.
-pub const PROBE_PEERS: usize = 5;
+/// Peers a VN asks at once which exchange they are at (a catch-up probe). Nine distinct listed peers, chosen
+/// at random from the peer list (without the VN's own node where the VN knows it): the lower median of their
+/// answers is where the network is unless five of the nine lie or are behind themselves. A node holding 8 of
+/// 32 listed identities (one of four nodes) holds five of nine drawn with probability 0.023 (hypergeometric),
+/// 0.0008 among 64 identities; with five peers asked it was 0.085 and 0.012. The requests are a few bytes.
+pub const PROBE_PEERS: usize = 9;
 
 /// What a peer's claim of progress means for this VN.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Witnessed {
     /// Nothing to act on.
     Nothing,
-    /// Enough witnesses agree: the network is at this exchange at least (a lower bound).
-    Behind(Round),
-    /// Enough peers beyond our window to take seriously, not a majority: ask (if probes are on).
+    /// Enough distinct peers beyond our window to take seriously: ask (if probes are on and this VN is cut
+    /// off, [`CatchUp::isolated`]).
     Probe,
 }
 
@@ -42,6 +53,8 @@ pub(crate) enum ProbeDecision {
 struct Probe<I> {
     /// Started as a resumed VN joined (rather than on evidence while running): see [`CatchUp::decide`].
     at_join: bool,
+    /// How many peers were asked: a decision needs answers from most of them.
+    asked: usize,
     waiting: BTreeSet<I>,
     answers: BTreeMap<I, Round>,
     deadline: Duration,
@@ -56,14 +69,30 @@ struct Probing<I> {
     current: Option<Probe<I>>,
     /// When the last probe started.
     last: Option<Duration>,
-    /// A resumed VN probes as it joins.
-    at_join: bool,
+    /// A resumed VN probes as it joins: `Pending` until it joins, then when (see [`JOIN_PROBE_SPREAD`]).
+    join: JoinProbe,
 }
 
-/// A VN's catch-up: the witnesses it heard, and its probes.
+/// A resumed VN's probe as it joins.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum JoinProbe {
+    None,
+    Pending,
+    At(Duration),
+}
+
+/// A resumed node's VNs join at the same instant; each starts its join probe after its own random delay in
+/// `[0, JOIN_PROBE_SPREAD]`, so that the k probes do not leave together and tie the VNs to one node (issue
+/// 43). Small beside a restart (the process start, the dials and the checkpoint load take seconds), large
+/// beside the millisecond coincidences a packet observer scores.
+pub const JOIN_PROBE_SPREAD: Duration = Duration::from_millis(200);
+
+/// A VN's catch-up: the witnesses it heard, whether its own exchanges show it in step, and its probes.
 #[derive(Debug)]
 pub(crate) struct CatchUp<I> {
     ahead: AheadWitnesses<I>,
+    /// The newest exchange this VN finished, and whether a neighbour's copy arrived in it.
+    last_exchange: Option<(Round, bool)>,
     probing: Option<Probing<I>>,
     /// Choosing whom to ask draws nothing from the streams the overlay and the jitter use.
     rng: ChaCha12Rng,
@@ -74,9 +103,24 @@ impl<I: Ord + Clone> CatchUp<I> {
     pub(crate) fn new(window: Duration, rng: ChaCha12Rng) -> Self {
         Self {
             ahead: AheadWitnesses::new(window),
+            last_exchange: None,
             probing: None,
             rng,
         }
+    }
+
+    /// This VN finished `exchange`; `copies`: whether any neighbour's copy arrived in it.
+    pub(crate) fn exchange_done(&mut self, exchange: Round, copies: bool) {
+        if self.last_exchange.is_none_or(|(r, _)| r <= exchange) {
+            self.last_exchange = Some((exchange, copies));
+        }
+    }
+
+    /// Whether this VN's own exchanges say it may be cut off from the network: its newest finished exchange
+    /// received no copy. Before its first exchange a VN is never isolated (a fresh node's warm-up has no
+    /// honest witnesses to outvote a liar: module docs); a resumed VN probes as it joins instead.
+    pub(crate) fn isolated(&self) -> bool {
+        matches!(self.last_exchange, Some((_, false)))
     }
 
     /// Turns on probes: `peers` may be asked (sorted and deduplicated here), `own` never are. `resumed`: the
@@ -90,15 +134,39 @@ impl<I: Ord + Clone> CatchUp<I> {
             own,
             current: None,
             last: None,
-            at_join: resumed,
+            join: if resumed {
+                JoinProbe::Pending
+            } else {
+                JoinProbe::None
+            },
         });
     }
 
-    /// Whether to probe as the VN joins (once).
-    pub(crate) fn take_join_probe(&mut self) -> bool {
-        self.probing
-            .as_mut()
-            .is_some_and(|p| std::mem::take(&mut p.at_join))
+    /// The VN joins at `now`: a resumed VN's join probe is due after its own random delay.
+    pub(crate) fn joined(&mut self, now: Duration) {
+        if let Some(p) = self.probing.as_mut()
+            && p.join == JoinProbe::Pending
+        {
+            let delay = JOIN_PROBE_SPREAD.mul_f64(rand::Rng::random::<f64>(&mut self.rng));
+            p.join = JoinProbe::At(now + delay);
+        }
+    }
+
+    /// When the join probe is due, while it is.
+    pub(crate) fn join_probe_at(&self) -> Option<Duration> {
+        match self.probing.as_ref()?.join {
+            JoinProbe::At(at) => Some(at),
+            _ => None,
+        }
+    }
+
+    /// Whether the join probe is due now (once).
+    pub(crate) fn take_join_probe(&mut self, now: Duration) -> bool {
+        let due = self.join_probe_at().is_some_and(|at| at <= now);
+        if due && let Some(p) = self.probing.as_mut() {
+            p.join = JoinProbe::None;
+        }
+        due
     }
 
     pub(crate) fn expire(&mut self, now: Duration) {
@@ -129,34 +197,39 @@ impl<I: Ord + Clone> CatchUp<I> {
         at: Round,
         newest: Round,
     ) -> Witnessed {
-        if let Some(exchange) = self.ahead.note(now, from, at, newest) {
-            Witnessed::Behind(exchange)
-        } else if at > newest + MAX_FUTURE_ROUNDS
-            && self.ahead.reported().is_none_or(|r| r < at)
-            && self.ahead.beyond(now, newest) >= CATCH_UP_WITNESSES
-        {
-            // Enough distinct peers beyond our window to take seriously, but not a majority of those we hear:
-            // we may be in step with the rest, or the peers we hear may be mostly as far behind as we are
-            // (two nodes restarted together hear each other first). Ask peers drawn from the whole list (if
-            // probes are on). One claim alone does not ask: measured in procs mode, nodes desynchronised by
-            // a paused peer's deadlines then probed often, and each jump landing past the median pulled more.
+        self.ahead.note(now, from, at);
+        if at > newest + MAX_FUTURE_ROUNDS && self.evidence(now, newest) {
             Witnessed::Probe
         } else {
             Witnessed::Nothing
         }
     }
 
+    /// Whether the claims heard are worth a probe: at least [`CATCH_UP_WITNESSES`] distinct peers fresh
+    /// beyond this VN's window, and nothing reported already covers them. One claim alone does not ask:
+    /// measured in procs mode, nodes desynchronised by a paused peer's deadlines probed often, and each jump
+    /// landing past the median pulled more. Whether most of the peers heard are ahead does not matter: the
+    /// peers heard may be one node's identities, or mostly as far behind as we are (two nodes restarted
+    /// together hear each other first); the probe asks peers drawn from the whole list.
+    pub(crate) fn evidence(&self, now: Duration, newest: Round) -> bool {
+        self.ahead.beyond(now, newest) >= CATCH_UP_WITNESSES
+            && self
+                .ahead
+                .furthest(now)
+                .is_some_and(|at| self.ahead.reported().is_none_or(|r| r < at))
+    }
+
     /// Starts a probe (`at_join`: the resumed VN's join probe) if probes are on, none is running and the last
     /// one started at least `timeout` ago:
-    /// returns the peers to ask, up to [`PROBE_PEERS`] distinct ones drawn at random from the probe list and
-    /// `view`, never `me`, this node's own VNs or peers not `allowed`. At most one probe per `timeout`,
-    /// whatever peers claim: a peer that keeps claiming to be far ahead costs us five tiny requests per
-    /// deadline, and moves us only if most of the peers asked agree with it.
+    /// returns the peers to ask, up to [`PROBE_PEERS`] distinct ones drawn at random from the probe list (the
+    /// peer list: not the Cyclon view, which a node's k identities can crowd), never `me`, this node's own VNs
+    /// or peers not `allowed`. At most one probe per `timeout`, whatever peers claim: a peer that keeps
+    /// claiming to be far ahead costs us nine tiny requests per deadline, and moves us only if most of the
+    /// peers asked agree with it.
     pub(crate) fn start_probe(
         &mut self,
         now: Duration,
         me: &I,
-        view: Vec<I>,
         allowed: &dyn Fn(&I) -> bool,
         timeout: Duration,
         at_join: bool,
@@ -171,7 +244,6 @@ impl<I: Ord + Clone> CatchUp<I> {
             .peers
             .iter()
             .cloned()
-            .chain(view)
             .filter(|c| c != me && allowed(c) && p.own.binary_search(c).is_err())
             .collect();
         candidates.sort();
@@ -189,6 +261,7 @@ impl<I: Ord + Clone> CatchUp<I> {
         p.last = Some(now);
         p.current = Some(Probe {
             at_join,
+            asked: asked.len(),
             waiting: asked.iter().cloned().collect(),
             answers: BTreeMap::new(),
             deadline: now + timeout,
@@ -226,18 +299,18 @@ impl<I: Ord + Clone> CatchUp<I> {
             return Ok(());
         }
         match protocol::codec::decode_control::<Option<Round>>(bytes) {
-            Ok(Some(at)) => {
-                p.answers.insert(from, at);
+            // Not started yet: a vote that the network is not ahead (a liar that answers for rounds far
+            // ahead must outvote the peers that have not begun too).
+            Ok(at) => {
+                p.answers.insert(from, at.unwrap_or(Round::ZERO));
                 Ok(())
             }
-            // Not started yet: no vote.
-            Ok(None) => Ok(()),
             Err(e) => Err(e.to_string()),
         }
     }
 
-    /// Once every peer asked answered (or failed), or at the probe's deadline: with at least
-    /// [`CATCH_UP_WITNESSES`] answers, the lower median is where the network is — most of the peers asked
+    /// Once every peer asked answered (or failed), or at the probe's deadline: with answers from most of the
+    /// peers asked (and at least [`CATCH_UP_WITNESSES`]), the lower median is where the network is — most of the peers asked
     /// are there or further, so a minority ahead (liars, or nodes that landed ahead after a jump) cannot
     /// move it, nor can a minority behind (a node restarted with us) hold it back. `newest`: this VN's
     /// node's exchange; `last_round`: the run's, which caps everything; `margin`: how far past the network a
@@ -258,7 +331,8 @@ impl<I: Ord + Clone> CatchUp<I> {
         let p = self.probing.as_mut()?.current.take()?;
         let at_join = p.at_join;
         let mut answers: Vec<Round> = p.answers.into_values().collect();
-        if answers.len() < CATCH_UP_WITNESSES {
+        // Most of the peers asked must answer: otherwise the liars among them could be most of the answers.
+        if answers.len() < CATCH_UP_WITNESSES || 2 * answers.len() <= p.asked {
             tracing::info!(
                 answers = answers.len(),
                 at_join,

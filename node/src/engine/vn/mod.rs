@@ -38,10 +38,11 @@
 //! # Churn (issue 15)
 //! A peer whose connection closed and could not be dialled again is reported by the shell as
 //! `VnInput::PeerGone`: the open exchanges stop waiting for its chunk and the overlays, frozen ones included,
-//! stop counting it (`on_peer_gone`). A VN built [`VnEngine::with_round_probes`] also asks peers which exchange
-//! they are at — as a resumed VN joins, and while running once three peers it hears are beyond its window —
-//! and tells its RN `Behind` when the lower median of the answers is beyond it (`start_probe`,
-//! `decide_probe`); passive witnesses (`behind.rs`) still act on their own.
+//! stop counting it (`on_peer_gone`). A VN built [`VnEngine::with_round_probes`] also asks peers drawn from the
+//! peer list which exchange they are at — as a resumed VN joins, and while running once three peers it hears
+//! are beyond its window *and* its own latest exchange received no copy — and tells its RN `Behind` when the
+//! lower median of the answers is beyond it (`start_probe`, `decide_probe`). What peers claim never moves a
+//! node by itself: those peers may be one node's k identities (issue 44, `catch_up.rs`).
 //!
 //! An edge refused or dropped after the freeze **keeps its slot**: the slot count never changes within an
 //! exchange (and with a static graph never in the run), the frame for a dropped slot is not sent, nothing is
@@ -67,7 +68,8 @@
 //! - `negotiation_starts.rs`: when each overlay negotiation starts and its sub-step (with `round_trips.rs`);
 //! - `send_schedule.rs`: when our chunk goes out ([`SendPace`], jitter);
 //! - `push.rs`: directed push's targets;
-//! - `catch_up.rs`: noticing the network is ahead (with `behind.rs`) and probing it; the round query;
+//! - `catch_up.rs`: noticing the network is ahead (with `behind.rs`) and probing it; `round_answer.rs`: what
+//!   a round query is answered;
 //! - `chunk_check.rs`: what a received frame must be; `peer_limits.rs`: rates per peer;
 //!   `claims.rs`: what an overlay message claims.
 
@@ -82,6 +84,7 @@ mod io;
 mod negotiation_starts;
 mod peer_limits;
 mod push;
+mod round_answer;
 pub mod round_trips;
 mod send_schedule;
 mod static_graph;
@@ -97,17 +100,18 @@ use protocol::{ChunkFrame, ChunkReply, RefuseReason};
 use sampling::{Protocol, Sampler, SamplerInput, SamplerOutput};
 
 use self::catch_up::{CatchUp, ProbeDecision, Witnessed};
-use self::chunk_check::ChunkCheck;
+pub(crate) use self::chunk_check::ChunkCheck;
 use self::claims::{overlay_claims, progress_shown};
 use self::exchange::{Exchanges, Negotiation, Own, Phase, micros};
 use self::negotiation_starts::NegotiationStarts;
 use self::peer_limits::PeerLimits;
+use self::round_answer::RoundAnswer;
 use self::send_schedule::SendSchedule;
 use self::static_graph::StaticGraph;
 use super::counters::Counters;
 use crate::algo::Graph;
 
-pub use self::catch_up::PROBE_PEERS;
+pub use self::catch_up::{JOIN_PROBE_SPREAD, PROBE_PEERS};
 pub use self::config::{VnConfig, VnRun, VnTiming};
 pub use self::exchange::MAX_PENDING_CHUNKS;
 pub use self::io::{RefusalKind, ReplyToken, VnIdentity, VnInput, VnOutput};
@@ -141,6 +145,7 @@ pub struct VnEngine<I> {
     limits: PeerLimits<I>,
     chunks: ChunkCheck,
     catch_up: CatchUp<I>,
+    round_answer: RoundAnswer,
 }
 
 impl<I: VnIdentity> VnEngine<I> {
@@ -170,6 +175,7 @@ impl<I: VnIdentity> VnEngine<I> {
         }
         let mut probe_rng = rand_chacha::ChaCha12Rng::from_seed(key);
         probe_rng.set_stream(overlay_rng.get_stream());
+        let answer_rng = rand_chacha::ChaCha12Rng::from_rng(&mut probe_rng);
         let limits = PeerLimits::new(
             cfg.lookahead + 1,
             cfg.sampler.overlay.substep,
@@ -192,6 +198,7 @@ impl<I: VnIdentity> VnEngine<I> {
             limits,
             chunks: ChunkCheck::new(cfg.chunk_lens.clone(), cfg.values),
             catch_up: CatchUp::new(ahead_window, probe_rng),
+            round_answer: RoundAnswer::new(cfg.sampler.overlay.deadline(), answer_rng),
             cfg,
         })
     }
@@ -216,6 +223,7 @@ impl<I: VnIdentity> VnEngine<I> {
             .enable_probes(peers, own, resumed_at.is_some());
         if let Some(at) = resumed_at {
             self.newest = Some(self.newest.map_or(at, |n| n.max(at)));
+            self.round_answer.resumed_at(at);
         }
         self
     }
@@ -247,6 +255,7 @@ impl<I: VnIdentity> VnEngine<I> {
             .into_iter()
             .chain(self.exchanges.iter().filter_map(|(_, x)| x.next_timer()))
             .chain(self.catch_up.deadline())
+            .chain(self.catch_up.join_probe_at())
             .min()
     }
 
@@ -266,9 +275,7 @@ impl<I: VnIdentity> VnEngine<I> {
         entries.shuffle(&mut self.jitter_rng);
         let mut out = Vec::new();
         self.sampler_input(now, SamplerInput::Join { bootstrap: entries }, &mut out);
-        if self.catch_up.take_join_probe() {
-            self.start_probe(now, true, &mut out);
-        }
+        self.catch_up.joined(now);
         self.finish(now, &mut out);
         out
     }
@@ -346,6 +353,9 @@ impl<I: VnIdentity> VnEngine<I> {
             VnInput::ControlRoundTrip { rtt } => self.starts.record_round_trip(rtt),
             VnInput::Tick => self.sampler_input(now, SamplerInput::Tick, &mut out),
         }
+        if self.catch_up.take_join_probe(now) {
+            self.start_probe(now, true, &mut out);
+        }
         self.decide_probe(now, &mut out);
         self.finish(now, &mut out);
         out
@@ -364,6 +374,7 @@ impl<I: VnIdentity> VnEngine<I> {
             return;
         }
         self.newest = Some(self.newest.map_or(round, |n| n.max(round)));
+        self.round_answer.started(now, round);
         self.catch_up.expire(now);
         match self.cfg.graph {
             Graph::Push => {
@@ -691,35 +702,30 @@ impl<I: VnIdentity> VnEngine<I> {
         }
     }
 
-    /// `from` (authenticated, allowed) showed that the network is at exchange `at` at least: enough distinct
-    /// witnesses beyond what this VN accepts and the RN is told (`FromVirtualNode::Behind`), capped at the
-    /// run's last exchange; enough to take seriously but no majority, and a probe asks.
+    /// `from` (authenticated, allowed) showed that the network is at exchange `at` at least (capped at the
+    /// run's last exchange). Evidence only: enough distinct peers beyond what this VN accepts start a probe
+    /// if this VN is cut off ([`Self::probe_if_cut_off`]); what they claim never moves the node by itself
+    /// (issue 44: they may all be one node's identities).
     fn note_ahead(&mut self, now: Duration, from: &I, at: Round, out: &mut Vec<VnOutput<I>>) {
         let at = self.cfg.last_round.map_or(at, |last| at.min(last));
         let newest = self.newest.unwrap_or(Round::ZERO);
-        match self.catch_up.witness(now, from, at, newest) {
-            // A lower bound (the W-th largest claim): see `report_behind` for the margin.
-            Witnessed::Behind(exchange) => self.report_behind(
-                now,
-                exchange,
-                self.cfg.lookahead.min(MAX_FUTURE_ROUNDS),
-                out,
-            ),
-            Witnessed::Probe => self.start_probe(now, false, out),
-            Witnessed::Nothing => {}
+        if self.catch_up.witness(now, from, at, newest) == Witnessed::Probe {
+            self.probe_if_cut_off(now, out);
         }
     }
 
-    /// The network is at exchange `exchange`: tell the RN to rejoin `margin` exchanges further, once per
-    /// exchange.
-    ///
-    /// Passive witnesses give a lower bound, and the network moves on while this node negotiates and
-    /// trains its first round back: joining at `exchange` itself it chased the network (measured in procs
-    /// graph: 2-3 rounds behind after every jump, for the rest of the run). Joining up to MAX_FUTURE_ROUNDS
-    /// further lands in step, yet never so far ahead that the others refuse its chunks or take its messages
-    /// as evidence that they are behind (joining `lookahead` ahead did that: measured, a paused node's jump
-    /// made the rest of the network skip after it). A probe's median is not a lower bound: see
-    /// `CatchUp::decide` for its margin.
+    /// Starts a probe (evidence while running) when this VN's newest exchange received no copy: a VN whose
+    /// neighbours' copies arrive is in step with them, whatever other peers claim, and a fresh VN that has
+    /// not exchanged yet is behind no one (`CatchUp::isolated`).
+    fn probe_if_cut_off(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
+        if self.catch_up.isolated() {
+            self.start_probe(now, false, out);
+        }
+    }
+
+    /// A probe found the network at exchange `exchange`: tell the RN to rejoin `margin` exchanges further
+    /// (`CatchUp::decide` chooses the margin: past the median for a resumed node, whose first round back is
+    /// slow; at it for a running one).
     fn report_behind(
         &mut self,
         now: Duration,
@@ -745,7 +751,6 @@ impl<I: VnIdentity> VnEngine<I> {
         let asked = self.catch_up.start_probe(
             now,
             &self.me,
-            self.sampler.view(),
             &*self.allowed,
             self.cfg.exchange_timeout,
             at_join,
@@ -756,9 +761,9 @@ impl<I: VnIdentity> VnEngine<I> {
         }
     }
 
-    /// `from` asks which exchange we are at: the newest exchange our RN started (what every overlay message
-    /// and chunk of ours tells anyway). Unlisted, over its rate, or with a body: counted, not answered (the
-    /// driver drops the request).
+    /// `from` asks which exchange we are at: the newest exchange our RN started, as [`RoundAnswer`] shows it
+    /// (after this VN's own lag, so that siblings do not switch together). Unlisted, over its rate, or with a
+    /// body: counted, not answered (the driver drops the request).
     fn on_round_query(
         &mut self,
         now: Duration,
@@ -784,8 +789,8 @@ impl<I: VnIdentity> VnEngine<I> {
             );
             return;
         }
-        let bytes =
-            protocol::codec::encode_control(&self.newest).expect("an Option<Round> is ≤ 10 bytes");
+        let bytes = protocol::codec::encode_control(&self.round_answer.at(now))
+            .expect("an Option<Round> is ≤ 10 bytes");
         self.counters.sent(bytes.len());
         out.push(VnOutput::ReplyRound { token, bytes });
     }
@@ -1207,6 +1212,7 @@ impl<I: VnIdentity> VnEngine<I> {
         let lag = self.negotiation_lag();
         let degree = self.cfg.sampler.overlay.degree;
         let push = self.cfg.push();
+        let mut cut_off = false;
         for (&round, x) in self.exchanges.iter_mut() {
             let Phase::Collecting { deadline } = x.phase else {
                 continue;
@@ -1241,7 +1247,18 @@ impl<I: VnIdentity> VnEngine<I> {
                 let mut summary = x.summary;
                 self.counters.fill(&mut summary);
                 out.push(VnOutput::ToRn(FromVirtualNode::Done(summary)));
+                self.catch_up
+                    .exchange_done(round, !x.received_from.is_empty());
+                cut_off |= x.received_from.is_empty();
             }
+        }
+        // An exchange that got nothing, with peers beyond our window heard lately: ask where the network is.
+        if cut_off
+            && self
+                .catch_up
+                .evidence(now, self.newest.unwrap_or(Round::ZERO))
+        {
+            self.probe_if_cut_off(now, out);
         }
     }
 
