@@ -1,6 +1,7 @@
 //! Catch-up (issue 15) over the in-memory simulator: a node held back several rounds finds the network ahead
-//! (its VNs see later rounds from several peers), skips to the network's round instead of staying isolated,
-//! and finishes the run; the others never wait for it.
+//! (its VNs see later rounds from several peers and then an exchange of their own without copies, so they
+//! ask peers drawn from the whole network), skips to the network's round instead of staying isolated, and
+//! finishes the run; the others never wait for it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,12 +51,16 @@ fn a_node_held_back_four_rounds_catches_up_rejoins_and_finishes() {
     let report = simulate(Some((HELD, Round(2), Duration::from_secs(80))));
     let held = &report.metrics[HELD];
     let rounds: Vec<u64> = held.iter().map(|m| m.round.get()).collect();
+
     let jump = held
         .iter()
         .find(|m| m.skipped_rounds > 0)
         .unwrap_or_else(|| panic!("the held node never caught up: rounds {rounds:?}"));
+    // It asks where the network is once an exchange of its own got no copy (issue 44: what peers claim never
+    // moves a node by itself), and lands at the median of the answers: measured, seed 5, rounds 3-4 still got
+    // their copies, 5-6 got none, and it skipped 7-8 to the network's round 9.
     assert!(
-        jump.skipped_rounds >= 3,
+        jump.skipped_rounds >= 2,
         "it skipped to the network's round, not just a step: {jump:?}"
     );
     assert_eq!(

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use protocol::{ChunkFrame, RefuseReason};
+use protocol::{ChunkFrame, RefuseReason, Round};
 
 use super::ValueBounds;
 use super::vn::ChunkCheck;
@@ -48,11 +48,13 @@ impl std::fmt::Display for CopyRefused {
     }
 }
 
-/// Per VN: the frame check (with its own scale) and the copies taken in the current exchange.
+/// Per VN: the frame check (with its own scale) and the copies taken in the latest exchange it handed over.
 #[derive(Debug)]
 pub(crate) struct CopyCheck {
     checks: Vec<ChunkCheck>,
-    taken: Vec<usize>,
+    /// Per VN: the exchange of the copies counted, and how many. Counted by the copies' own exchange, not
+    /// reset when the RN begins one: copies of an exchange arrive while the RN still trains for it.
+    taken: Vec<(Round, usize)>,
     per_exchange: usize,
 }
 
@@ -60,14 +62,9 @@ impl CopyCheck {
     pub(crate) fn new(k: usize, limits: CopyLimits) -> Self {
         Self {
             checks: vec![ChunkCheck::new(limits.chunk_lens, limits.values); k],
-            taken: vec![0; k],
+            taken: vec![(Round::ZERO, 0); k],
             per_exchange: limits.per_exchange,
         }
-    }
-
-    /// A new exchange begins: every VN's count starts again.
-    pub(crate) fn new_exchange(&mut self) {
-        self.taken.fill(0);
     }
 
     /// The RN hands VN `vn` its own frames: the scale that VN's copies are held to, as the VN holds its own.
@@ -77,12 +74,17 @@ impl CopyCheck {
         }
     }
 
-    /// Checks a copy VN `vn` handed over for the current exchange, and counts it if it passes.
+    /// Checks a copy VN `vn` handed over for the RN's current exchange (exchanges only grow), and counts it
+    /// if it passes.
     pub(crate) fn take(&mut self, vn: usize, frame: &ChunkFrame) -> Result<(), CopyRefused> {
-        let (Some(check), Some(taken)) = (self.checks.get(vn), self.taken.get_mut(vn)) else {
+        let (Some(check), Some((counted, taken))) = (self.checks.get(vn), self.taken.get_mut(vn))
+        else {
             return Err(CopyRefused::Frame(RefuseReason::BadChunk));
         };
         check.check(frame).map_err(CopyRefused::Frame)?;
+        if *counted != frame.round {
+            (*counted, *taken) = (frame.round, 0);
+        }
         if *taken >= self.per_exchange {
             return Err(CopyRefused::TooMany {
                 per_exchange: self.per_exchange,
@@ -96,11 +98,15 @@ impl CopyCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use protocol::{ChunkIndex, Round};
+    use protocol::ChunkIndex;
 
     fn frame(chunk: u32, values: Vec<f32>) -> ChunkFrame {
+        at(3, chunk, values)
+    }
+
+    fn at(round: u64, chunk: u32, values: Vec<f32>) -> ChunkFrame {
         ChunkFrame {
-            round: Round(3),
+            round: Round(round),
             chunk: ChunkIndex(chunk),
             values,
         }
@@ -134,7 +140,6 @@ mod tests {
         );
         // Own scale 2, ratio 1000: 2000 passes (the floor is 1000), 2001 does not.
         assert_eq!(c.take(0, &frame(1, vec![2000.0, 0.0])), Ok(()));
-        c.new_exchange();
         assert_eq!(
             refused(&mut c, frame(1, vec![2001.0, 0.0])),
             RefuseReason::OutOfRange
@@ -152,9 +157,8 @@ mod tests {
             c.take(1, &f),
             Err(CopyRefused::TooMany { per_exchange: 2 })
         );
-        // Counted per VN.
+        // Counted per VN, and per exchange.
         assert_eq!(c.take(0, &f), Ok(()));
-        c.new_exchange();
-        assert_eq!(c.take(1, &f), Ok(()));
+        assert_eq!(c.take(1, &at(4, 1, vec![0.0, 1.0])), Ok(()));
     }
 }

@@ -409,9 +409,6 @@ impl RnEngine {
         let (round, step) = (self.round, self.step);
         let exchange = self.exchange(round, step);
         self.awaiting_edges.fill(false);
-        if let Some(c) = &mut self.copies {
-            c.new_exchange();
-        }
         let payloads = match self.algo.outgoing(round, step, &self.params) {
             Ok(payloads) => payloads,
             Err(e) => {

@@ -1,6 +1,6 @@
 //! [`CatchUp`]: noticing that this VN's node fell behind the network. Peers' messages that show rounds beyond
 //! what the VN accepts (`behind.rs`) are evidence, never a decision: they only start a probe, which asks
-//! [`PROBE_PEERS`] peers drawn at random from the whole peer list which exchange they are at
+//! [`PROBE_PEERS`] peers drawn at random from the peers it can dial which exchange they are at
 //! ([`super::VnEngine::with_round_probes`]), and only once this VN's own exchanges show it is cut off (its
 //! latest finished exchange received no copy: [`CatchUp::isolated`]). It decides; the engine tells the RN
 //! `Behind` and ends the exchanges the network has left.
@@ -23,7 +23,7 @@ use rand_chacha::ChaCha12Rng;
 use super::behind::{AheadWitnesses, CATCH_UP_WITNESSES};
 
 /// Peers a VN asks at once which exchange they are at (a catch-up probe). Nine distinct listed peers, chosen
-/// at random from the peer list (without the VN's own node where the VN knows it): the lower median of their
+/// at random from the peers a VN can dial (without the VN's own node where the VN knows it): the lower median of their
 /// answers is where the network is unless five of the nine lie or are behind themselves. A node holding 8 of
 /// 32 listed identities (one of four nodes) holds five of nine drawn with probability 0.023 (hypergeometric),
 /// 0.0008 among 64 identities; with five peers asked it was 0.085 and 0.012. The requests are a few bytes.
@@ -109,7 +109,17 @@ impl<I: Ord + Clone> CatchUp<I> {
         }
     }
 
-    /// This VN finished `exchange`; `copies`: whether any neighbour's copy arrived in it.
+    /// Whether `peer` is one of this node's own VNs (known only to a node's own process): a copy from a
+    /// sibling says nothing about being in step with the network — the VNs of a node left behind negotiate
+    /// the same old rounds and pair with each other (measured on loopback: a resumed node's two VNs exchanged
+    /// with each other round after round, four rounds behind).
+    pub(crate) fn is_own(&self, peer: &I) -> bool {
+        self.probing
+            .as_ref()
+            .is_some_and(|p| p.own.binary_search(peer).is_ok())
+    }
+
+    /// This VN finished `exchange`; `copies`: whether any neighbour's copy (not a sibling's) arrived in it.
     pub(crate) fn exchange_done(&mut self, exchange: Round, copies: bool) {
         if self.last_exchange.is_none_or(|(r, _)| r <= exchange) {
             self.last_exchange = Some((exchange, copies));
@@ -222,14 +232,15 @@ impl<I: Ord + Clone> CatchUp<I> {
     /// Starts a probe (`at_join`: the resumed VN's join probe) if probes are on, none is running and the last
     /// one started at least `timeout` ago:
     /// returns the peers to ask, up to [`PROBE_PEERS`] distinct ones drawn at random from the probe list (the
-    /// peer list: not the Cyclon view, which a node's k identities can crowd), never `me`, this node's own VNs
-    /// or peers not `allowed`. At most one probe per `timeout`, whatever peers claim: a peer that keeps
+    /// peer list's entries with an address) and `view` (peers whose address the VN learnt since), never `me`,
+    /// this node's own VNs or peers not `allowed`. At most one probe per `timeout`, whatever peers claim: a peer that keeps
     /// claiming to be far ahead costs us nine tiny requests per deadline, and moves us only if most of the
     /// peers asked agree with it.
     pub(crate) fn start_probe(
         &mut self,
         now: Duration,
         me: &I,
+        view: Vec<I>,
         allowed: &dyn Fn(&I) -> bool,
         timeout: Duration,
         at_join: bool,
@@ -244,6 +255,7 @@ impl<I: Ord + Clone> CatchUp<I> {
             .peers
             .iter()
             .cloned()
+            .chain(view)
             .filter(|c| c != me && allowed(c) && p.own.binary_search(c).is_err())
             .collect();
         candidates.sort();

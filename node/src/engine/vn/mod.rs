@@ -38,8 +38,8 @@
 //! # Churn (issue 15)
 //! A peer whose connection closed and could not be dialled again is reported by the shell as
 //! `VnInput::PeerGone`: the open exchanges stop waiting for its chunk and the overlays, frozen ones included,
-//! stop counting it (`on_peer_gone`). A VN built [`VnEngine::with_round_probes`] also asks peers drawn from the
-//! peer list which exchange they are at — as a resumed VN joins, and while running once three peers it hears
+//! stop counting it (`on_peer_gone`). A VN built [`VnEngine::with_round_probes`] also asks peers it can dial
+//! which exchange they are at — as a resumed VN joins, and while running once three peers it hears
 //! are beyond its window *and* its own latest exchange received no copy — and tells its RN `Behind` when the
 //! lower median of the answers is beyond it (`start_probe`, `decide_probe`). What peers claim never moves a
 //! node by itself: those peers may be one node's k identities (issue 44, `catch_up.rs`).
@@ -751,6 +751,7 @@ impl<I: VnIdentity> VnEngine<I> {
         let asked = self.catch_up.start_probe(
             now,
             &self.me,
+            self.sampler.view(),
             &*self.allowed,
             self.cfg.exchange_timeout,
             at_join,
@@ -1247,9 +1248,9 @@ impl<I: VnIdentity> VnEngine<I> {
                 let mut summary = x.summary;
                 self.counters.fill(&mut summary);
                 out.push(VnOutput::ToRn(FromVirtualNode::Done(summary)));
-                self.catch_up
-                    .exchange_done(round, !x.received_from.is_empty());
-                cut_off |= x.received_from.is_empty();
+                let copies = x.received_from.iter().any(|p| !self.catch_up.is_own(p));
+                self.catch_up.exchange_done(round, copies);
+                cut_off |= !copies;
             }
         }
         // An exchange that got nothing, with peers beyond our window heard lately: ask where the network is.
