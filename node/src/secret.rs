@@ -44,10 +44,93 @@ pub fn private_rng(key: &Keypair, purpose: Purpose) -> Result<ChaCha12Rng> {
     Ok(ChaCha12Rng::from_seed(seed))
 }
 
+/// A private stream drawn round by round: each round draws from its own ChaCha stream, a function of the
+/// node's stream and the round alone ([`RoundStreams::begin`]). So a node resumed from a checkpoint draws
+/// exactly what it would have drawn without the restart (`--resume` stays exact, with nothing to save), and
+/// never draws a round's randomness twice: restarted at the start of one long stream, a resumed node drew
+/// round 0's GHP or Muffliato noise again, and the difference of two chunks carrying the same noise cancels it.
+#[derive(Debug, Clone)]
+pub struct RoundStreams {
+    base: ChaCha12Rng,
+    current: ChaCha12Rng,
+}
+
+impl RoundStreams {
+    /// Over `base` (a node's private stream, or the simulator's stand-in); draws before the first
+    /// [`RoundStreams::begin`] come from round 0's stream.
+    pub fn new(base: ChaCha12Rng) -> Self {
+        let current = Self::of(&base, protocol::Round::ZERO);
+        Self { base, current }
+    }
+
+    /// Draws from `round`'s stream from now on, from its start.
+    pub fn begin(&mut self, round: protocol::Round) {
+        self.current = Self::of(&self.base, round);
+    }
+
+    /// `round`'s stream: the base's key with its stream id folded in (the simulator's nodes share a key and
+    /// differ by stream), and the round as the stream id.
+    fn of(base: &ChaCha12Rng, round: protocol::Round) -> ChaCha12Rng {
+        let mut key = base.get_seed();
+        for (k, b) in key.iter_mut().zip(base.get_stream().to_le_bytes()) {
+            *k ^= b;
+        }
+        let mut rng = ChaCha12Rng::from_seed(key);
+        rng.set_stream(round.get());
+        rng
+    }
+}
+
+impl rand::RngCore for RoundStreams {
+    fn next_u32(&mut self) -> u32 {
+        self.current.next_u32()
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.current.next_u64()
+    }
+
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        self.current.fill_bytes(dst)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use protocol::Round;
     use rand::Rng;
+
+    #[test]
+    fn a_round_draws_the_same_whenever_it_begins_and_no_two_rounds_alike() {
+        let key = Keypair::generate_ed25519();
+        let base = || private_rng(&key, Purpose::Algorithm).unwrap();
+        let draw = |r: &mut RoundStreams| [r.random::<u64>(), r.random::<u64>()];
+        // Uninterrupted: rounds 0..5, each drawn from after it begins.
+        let mut run = RoundStreams::new(base());
+        let mut drawn = Vec::new();
+        for round in 0..5 {
+            run.begin(Round(round));
+            drawn.push(draw(&mut run));
+        }
+        // Resumed at round 3: the same draws as the uninterrupted run's round 3 and 4.
+        let mut resumed = RoundStreams::new(base());
+        resumed.begin(Round(3));
+        assert_eq!(draw(&mut resumed), drawn[3]);
+        resumed.begin(Round(4));
+        assert_eq!(draw(&mut resumed), drawn[4]);
+        let mut distinct = drawn.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 5, "no round repeats another's draws");
+        // Two simulated nodes of one run (one seed, streams apart) draw apart.
+        let node = |i: u64| {
+            let mut r = RoundStreams::new(sampling::vn_rng(7, i, sampling::Stream::Algorithm));
+            r.begin(Round(2));
+            draw(&mut r)
+        };
+        assert_ne!(node(0), node(1));
+    }
 
     fn first(mut r: ChaCha12Rng) -> [u64; 4] {
         [r.random(), r.random(), r.random(), r.random()]

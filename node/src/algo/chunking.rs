@@ -33,7 +33,7 @@ pub struct OneChunk {
     name: &'static str,
     cut: Cut,
     aggregator: Aggregator,
-    rng: ChaCha12Rng,
+    rng: crate::secret::RoundStreams,
 }
 
 /// The stream (of the run seed) a round's partition is drawn from, apart from the static partition's.
@@ -47,7 +47,7 @@ impl OneChunk {
             name: "chunking",
             cut: Cut::Static,
             aggregator: Aggregator::new(partition),
-            rng,
+            rng: crate::secret::RoundStreams::new(rng),
         }
     }
 
@@ -58,7 +58,7 @@ impl OneChunk {
             name: "sparsify-random",
             cut: Cut::PerRound { seed },
             aggregator: Aggregator::new(partition),
-            rng,
+            rng: crate::secret::RoundStreams::new(rng),
         }
     }
 
@@ -92,6 +92,7 @@ impl Algorithm for OneChunk {
     }
 
     fn begin_round(&mut self, round: Round) {
+        self.rng.begin(round);
         if let Cut::PerRound { seed } = self.cut {
             let next = Self::round_partition(self.partition(), seed, round);
             self.aggregator = Aggregator::new(Arc::new(next));

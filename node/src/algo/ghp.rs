@@ -26,7 +26,7 @@ pub struct Perturbed {
     correct: bool,
     partition: Arc<ChunkPartition>,
     aggregator: Aggregator,
-    rng: ChaCha12Rng,
+    rng: crate::secret::RoundStreams,
     /// This round's noise per VN (chunk order), and how many neighbours accepted that VN's copy.
     noise: Vec<Vec<f32>>,
     delivered: Vec<u32>,
@@ -53,7 +53,7 @@ impl Perturbed {
             correct,
             aggregator: Aggregator::new(partition.clone()),
             partition,
-            rng,
+            rng: crate::secret::RoundStreams::new(rng),
             noise: vec![Vec::new(); k],
             delivered: vec![0; k],
         })
@@ -73,7 +73,8 @@ impl Algorithm for Perturbed {
         self.partition.chunk_lens()
     }
 
-    fn begin_round(&mut self, _round: Round) {
+    fn begin_round(&mut self, round: Round) {
+        self.rng.begin(round);
         self.aggregator.reset();
         self.delivered.fill(0);
     }

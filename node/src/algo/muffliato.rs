@@ -22,7 +22,7 @@ pub const GOSSIP_STEPS: u32 = 10;
 pub struct Muffliato {
     sigma: f32,
     aggregator: Aggregator,
-    rng: ChaCha12Rng,
+    rng: crate::secret::RoundStreams,
     /// The model this step started from (after the noise at step 0): what the received copies average with.
     local: Vec<f32>,
 }
@@ -48,7 +48,7 @@ impl Muffliato {
         Ok(Self {
             sigma,
             aggregator: Aggregator::new(partition),
-            rng,
+            rng: crate::secret::RoundStreams::new(rng),
             local: Vec::new(),
         })
     }
@@ -71,7 +71,8 @@ impl Algorithm for Muffliato {
         GOSSIP_STEPS
     }
 
-    fn begin_round(&mut self, _round: Round) {
+    fn begin_round(&mut self, round: Round) {
+        self.rng.begin(round);
         self.aggregator.reset();
     }
 
