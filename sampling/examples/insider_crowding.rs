@@ -38,9 +38,15 @@ type Variant = (&'static str, bool, fn(&mut Rogue));
 
 const VARIANTS: [Variant; 9] = [
     ("quiet", false, |_| {}),
-    ("direct-named", false, |r| r.direct = Some(DirectKind::Named)),
-    ("direct-sibling", false, |r| r.direct = Some(DirectKind::Sibling)),
-    ("direct-hidden", true, |r| r.direct = Some(DirectKind::Hidden)),
+    ("direct-named", false, |r| {
+        r.direct = Some(DirectKind::Named)
+    }),
+    ("direct-sibling", false, |r| {
+        r.direct = Some(DirectKind::Sibling)
+    }),
+    ("direct-hidden", true, |r| {
+        r.direct = Some(DirectKind::Hidden)
+    }),
     ("greedy", false, |r| r.greedy = true),
     ("forge+flood-hidden", true, |r| {
         r.forge = true;
@@ -51,10 +57,20 @@ const VARIANTS: [Variant; 9] = [
         r.junk = true;
     }),
     ("all-sibling", false, |r| {
-        *r = Rogue::all(r.ids.clone(), r.victims.clone(), r.every, DirectKind::Sibling)
+        *r = Rogue::all(
+            r.ids.clone(),
+            r.victims.clone(),
+            r.every,
+            DirectKind::Sibling,
+        )
     }),
     ("all-hidden", true, |r| {
-        *r = Rogue::all(r.ids.clone(), r.victims.clone(), r.every, DirectKind::Hidden)
+        *r = Rogue::all(
+            r.ids.clone(),
+            r.victims.clone(),
+            r.every,
+            DirectKind::Hidden,
+        )
     }),
 ];
 

@@ -379,8 +379,7 @@ enum Link<I> {
 impl<I> Link<I> {
     fn nonce(&self) -> u64 {
         match self {
-            Link::Committed { nonce, .. }
-            | Link::Established { nonce } => *nonce,
+            Link::Committed { nonce, .. } | Link::Established { nonce } => *nonce,
         }
     }
 }
@@ -571,7 +570,8 @@ impl<I: PeerId> OverlayBuilder<I> {
     /// round (it froze first with the edge).
     pub fn has_link(&self, round: Round, peer: &I) -> bool {
         self.rounds.get(&round).is_some_and(|s| {
-            s.links.contains_key(peer) || s.offers.values().any(|(_, o, _)| o.as_ref() == Some(peer))
+            s.links.contains_key(peer)
+                || s.offers.values().any(|(_, o, _)| o.as_ref() == Some(peer))
         })
     }
 
@@ -790,7 +790,11 @@ impl<I: PeerId> OverlayBuilder<I> {
             let view = if avoid.is_empty() {
                 view
             } else {
-                hops = view.iter().filter(|p| !avoid.contains(p)).cloned().collect();
+                hops = view
+                    .iter()
+                    .filter(|p| !avoid.contains(p))
+                    .cloned()
+                    .collect();
                 &hops[..]
             };
             let s = self.rounds.get_mut(&round).expect("listed");
@@ -1110,7 +1114,12 @@ impl<I: PeerId> OverlayBuilder<I> {
         let mine = self.rounds.get(&round).is_some_and(|s| {
             !s.frozen
                 && s.walks.get(&nonce).is_some_and(|w| {
-                    w.kind == kind && if w.named { direct } else { w.sent_to.contains(&from) }
+                    w.kind == kind
+                        && if w.named {
+                            direct
+                        } else {
+                            w.sent_to.contains(&from)
+                        }
                 })
         });
         if mine {
@@ -1126,11 +1135,7 @@ impl<I: PeerId> OverlayBuilder<I> {
             }
             return;
         }
-        if let Some(back) = self
-            .relayed
-            .get_mut(&round)
-            .and_then(|m| m.remove(&nonce))
-        {
+        if let Some(back) = self.relayed.get_mut(&round).and_then(|m| m.remove(&nonce)) {
             self.relayed_count -= 1;
             if back != from {
                 out.push(OverlayOutput::Send { to: back, msg });
@@ -1249,7 +1254,8 @@ impl<I: PeerId> OverlayBuilder<I> {
             })
         {
             s.accepted = true;
-            s.offers.insert(nonce, (until, named.cloned(), from.clone()));
+            s.offers
+                .insert(nonce, (until, named.cloned(), from.clone()));
             let acceptor = self.me.clone();
             send(
                 out,
@@ -1520,7 +1526,13 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// The splice origin committed (proving with the walk's key that it is the origin): replace the locked edge (x, y) by (x, origin) and hand y over to it.
-    fn on_splice_accept(&mut self, round: Round, from: I, key: u64, out: &mut Vec<OverlayOutput<I>>) {
+    fn on_splice_accept(
+        &mut self,
+        round: Round,
+        from: I,
+        key: u64,
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
         let nonce = walk_nonce(key);
         let degree = self.cfg.degree;
         let capped = self.at_cap(round, &from);
@@ -1753,7 +1765,14 @@ mod tests {
             // Peers 1 and 2 take turns being handed over: 1 (or 2) becomes a neighbour by Confirm, 3 asks
             // for a splice of that edge, commits, and leaves again with Drop.
             let (x, nonce) = (1 + (i % 2) as u32, 1000 + i);
-            msg(&mut b, x, OverlayMsg::Confirm { round: r, key: nonce });
+            msg(
+                &mut b,
+                x,
+                OverlayMsg::Confirm {
+                    round: r,
+                    key: nonce,
+                },
+            );
             msg(
                 &mut b,
                 3,
@@ -1764,7 +1783,14 @@ mod tests {
                     ttl: 1,
                 },
             );
-            msg(&mut b, 3, OverlayMsg::SpliceAccept { round: r, key: nonce });
+            msg(
+                &mut b,
+                3,
+                OverlayMsg::SpliceAccept {
+                    round: r,
+                    key: nonce,
+                },
+            );
             msg(&mut b, 3, OverlayMsg::Drop { round: r });
         }
         let handed_over = &b.rounds[&r].handed_over;
@@ -1786,10 +1812,25 @@ mod tests {
         let (view, mut out) = ([1, 2, 3], Vec::new());
         let at = |ms: u64| Duration::from_millis(ms);
         // Round 0 at the configured 10 ms, rounds 1 and 2 at 30 ms, from time 0.
-        b.handle(at(0), OverlayInput::StartRound { round: Round(0) }, &view, &mut out);
+        b.handle(
+            at(0),
+            OverlayInput::StartRound { round: Round(0) },
+            &view,
+            &mut out,
+        );
         b.set_substep(at(30));
-        b.handle(at(0), OverlayInput::StartRound { round: Round(1) }, &view, &mut out);
-        b.handle(at(0), OverlayInput::StartRound { round: Round(2) }, &view, &mut out);
+        b.handle(
+            at(0),
+            OverlayInput::StartRound { round: Round(1) },
+            &view,
+            &mut out,
+        );
+        b.handle(
+            at(0),
+            OverlayInput::StartRound { round: Round(2) },
+            &view,
+            &mut out,
+        );
         // Boundaries 0, 30, 60 and 90 have passed; the next is at 120.
         b.handle(at(95), OverlayInput::Tick, &view, &mut out);
         let before = b.freeze_time(Round(1)).unwrap();
@@ -1811,7 +1852,12 @@ mod tests {
         // An overdue boundary comes now, not in the past: nothing fires at once.
         let mut late = OverlayBuilder::new(0u32, cfg.clone(), derive_rng(3, 2)).unwrap();
         late.set_substep(at(30));
-        late.handle(at(0), OverlayInput::StartRound { round: Round(0) }, &view, &mut out);
+        late.handle(
+            at(0),
+            OverlayInput::StartRound { round: Round(0) },
+            &view,
+            &mut out,
+        );
         late.handle(at(95), OverlayInput::Tick, &view, &mut out);
         late.shorten_running(at(130), at(10));
         assert_eq!(late.next_timeout(), Some(at(130)));
@@ -1829,10 +1875,20 @@ mod tests {
         let mut b = OverlayBuilder::new(0u32, cfg.clone(), derive_rng(3, 2)).unwrap();
         let (view, mut out) = ([1, 2, 3], Vec::new());
         let at = |ms: u64| Duration::from_millis(ms);
-        b.handle(at(0), OverlayInput::StartRound { round: Round(0) }, &view, &mut out);
+        b.handle(
+            at(0),
+            OverlayInput::StartRound { round: Round(0) },
+            &view,
+            &mut out,
+        );
         b.set_substep(at(30));
         assert_eq!(b.deadline(), cfg.deadline() * 3);
-        b.handle(at(5), OverlayInput::StartRound { round: Round(1) }, &view, &mut out);
+        b.handle(
+            at(5),
+            OverlayInput::StartRound { round: Round(1) },
+            &view,
+            &mut out,
+        );
         assert_eq!(b.freeze_time(Round(0)), Some(cfg.deadline()));
         assert_eq!(b.freeze_time(Round(1)), Some(at(5) + cfg.deadline() * 3));
         // The scaled round's reservation, retransmission and grace periods are the configured ones times 3.
@@ -1846,8 +1902,16 @@ mod tests {
         b.handle(cfg.deadline(), OverlayInput::Tick, &view, &mut out);
         assert_eq!(b.is_frozen(Round(0)), Some(true));
         assert_eq!(b.is_frozen(Round(1)), Some(false));
-        assert_eq!(b.next_timeout().map(|t| t <= at(5) + cfg.deadline() * 3), Some(true));
-        b.handle(at(5) + cfg.deadline() * 3, OverlayInput::Tick, &view, &mut out);
+        assert_eq!(
+            b.next_timeout().map(|t| t <= at(5) + cfg.deadline() * 3),
+            Some(true)
+        );
+        b.handle(
+            at(5) + cfg.deadline() * 3,
+            OverlayInput::Tick,
+            &view,
+            &mut out,
+        );
         assert_eq!(b.is_frozen(Round(1)), Some(true));
         b.check_invariants().unwrap();
     }

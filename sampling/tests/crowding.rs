@@ -68,7 +68,11 @@ fn check(name: &str, make: impl Fn() -> Rogue, hide_origin: bool, seeds: &[u64])
             o.victim_deficient,
             o.sent,
         );
-        assert!(o.sent > 1000, "{name}: the rogue sent only {} messages", o.sent);
+        assert!(
+            o.sent > 1000,
+            "{name}: the rogue sent only {} messages",
+            o.sent
+        );
         assert!((o.expected_copies - share * K as f64).abs() < 1e-9);
         if o.rogue_max_vn > 1.5 * share || o.rogue_copies > 1.5 * share * K as f64 {
             failed.push((seed, o.rogue_max_vn, o.rogue_copies));
@@ -105,7 +109,10 @@ fn a_quiet_rogue_gets_an_honest_share() {
             o.victim_deficient
         );
         assert!(o.rogue_copies <= 1.5 * expected_share() * K as f64);
-        assert!((o.honest_copies - expected_share() * K as f64).abs() < 0.1 * expected_share() * K as f64);
+        assert!(
+            (o.honest_copies - expected_share() * K as f64).abs()
+                < 0.1 * expected_share() * K as f64
+        );
     }
 }
 
@@ -120,19 +127,34 @@ fn with(f: impl Fn(&mut Rogue)) -> impl Fn() -> Rogue {
 #[test]
 #[ignore]
 fn direct_named_proposals() {
-    check("direct, named", with(|r| r.direct = Some(DirectKind::Named)), false, &SEEDS);
+    check(
+        "direct, named",
+        with(|r| r.direct = Some(DirectKind::Named)),
+        false,
+        &SEEDS,
+    );
 }
 
 #[test]
 #[ignore]
 fn direct_proposals_for_a_sibling() {
-    check("direct, sibling", with(|r| r.direct = Some(DirectKind::Sibling)), false, &SEEDS);
+    check(
+        "direct, sibling",
+        with(|r| r.direct = Some(DirectKind::Sibling)),
+        false,
+        &SEEDS,
+    );
 }
 
 #[test]
 #[ignore]
 fn direct_hidden_proposals() {
-    check("direct, hidden", with(|r| r.direct = Some(DirectKind::Hidden)), true, &SEEDS);
+    check(
+        "direct, hidden",
+        with(|r| r.direct = Some(DirectKind::Hidden)),
+        true,
+        &SEEDS,
+    );
 }
 
 #[test]

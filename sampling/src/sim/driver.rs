@@ -177,8 +177,12 @@ fn id_overhead(msg: &ControlMsg<u32>) -> u64 {
             splitter, other, ..
         }) => vec![*splitter, *other],
         ControlMsg::Overlay(
-            OverlayMsg::Propose { origin: Some(i), .. }
-            | OverlayMsg::SpliceRequest { origin: Some(i), .. }
+            OverlayMsg::Propose {
+                origin: Some(i), ..
+            }
+            | OverlayMsg::SpliceRequest {
+                origin: Some(i), ..
+            }
             | OverlayMsg::Accept { acceptor: i, .. }
             | OverlayMsg::Handover { newcomer: i, .. },
         ) => vec![*i],
@@ -428,8 +432,16 @@ impl OverlaySim {
     /// Process every event up to virtual time `t` (and the pusher's pushes as they fall due).
     pub fn run_until(&mut self, t: Duration) {
         loop {
-            let push_at = self.pusher.as_ref().map(|(_, at, _)| *at).filter(|&at| at <= t);
-            let rogue_at = self.rogue.as_ref().map(|(_, at, _, _)| *at).filter(|&at| at <= t);
+            let push_at = self
+                .pusher
+                .as_ref()
+                .map(|(_, at, _)| *at)
+                .filter(|&at| at <= t);
+            let rogue_at = self
+                .rogue
+                .as_ref()
+                .map(|(_, at, _, _)| *at)
+                .filter(|&at| at <= t);
             let until = match (push_at, rogue_at) {
                 (Some(a), Some(b)) => a.min(b),
                 (a, b) => a.or(b).unwrap_or(t),
@@ -451,7 +463,10 @@ impl OverlaySim {
     /// entries) are down: a send to one fails, as a dial to a bogus address does.
     pub fn set_rogue(&mut self, r: Rogue) {
         assert!(!r.every.is_zero(), "a rogue needs a positive period");
-        assert!(r.ids.iter().all(|&i| (i as usize) < self.vns.len()), "rogue ids must be VNs");
+        assert!(
+            r.ids.iter().all(|&i| (i as usize) < self.vns.len()),
+            "rogue ids must be VNs"
+        );
         let phantom = self.vns.len() as u32;
         for i in 0..r.ids.len() as u32 * 8 + 8 {
             self.net.set_up(phantom + i, false);
@@ -504,7 +519,11 @@ impl OverlaySim {
         to: u32,
         msg: &ControlMsg<u32>,
     ) -> bool {
-        if !self.rogue.as_ref().is_some_and(|(r, ..)| r.ids.contains(&to)) {
+        if !self
+            .rogue
+            .as_ref()
+            .is_some_and(|(r, ..)| r.ids.contains(&to))
+        {
             return false;
         }
         let open = self.open_rounds(now);
@@ -525,7 +544,11 @@ impl OverlaySim {
             for &round in &open {
                 let nonce = rng.random::<u64>();
                 let confirm = OverlayMsg::Confirm { round, key: nonce };
-                let handover = OverlayMsg::Handover { round, nonce, newcomer: p.rogue };
+                let handover = OverlayMsg::Handover {
+                    round,
+                    nonce,
+                    newcomer: p.rogue,
+                };
                 for (on, msg) in [(p.confirms, confirm), (p.handovers, handover)] {
                     if on {
                         self.net.send(p.rogue, v, ControlMsg::Overlay(msg));
@@ -534,7 +557,10 @@ impl OverlaySim {
                 }
             }
             if p.shuffles {
-                let entries = vec![ViewEntry { id: p.rogue, age: 0 }];
+                let entries = vec![ViewEntry {
+                    id: p.rogue,
+                    age: 0,
+                }];
                 let msg = ControlMsg::Cyclon(CyclonMsg::ShuffleRequest { entries });
                 self.net.send(p.rogue, v, msg);
                 self.pushed += 1;

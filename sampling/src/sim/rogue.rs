@@ -327,9 +327,7 @@ impl RogueState {
                 }
                 false
             }
-            OverlayMsg::ConfirmAck { round, nonce } => {
-                self.committed.contains(&(round, nonce, to))
-            }
+            OverlayMsg::ConfirmAck { round, nonce } => self.committed.contains(&(round, nonce, to)),
             OverlayMsg::Nack { round, nonce } => {
                 if self.committed.remove(&(round, nonce, to))
                     || self.answered.get(&(round, nonce)) == Some(&to)
@@ -408,7 +406,8 @@ pub fn crowding(cfg: SimConfig, k: u32, rogue: Rogue, rounds: usize) -> Result<C
     let per_round = |x: usize| x as f64 / rounds as f64;
     let honest: Vec<usize> = (1..nodes).filter(|&j| j != rogue_node).collect();
     let copies = |node: usize| per_round(edges[node].iter().sum());
-    let mean = |f: &dyn Fn(usize) -> f64| honest.iter().map(|&j| f(j)).sum::<f64>() / honest.len() as f64;
+    let mean =
+        |f: &dyn Fn(usize) -> f64| honest.iter().map(|&j| f(j)).sum::<f64>() / honest.len() as f64;
     let share = k as f64 * degree as f64 / (n_vns as f64 - 1.0);
     Ok(Crowding {
         rogue_max_vn: per_round(edges[rogue_node].iter().copied().max().unwrap_or(0)),
