@@ -1709,6 +1709,187 @@ mod tests {
     use super::*;
     use crate::derive_rng;
 
+    /// The repeat cap: 1.5 × an honest peer's expected share of 50 rounds, at least 1, none where it would
+    /// not bind or the network's size is unknown.
+    #[test]
+    fn the_repeat_cap_is_one_and_a_half_honest_shares() {
+        let cap = |n: Option<usize>, r: usize| {
+            OverlayConfig {
+                network_size: n,
+                ..OverlayConfig::new(r, Duration::from_millis(10))
+            }
+            .repeat_cap()
+        };
+        assert_eq!(cap(Some(128), 8), Some(4)); // 1.5 · 50 · 8/127 = 4.72
+        assert_eq!(cap(Some(48), 4), Some(6));
+        assert_eq!(cap(Some(2000), 8), Some(1));
+        assert_eq!(cap(Some(8), 6), None); // r/(n − 1) ≥ 2/3: every round
+        assert_eq!(cap(None, 8), None);
+        let off = OverlayConfig {
+            network_size: Some(128),
+            repeat_window: 0,
+            ..OverlayConfig::new(8, Duration::from_millis(10))
+        };
+        assert_eq!(off.repeat_cap(), None);
+    }
+
+    /// A peer that was our neighbour as often as the cap allows is refused at its `Confirm` (and its
+    /// reservation freed), and the peer that handed us its hidden walk is shunned: its next walk is forwarded,
+    /// not taken. One round later, with the window past, it is taken again.
+    #[test]
+    fn a_capped_origin_is_refused_and_its_relay_shunned() {
+        let cfg = OverlayConfig {
+            network_size: Some(2000),
+            ..OverlayConfig::new(2, Duration::from_millis(10))
+        };
+        assert_eq!(cfg.repeat_cap(), Some(1));
+        let mut b = OverlayBuilder::new(0u32, cfg, derive_rng(5, 1)).unwrap();
+        let (view, mut out) = ([1, 2, 3], Vec::new());
+        let t = Duration::ZERO;
+        b.history.insert(Round(10), vec![5]);
+        let r = Round(59);
+        b.handle(t, OverlayInput::StartRound { round: r }, &view, &mut out);
+        let key = 77;
+        let nonce = walk_nonce(key);
+        let s = b.rounds.get_mut(&r).unwrap();
+        s.offers
+            .insert(nonce, (t + Duration::from_secs(1), None, 4));
+        out.clear();
+        let confirm = OverlayMsg::Confirm { round: r, key };
+        b.handle(
+            t,
+            OverlayInput::Message {
+                from: 5,
+                msg: confirm,
+            },
+            &view,
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            vec![OverlayOutput::Send {
+                to: 5,
+                msg: OverlayMsg::Nack { round: r, nonce }
+            }]
+        );
+        assert!(b.rounds[&r].offers.is_empty() && !b.is_neighbour(r, &5));
+        assert!(b.shunned(r, &4) && b.shunned(r, &5) && !b.shunned(r, &3));
+        // An acceptor of this sub-step forwards a walk from the shunned relay.
+        let s = b.rounds.get_mut(&r).unwrap();
+        s.role = Role::Acceptor;
+        out.clear();
+        let walk = OverlayMsg::Propose {
+            round: r,
+            origin: None,
+            nonce: 9,
+            ttl: 3,
+        };
+        b.handle(
+            t,
+            OverlayInput::Message { from: 4, msg: walk },
+            &view,
+            &mut out,
+        );
+        assert!(
+            matches!(
+                &out[..],
+                [OverlayOutput::Send {
+                    msg: OverlayMsg::Propose { .. },
+                    ..
+                }]
+            ),
+            "{out:?}"
+        );
+        // From anyone else a walk is taken.
+        out.clear();
+        let walk = OverlayMsg::Propose {
+            round: r,
+            origin: None,
+            nonce: 10,
+            ttl: 3,
+        };
+        b.handle(
+            t,
+            OverlayInput::Message { from: 3, msg: walk },
+            &view,
+            &mut out,
+        );
+        assert!(
+            matches!(
+                &out[..],
+                [OverlayOutput::Send {
+                    to: 3,
+                    msg: OverlayMsg::Accept { .. }
+                }]
+            ),
+            "{out:?}"
+        );
+        // Round 60 is 50 rounds from round 10: peer 5 is no longer capped there.
+        assert!(b.at_cap(r, &5) && !b.at_cap(Round(60), &5));
+        b.check_invariants().unwrap();
+    }
+
+    /// An answer to our walk is heard only from the peer that could send it: the acceptor itself for a walk
+    /// that names us, a peer we sent the walk to for one that does not. Anyone else is ignored (and the walk
+    /// still waits for its real answer).
+    #[test]
+    fn an_answer_is_heard_only_from_the_peer_that_could_send_it() {
+        for named in [true, false] {
+            let cfg = OverlayConfig::new(2, Duration::from_millis(10));
+            let mut b = OverlayBuilder::new(0u32, cfg, derive_rng(6, 1)).unwrap();
+            let (view, mut out) = ([1, 2, 3], Vec::new());
+            let t = Duration::ZERO;
+            let r = Round(0);
+            b.handle(t, OverlayInput::StartRound { round: r }, &view, &mut out);
+            let key = 41;
+            let nonce = walk_nonce(key);
+            let walk = OwnWalk {
+                kind: Walk::Propose,
+                key,
+                named,
+                sent_to: vec![1],
+            };
+            b.rounds.get_mut(&r).unwrap().walks.insert(nonce, walk);
+            let accept = |acceptor| OverlayMsg::Accept {
+                round: r,
+                nonce,
+                acceptor,
+            };
+            // A peer on the path (or anyone told the nonce) answers for a peer of its choosing: ignored.
+            out.clear();
+            b.handle(
+                t,
+                OverlayInput::Message {
+                    from: 2,
+                    msg: accept(3),
+                },
+                &view,
+                &mut out,
+            );
+            assert!(out.is_empty(), "named {named}: {out:?}");
+            assert!(b.rounds[&r].walks.contains_key(&nonce));
+            // The peer that could send it: the acceptor (named), the first hop (hidden).
+            let from = if named { 3 } else { 1 };
+            b.handle(
+                t,
+                OverlayInput::Message {
+                    from,
+                    msg: accept(3),
+                },
+                &view,
+                &mut out,
+            );
+            assert_eq!(
+                out,
+                vec![OverlayOutput::Send {
+                    to: 3,
+                    msg: OverlayMsg::Confirm { round: r, key }
+                }],
+                "named {named}"
+            );
+        }
+    }
+
     #[test]
     fn check_invariants_reports_broken_state() {
         let mut b = OverlayBuilder::new(
