@@ -74,7 +74,7 @@
 //! is told apart from honest behaviour by one message, so the bound comes from the victim's own count:
 //! * **Repeat cap** ([`OverlayConfig::repeat_cap`]): a VN takes a peer as neighbour in a round only if that
 //!   peer was its neighbour in fewer than c of the rounds within [`OverlayConfig::repeat_window`] of it
-//!   (c = ⌊1.5 · window · r/(n − 1)⌋), at every place an edge is formed (an `Accept` or `Confirm`, a named
+//!   (c = ⌊1.5 · window · r/(n − 1)⌋, at least 1), at every place an edge is formed (an `Accept` or `Confirm`, a named
 //!   walk it would take, a splice offer or hand-over). So in any window a node of k identities is a VN's
 //!   neighbour at most k·c times, at most 1.5 × an honest node's expected share, however it deviates.
 //! * **Shunning**: a walk that hides its origin shows who it was for only at its `Confirm`; a capped origin is
@@ -190,9 +190,9 @@ impl OverlayConfig {
     /// victim, a sibling posing as its relay, or by taking every walk it sees); only the victim's own count
     /// of how often a peer was its neighbour bounds it. An honest peer is one with probability r/(n − 1) a
     /// round, so in any window a whole node of k identities reaches at most 1.5 × an honest node's expected
-    /// share. The cost for honest peers: at n = 128, r = 8 (cap 4 in 50 rounds, the mean being 3.15) about one
-    /// edge in ten that a peer pair would form again within the window is formed with another peer instead
-    /// (`results/insider`); small networks (r/(n − 1) ≥ 2/3) are not capped, nor the first rounds of any
+    /// share. The cost for honest peers: at n = 128, r = 8 (cap 4 in 50 rounds, where a pair meets 3.15 times
+    /// on average) about one edge in ten would take a pair past the cap and is formed with another peer
+    /// instead, or late in a round not at all (`results/insider`); small networks (r/(n − 1) ≥ 2/3) are not capped, nor the first rounds of any
     /// network.
     pub fn repeat_cap(&self) -> Option<usize> {
         let n = self.network_size?;
