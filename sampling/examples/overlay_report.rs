@@ -72,6 +72,9 @@ struct Args {
     /// periods, whatever `--cyclon-period-ms` says]
     #[arg(long)]
     warmup_ms: Option<u64>,
+    /// Rounds over which one peer's neighbourships are capped (`OverlayConfig::repeat_window`); 0: no cap.
+    #[arg(long, default_value_t = sampling::overlay::REPEAT_WINDOW)]
+    repeat_window: u64,
 }
 
 fn per(t: u64, d: f64) -> f64 {
@@ -96,6 +99,7 @@ fn main() -> anyhow::Result<()> {
         cfg.overlay.ttl = ttl;
     }
     cfg.overlay.hide_origin = a.hide_origin;
+    cfg.overlay.repeat_window = a.repeat_window;
     if let Some(ms) = a.cyclon_period_ms {
         cfg.cyclon.period = Duration::from_millis(ms);
     }

@@ -17,13 +17,17 @@
 //! - `sim/mod.rs` — [`sim::Network`], a deterministic discrete-event network (virtual clock, latency, loss,
 //!   crashes), generic over the message type so the node can reuse it.
 //! - `sim/driver.rs` — [`sim::OverlaySim`], many VNs, one [`Sampler`] each, on a `Network` for many rounds.
+//! - `sim/rogue.rs` — [`sim::Rogue`], a whole rogue node (k identities) crowding a victim node, and
+//!   [`sim::crowding`], the measurement of its share.
 //! - `metrics.rs` — degree statistics, the paper's privacy quantities, per-round report aggregation.
 //! - `spectral.rs` — λ₂ and λ_min of W = (I + A)/(r + 1) by deflated Lanczos on the sparse graph.
 //! - `uniform.rs` — reference uniform random r-regular graphs (Steger–Wormald pairing).
 //! - `examples/overlay_report.rs` — Cyclon + overlay in the simulator vs theory; one JSON line.
 //! - `examples/cyclon_stats.rs` — Cyclon in-degree spread over time.
+//! - `examples/insider_crowding.rs` — a rogue node's share of a victim's neighbours, per deviation.
 //! - `tests/cyclon.rs`, `tests/overlay.rs` — seeded protocol tests (small N, fast in debug);
-//!   `tests/hostile_inputs.rs` — property tests of a `Sampler` under hostile input interleavings.
+//!   `tests/hostile_inputs.rs` — property tests of a `Sampler` under hostile input interleavings;
+//!   `tests/forced_adjacency.rs`, `tests/crowding.rs` — a rogue VN, and a whole rogue node, against a victim.
 //!
 //! Wire message types live in `protocol::control`; this crate only adds behaviour.
 

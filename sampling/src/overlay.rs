@@ -66,6 +66,28 @@
 //!   for an edge that is no longer counted is answered with `Drop` as well.
 //! * a splice hands (x, y) over with `Handover`; x re-sends a `Drop` to y at freeze in case it was lost.
 //!
+//! # A deviating insider (issue 44, crowding)
+//! A listed node holds k identities, and nothing tells a VN which identities are one node's: whatever one
+//! identity can do to become a VN's neighbour, a node does k times. An identity can propose straight at a
+//! victim (naming itself, or posing as the relay of a sibling's walk, or hiding the origin), take every walk
+//! it sees whatever its degree, answer walks it only relays, and push its siblings into a view. None of that
+//! is told apart from honest behaviour by one message, so the bound comes from the victim's own count:
+//! * **Repeat cap** ([`OverlayConfig::repeat_cap`]): a VN takes a peer as neighbour in a round only if that
+//!   peer was its neighbour in fewer than c of the rounds within [`OverlayConfig::repeat_window`] of it
+//!   (c = ⌊1.5 · window · r/(n − 1)⌋, at least 1), at every place an edge is formed (an `Accept` or `Confirm`, a named
+//!   walk it would take, a splice offer or hand-over). So in any window a node of k identities is a VN's
+//!   neighbour at most k·c times, at most 1.5 × an honest node's expected share, however it deviates.
+//! * **Shunning**: a walk that hides its origin shows who it was for only at its `Confirm`; a capped origin is
+//!   refused then, and the peer that handed over the walk (and the origin) hands this VN no walk it takes for
+//!   a window (it forwards them), so a node's hidden walks cannot keep taking up its acceptances.
+//! * **First hops**: a VN starts no walk at a peer at the cap or shunned (that peer could only waste it).
+//! * **Answers from the peer that could send them**: an `Accept`/`SpliceOffer` for a walk that names us is
+//!   taken only from the acceptor itself, one for a walk that hides us only from a peer we sent the walk to.
+//!
+//! The cost for honest runs: none in the first rounds of a network, nor in small ones (r/(n − 1) ≥ 2/3); at
+//! n = 128, r = 8 a pair reaches the cap (4 in 50 rounds) with probability about 0.2 in 50 rounds, and the
+//! VN-rounds short of r go from 0.3 % to 0.6 % (λ₂ and the fraction received unchanged; `results/insider`).
+//!
 //! # Rounds, early and late messages
 //! Several rounds may be open at once (a node negotiates up to `MAX_LOOKAHEAD` rounds ahead of the one it
 //! trains, each at its own time; the rounds are independent states here). A proposal or
@@ -102,6 +124,14 @@ pub const KEEP_TOP_TTL: f64 = 0.75;
 /// oldest round's entries are forgotten first, and a walk relayed without a record only loses its answer.
 pub const MAX_RELAYED: usize = 4096;
 
+/// Rounds over which [`OverlayConfig::repeat_cap`] counts how often one peer was a neighbour: the issue's
+/// measure of crowding is 50 rounds, and a window no longer than that bounds every 50 rounds.
+pub const REPEAT_WINDOW: u64 = 50;
+
+/// How many times an honest peer's expected share of a VN's neighbourships one peer may reach in a window
+/// ([`OverlayConfig::repeat_cap`]).
+pub const REPEAT_FACTOR: f64 = 1.5;
+
 /// Overlay parameters. Durations are virtual in the simulator and real in the node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OverlayConfig {
@@ -127,6 +157,9 @@ pub struct OverlayConfig {
     /// VNs in the network, this one included, where known (a permissioned network's peer list): the walks
     /// this VN starts or relays then take at most one hop per other VN ([`Self::walk_ttl`]).
     pub network_size: Option<usize>,
+    /// Rounds of the sliding window over which one peer's neighbourships are capped
+    /// ([`Self::repeat_cap`]); 0 turns the cap off.
+    pub repeat_window: u64,
 }
 
 impl OverlayConfig {
@@ -143,7 +176,32 @@ impl OverlayConfig {
             grace: substep * 4,
             hide_origin: false,
             network_size: None,
+            repeat_window: REPEAT_WINDOW,
         }
+    }
+
+    /// The most rounds, out of any [`Self::repeat_window`] consecutive ones, in which one peer may be this
+    /// VN's neighbour: ⌊[`REPEAT_FACTOR`] · window · r/(n − 1)⌋ (at least 1), in a network of n VNs whose
+    /// size is known; `None` (no cap) where it is not, or where the cap would not bind (r/(n − 1) ≥ 2/3).
+    ///
+    /// Why (issue 44, crowding): a listed node holds k identities, and nothing in a walk tells a VN which
+    /// identities are one node's, so whatever one identity may do to become a VN's neighbour, k of them do
+    /// k times. A deviating identity can make itself a neighbour at will (by proposing straight at its
+    /// victim, a sibling posing as its relay, or by taking every walk it sees); only the victim's own count
+    /// of how often a peer was its neighbour bounds it. An honest peer is one with probability r/(n − 1) a
+    /// round, so in any window a whole node of k identities reaches at most 1.5 × an honest node's expected
+    /// share. The cost for honest peers: at n = 128, r = 8 (cap 4 in 50 rounds, where a pair meets 3.15 times
+    /// on average) about one edge in ten would take a pair past the cap and is formed with another peer
+    /// instead, or late in a round not at all (`results/insider`); small networks (r/(n − 1) ≥ 2/3) are not capped, nor the first rounds of any
+    /// network.
+    pub fn repeat_cap(&self) -> Option<usize> {
+        let n = self.network_size?;
+        if self.repeat_window == 0 || n < 2 {
+            return None;
+        }
+        let share = self.degree as f64 / (n - 1) as f64;
+        let cap = (REPEAT_FACTOR * self.repeat_window as f64 * share).floor() as u64;
+        (cap < self.repeat_window).then_some(cap.max(1) as usize)
     }
 
     /// The hop budget of the walks this VN starts, and the most it passes on: `ttl`, or one hop per other VN
@@ -321,8 +379,7 @@ enum Link<I> {
 impl<I> Link<I> {
     fn nonce(&self) -> u64 {
         match self {
-            Link::Committed { nonce, .. }
-            | Link::Established { nonce } => *nonce,
+            Link::Committed { nonce, .. } | Link::Established { nonce } => *nonce,
         }
     }
 }
@@ -332,6 +389,24 @@ enum Walk {
     Propose,
     Splice,
 }
+
+/// A walk this VN started: its kind and secret key, and who may answer it.
+#[derive(Debug, Clone)]
+struct OwnWalk<I> {
+    kind: Walk,
+    key: u64,
+    /// Whether it names its origin (then only the acceptor itself may answer, straight to us).
+    named: bool,
+    /// The peers we sent it to (the first hop, and the next one each time it came back through us): the
+    /// only ones that may hand us an answer to a walk that hides its origin.
+    sent_to: Vec<I>,
+}
+
+/// Most peers a VN shuns at once ([`OverlayBuilder::shun`]): a rogue node's identities, several times over.
+pub const MAX_SHUNNED: usize = 64;
+
+/// Most peers an [`OwnWalk`] remembers having been sent to (a walk comes back through its origin rarely).
+const MAX_SENT_TO: usize = 8;
 
 /// A splitter's offer: the edge to `other` is kept for the walk `nonce` until its origin commits
 /// (`SpliceAccept`) or `until`. It holds a degree slot meanwhile, as an `Accept`'s reservation does.
@@ -352,11 +427,12 @@ struct RoundState<I> {
     next_substep: u32,
     role: Role,
     accepted: bool,
-    /// Walks this VN started and has no answer for yet, by nonce: their kind and secret key.
-    walks: BTreeMap<u64, (Walk, u64)>,
+    /// Walks this VN started and has no answer for yet, by nonce.
+    walks: BTreeMap<u64, OwnWalk<I>>,
     /// Slots reserved by our `Accept`s, by walk nonce: until when, and the origin if the walk named it (else
     /// it is known only from its `Confirm`).
-    offers: BTreeMap<u64, (Duration, Option<I>)>,
+    /// The third field is the peer that handed us the walk.
+    offers: BTreeMap<u64, (Duration, Option<I>, I)>,
     lock: Option<SpliceLock<I>>,
     /// Peers whose edge we handed over in a splice; they get a second `Drop` at freeze.
     handed_over: Vec<I>,
@@ -395,6 +471,13 @@ pub struct OverlayBuilder<I> {
     relayed: BTreeMap<Round, BTreeMap<u64, I>>,
     /// Entries of `relayed`, at most [`MAX_RELAYED`].
     relayed_count: usize,
+    /// [`OverlayConfig::repeat_cap`], computed once.
+    cap: Option<usize>,
+    /// Peers whose walks this VN does not take, until the round given ([`Self::shun`]).
+    shunned: BTreeMap<I, Round>,
+    /// The neighbours of each round frozen in the last 2 · `repeat_window` rounds (at its freeze), for the
+    /// cap once the round itself is forgotten.
+    history: BTreeMap<Round, Vec<I>>,
 }
 
 impl<I: PeerId> OverlayBuilder<I> {
@@ -403,6 +486,9 @@ impl<I: PeerId> OverlayBuilder<I> {
         cfg.validate()?;
         Ok(Self {
             me,
+            cap: cfg.repeat_cap(),
+            shunned: BTreeMap::new(),
+            history: BTreeMap::new(),
             timing: cfg.timing(),
             cfg,
             rng,
@@ -484,7 +570,8 @@ impl<I: PeerId> OverlayBuilder<I> {
     /// round (it froze first with the edge).
     pub fn has_link(&self, round: Round, peer: &I) -> bool {
         self.rounds.get(&round).is_some_and(|s| {
-            s.links.contains_key(peer) || s.offers.values().any(|(_, o)| o.as_ref() == Some(peer))
+            s.links.contains_key(peer)
+                || s.offers.values().any(|(_, o, _)| o.as_ref() == Some(peer))
         })
     }
 
@@ -520,7 +607,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                     consider(*t);
                 }
             }
-            for (until, _) in s.offers.values() {
+            for (until, _, _) in s.offers.values() {
                 consider(*until);
             }
             if let Some(lock) = &s.lock {
@@ -566,6 +653,51 @@ impl<I: PeerId> OverlayBuilder<I> {
                 }
             }
         }
+    }
+
+    /// Rounds other than `round`, less than [`OverlayConfig::repeat_window`] away from it, in which `peer`
+    /// was (or is, in a round still open) linked with this VN.
+    fn repeats(&self, round: Round, peer: &I) -> usize {
+        let w = self.cfg.repeat_window;
+        let near = |r: &Round| *r != round && r.get().abs_diff(round.get()) < w;
+        let live = self
+            .rounds
+            .iter()
+            .filter(|(r, s)| near(r) && s.links.contains_key(peer))
+            .count();
+        let past = self
+            .history
+            .iter()
+            .filter(|(r, nb)| near(r) && !self.rounds.contains_key(r) && nb.contains(peer))
+            .count();
+        live + past
+    }
+
+    /// Whether `peer` was this VN's neighbour as often as [`OverlayConfig::repeat_cap`] allows around
+    /// `round`: it is not taken as one in `round`.
+    fn at_cap(&self, round: Round, peer: &I) -> bool {
+        self.cap.is_some_and(|c| self.repeats(round, peer) >= c)
+    }
+
+    /// Takes no walk from `peer` in the next [`OverlayConfig::repeat_window`] rounds (it forwards them):
+    /// `peer` handed us a walk whose origin, known only at its `Confirm`, is capped. At most
+    /// [`MAX_SHUNNED`] peers, the soonest released going first.
+    fn shun(&mut self, round: Round, peer: I) {
+        let until = Round(round.get().saturating_add(self.cfg.repeat_window));
+        self.shunned.insert(peer, until);
+        if self.shunned.len() > MAX_SHUNNED {
+            let first = self
+                .shunned
+                .iter()
+                .min_by_key(|(_, r)| **r)
+                .map(|(p, _)| p.clone())
+                .expect("non-empty");
+            self.shunned.remove(&first);
+        }
+    }
+
+    fn shunned(&self, round: Round, peer: &I) -> bool {
+        self.shunned.get(peer).is_some_and(|&until| round <= until)
     }
 
     fn newest(&self) -> Option<Round> {
@@ -636,6 +768,35 @@ impl<I: PeerId> OverlayBuilder<I> {
             .map(|(k, _)| *k)
             .collect();
         for round in keys {
+            // The view entries a walk of ours does not start with: peers at the repeat cap (they cannot
+            // become our neighbour in this round; a rogue one would take the walk and waste it) and shunned
+            // ones. Worked out only when a sub-step begins, and empty in most rounds, where the first hop is
+            // drawn from the whole view as before.
+            let due = {
+                let s = &self.rounds[&round];
+                s.next_substep < total
+                    && s.start + s.timing.substep * s.next_substep
+                        <= now.min(s.start + s.timing.deadline(total))
+            };
+            let avoid: Vec<I> = if due && self.cap.is_some() {
+                view.iter()
+                    .filter(|p| self.at_cap(round, p) || self.shunned(round, p))
+                    .cloned()
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let hops: Vec<I>;
+            let view = if avoid.is_empty() {
+                view
+            } else {
+                hops = view
+                    .iter()
+                    .filter(|p| !avoid.contains(p))
+                    .cloned()
+                    .collect();
+                &hops[..]
+            };
             let s = self.rounds.get_mut(&round).expect("listed");
             let timing = s.timing;
             let deadline = s.start + timing.deadline(total);
@@ -663,7 +824,13 @@ impl<I: PeerId> OverlayBuilder<I> {
                     {
                         let key = self.rng.random::<u64>();
                         let nonce = walk_nonce(key);
-                        s.walks.insert(nonce, (Walk::Propose, key));
+                        let walk = OwnWalk {
+                            kind: Walk::Propose,
+                            key,
+                            named: !cfg.hide_origin,
+                            sent_to: vec![to.clone()],
+                        };
+                        s.walks.insert(nonce, walk);
                         let msg = OverlayMsg::Propose {
                             round,
                             origin: (!cfg.hide_origin).then(|| self.me.clone()),
@@ -681,7 +848,13 @@ impl<I: PeerId> OverlayBuilder<I> {
                 {
                     let key = self.rng.random::<u64>();
                     let nonce = walk_nonce(key);
-                    s.walks.insert(nonce, (Walk::Splice, key));
+                    let walk = OwnWalk {
+                        kind: Walk::Splice,
+                        key,
+                        named: !cfg.hide_origin,
+                        sent_to: vec![to.clone()],
+                    };
+                    s.walks.insert(nonce, walk);
                     let msg = OverlayMsg::SpliceRequest {
                         round,
                         origin: (!cfg.hide_origin).then(|| self.me.clone()),
@@ -696,7 +869,7 @@ impl<I: PeerId> OverlayBuilder<I> {
             }
             // Expired reservations and splice locks, due retransmissions.
             let expired = &mut s.expired_offers;
-            s.offers.retain(|nonce, (until, _)| {
+            s.offers.retain(|nonce, (until, _, _)| {
                 let keep = *until > now;
                 if !keep {
                     expired.insert(*nonce);
@@ -729,6 +902,11 @@ impl<I: PeerId> OverlayBuilder<I> {
             }
             if deadline <= now {
                 Self::freeze(round, s, out);
+                if let Some(cap_window) = self.cap.map(|_| cfg.repeat_window) {
+                    self.history.insert(round, s.established());
+                    let keep = Round(round.get().saturating_sub(2 * cap_window));
+                    self.history = self.history.split_off(&keep);
+                }
                 // Answers still on their way back through this VN are for walks its peers gave up on.
                 if let Some(gone) = self.relayed.remove(&round) {
                     self.relayed_count -= gone.len();
@@ -808,13 +986,6 @@ impl<I: PeerId> OverlayBuilder<I> {
         }
     }
 
-    /// Whether the walk `nonce` of `round` is one this VN started (and has no answer for yet).
-    fn own_walk(&self, round: Round, nonce: u64) -> bool {
-        self.rounds
-            .get(&round)
-            .is_some_and(|s| s.walks.contains_key(&nonce))
-    }
-
     /// Where the answer to a walk this VN relayed goes: the peer it first had the walk from.
     fn relayed_from(&self, round: Round, nonce: u64) -> Option<&I> {
         self.relayed.get(&round).and_then(|m| m.get(&nonce))
@@ -875,7 +1046,16 @@ impl<I: PeerId> OverlayBuilder<I> {
             return;
         };
         let hidden = origin.is_none();
-        if hidden && !self.own_walk(round, nonce) {
+        if let Some(w) = self
+            .rounds
+            .get_mut(&round)
+            .and_then(|s| s.walks.get_mut(&nonce))
+        {
+            // Our own walk came back: its answer may now come from this hop.
+            if w.sent_to.len() < MAX_SENT_TO && !w.sent_to.contains(&to) {
+                w.sent_to.push(to.clone());
+            }
+        } else if hidden {
             self.remember_relayed(round, nonce, from);
         }
         // A hidden walk's full budget stays full with probability KEEP_TOP_TTL: the first hop is not the only
@@ -928,12 +1108,22 @@ impl<I: PeerId> OverlayBuilder<I> {
             _ => return,
         };
         let direct = *answerer == from;
-        let mine = self
-            .rounds
-            .get(&round)
-            .is_some_and(|s| !s.frozen && s.walks.get(&nonce).map(|w| w.0) == Some(kind));
+        // Only the peer that could send the answer is heard: the acceptor itself for a walk that names us,
+        // a peer we sent the walk to for one that does not. Anyone else on the walk's path (or anyone told
+        // its nonce) could otherwise answer for a peer of its choosing.
+        let mine = self.rounds.get(&round).is_some_and(|s| {
+            !s.frozen
+                && s.walks.get(&nonce).is_some_and(|w| {
+                    w.kind == kind
+                        && if w.named {
+                            direct
+                        } else {
+                            w.sent_to.contains(&from)
+                        }
+                })
+        });
         if mine {
-            let (_, key) = self.state(round).walks.remove(&nonce).expect("checked");
+            let key = self.state(round).walks.remove(&nonce).expect("checked").key;
             match msg {
                 OverlayMsg::Accept { acceptor, .. } => {
                     self.on_accept(now, round, nonce, key, acceptor, out)
@@ -945,11 +1135,7 @@ impl<I: PeerId> OverlayBuilder<I> {
             }
             return;
         }
-        if let Some(back) = self
-            .relayed
-            .get_mut(&round)
-            .and_then(|m| m.remove(&nonce))
-        {
+        if let Some(back) = self.relayed.get_mut(&round).and_then(|m| m.remove(&nonce)) {
             self.relayed_count -= 1;
             if back != from {
                 out.push(OverlayOutput::Send { to: back, msg });
@@ -1050,10 +1236,12 @@ impl<I: PeerId> OverlayBuilder<I> {
     ) {
         let degree = self.cfg.degree;
         let (back, named) = self.answer_to(round, nonce, &from, &msg);
+        let capped = named.is_some_and(|o| self.at_cap(round, o)) || self.shunned(round, &from);
         let s = self.rounds.get_mut(&round).expect("checked by on_message");
         let until = now + s.timing.reserve_timeout;
         // `role` is Acceptor only inside a sub-step of this VN's own clock (reset at each boundary).
         if !s.frozen
+            && !capped
             && s.role == Role::Acceptor
             && !s.accepted
             && s.degree() < degree
@@ -1062,11 +1250,12 @@ impl<I: PeerId> OverlayBuilder<I> {
             && named.is_none_or(|o| {
                 *o != self.me
                     && !s.links.contains_key(o)
-                    && !s.offers.values().any(|(_, p)| p.as_ref() == Some(o))
+                    && !s.offers.values().any(|(_, p, _)| p.as_ref() == Some(o))
             })
         {
             s.accepted = true;
-            s.offers.insert(nonce, (until, named.cloned()));
+            s.offers
+                .insert(nonce, (until, named.cloned(), from.clone()));
             let acceptor = self.me.clone();
             send(
                 out,
@@ -1096,10 +1285,12 @@ impl<I: PeerId> OverlayBuilder<I> {
         out: &mut Vec<OverlayOutput<I>>,
     ) {
         let (back, named) = self.answer_to(round, nonce, &from, &msg);
+        let capped = named.is_some_and(|o| self.at_cap(round, o));
         let s = self.rounds.get_mut(&round).expect("checked by on_message");
         let until = now + s.timing.reserve_timeout;
         let candidates: Vec<I> = s.established();
         if !s.frozen
+            && !capped
             && s.lock.is_none()
             && !s.walks.contains_key(&nonce)
             && named.is_none_or(|o| *o != self.me && !s.links.contains_key(o))
@@ -1140,12 +1331,13 @@ impl<I: PeerId> OverlayBuilder<I> {
     ) {
         let degree = self.cfg.degree;
         let me = self.me.clone();
+        let capped = self.at_cap(round, &acceptor);
         let s = self.state(round);
         let retx = now + s.timing.retransmit;
         if acceptor == me {
             return;
         }
-        if s.degree() < degree && !s.links.contains_key(&acceptor) {
+        if s.degree() < degree && !s.links.contains_key(&acceptor) && !capped {
             let link = Link::Committed {
                 nonce,
                 key,
@@ -1164,6 +1356,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     fn on_confirm(&mut self, round: Round, from: I, key: u64, out: &mut Vec<OverlayOutput<I>>) {
         let nonce = walk_nonce(key);
         let degree = self.cfg.degree;
+        let capped = self.at_cap(round, &from);
         let s = self.state(round);
         let open = !s.frozen;
         let linked = s.links.contains_key(&from);
@@ -1171,10 +1364,22 @@ impl<I: PeerId> OverlayBuilder<I> {
             Some(Link::Established { nonce: n }) if *n == nonce => {
                 send(out, &from, OverlayMsg::ConfirmAck { round, nonce });
             }
+            // An origin that was our neighbour as often as the cap allows: refused, and the reservation
+            // (which it learnt of only through its walk) freed at once.
+            None if capped => {
+                let sender = s.offers.remove(&nonce).map(|(_, _, p)| p);
+                s.expired_offers.remove(&nonce);
+                send(out, &from, OverlayMsg::Nack { round, nonce });
+                // A walk that hid a capped origin used up an acceptance of ours: its sender (the origin itself,
+                // or a peer posing as its relay) hands us no walk we take for a while.
+                for p in sender.into_iter().chain([from.clone()]) {
+                    self.shun(round, p);
+                }
+            }
             _ if open
                 && s.offers
                     .remove(&nonce)
-                    .is_some_and(|(_, named)| named.is_none_or(|o| o == from))
+                    .is_some_and(|(_, named, _)| named.is_none_or(|o| o == from))
                 && !linked =>
             {
                 // The reservation for this walk becomes the edge with its origin, now known.
@@ -1281,12 +1486,14 @@ impl<I: PeerId> OverlayBuilder<I> {
     ) {
         let degree = self.cfg.degree;
         let me = self.me.clone();
+        let capped = self.at_cap(round, &from) || self.at_cap(round, &other);
         let s = self.state(round);
         let retx = now + s.timing.retransmit;
         if from == me {
             return;
         }
-        let ok = degree.saturating_sub(s.degree()) >= 2
+        let ok = !capped
+            && degree.saturating_sub(s.degree()) >= 2
             && other != from
             && other != me
             && !s.links.contains_key(&from)
@@ -1319,12 +1526,21 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     /// The splice origin committed (proving with the walk's key that it is the origin): replace the locked edge (x, y) by (x, origin) and hand y over to it.
-    fn on_splice_accept(&mut self, round: Round, from: I, key: u64, out: &mut Vec<OverlayOutput<I>>) {
+    fn on_splice_accept(
+        &mut self,
+        round: Round,
+        from: I,
+        key: u64,
+        out: &mut Vec<OverlayOutput<I>>,
+    ) {
         let nonce = walk_nonce(key);
         let degree = self.cfg.degree;
+        let capped = self.at_cap(round, &from);
         let s = self.state(round);
-        // The origin, known only now, must not be a neighbour already (nor the far end of the edge).
+        // The origin, known only now, must not be a neighbour already (nor the far end of the edge), nor
+        // one that was our neighbour as often as the cap allows.
         let lock_ok = !s.frozen
+            && !capped
             && !s.links.contains_key(&from)
             && s.lock.as_ref().is_some_and(|l| {
                 l.nonce == nonce
@@ -1373,6 +1589,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     ) {
         let degree = self.cfg.degree;
         let me = self.me.clone();
+        let capped = self.at_cap(round, &newcomer);
         let s = self.state(round);
         let open = !s.frozen;
         // Only a current neighbour can hand its edge over: from anyone else a Handover would insert a
@@ -1393,7 +1610,12 @@ impl<I: PeerId> OverlayBuilder<I> {
         if s.lock.as_ref().is_some_and(|l| l.other == from) {
             s.lock = None;
         }
-        if open && newcomer != me && !s.links.contains_key(&newcomer) && s.degree() < degree {
+        if open
+            && newcomer != me
+            && !capped
+            && !s.links.contains_key(&newcomer)
+            && s.degree() < degree
+        {
             s.links
                 .insert(newcomer.clone(), Link::Established { nonce });
             send(out, &newcomer, OverlayMsg::ConfirmAck { round, nonce });
@@ -1487,6 +1709,187 @@ mod tests {
     use super::*;
     use crate::derive_rng;
 
+    /// The repeat cap: 1.5 × an honest peer's expected share of 50 rounds, at least 1, none where it would
+    /// not bind or the network's size is unknown.
+    #[test]
+    fn the_repeat_cap_is_one_and_a_half_honest_shares() {
+        let cap = |n: Option<usize>, r: usize| {
+            OverlayConfig {
+                network_size: n,
+                ..OverlayConfig::new(r, Duration::from_millis(10))
+            }
+            .repeat_cap()
+        };
+        assert_eq!(cap(Some(128), 8), Some(4)); // 1.5 · 50 · 8/127 = 4.72
+        assert_eq!(cap(Some(48), 4), Some(6));
+        assert_eq!(cap(Some(2000), 8), Some(1));
+        assert_eq!(cap(Some(8), 6), None); // r/(n − 1) ≥ 2/3: every round
+        assert_eq!(cap(None, 8), None);
+        let off = OverlayConfig {
+            network_size: Some(128),
+            repeat_window: 0,
+            ..OverlayConfig::new(8, Duration::from_millis(10))
+        };
+        assert_eq!(off.repeat_cap(), None);
+    }
+
+    /// A peer that was our neighbour as often as the cap allows is refused at its `Confirm` (and its
+    /// reservation freed), and the peer that handed us its hidden walk is shunned: its next walk is forwarded,
+    /// not taken. One round later, with the window past, it is taken again.
+    #[test]
+    fn a_capped_origin_is_refused_and_its_relay_shunned() {
+        let cfg = OverlayConfig {
+            network_size: Some(2000),
+            ..OverlayConfig::new(2, Duration::from_millis(10))
+        };
+        assert_eq!(cfg.repeat_cap(), Some(1));
+        let mut b = OverlayBuilder::new(0u32, cfg, derive_rng(5, 1)).unwrap();
+        let (view, mut out) = ([1, 2, 3], Vec::new());
+        let t = Duration::ZERO;
+        b.history.insert(Round(10), vec![5]);
+        let r = Round(59);
+        b.handle(t, OverlayInput::StartRound { round: r }, &view, &mut out);
+        let key = 77;
+        let nonce = walk_nonce(key);
+        let s = b.rounds.get_mut(&r).unwrap();
+        s.offers
+            .insert(nonce, (t + Duration::from_secs(1), None, 4));
+        out.clear();
+        let confirm = OverlayMsg::Confirm { round: r, key };
+        b.handle(
+            t,
+            OverlayInput::Message {
+                from: 5,
+                msg: confirm,
+            },
+            &view,
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            vec![OverlayOutput::Send {
+                to: 5,
+                msg: OverlayMsg::Nack { round: r, nonce }
+            }]
+        );
+        assert!(b.rounds[&r].offers.is_empty() && !b.is_neighbour(r, &5));
+        assert!(b.shunned(r, &4) && b.shunned(r, &5) && !b.shunned(r, &3));
+        // An acceptor of this sub-step forwards a walk from the shunned relay.
+        let s = b.rounds.get_mut(&r).unwrap();
+        s.role = Role::Acceptor;
+        out.clear();
+        let walk = OverlayMsg::Propose {
+            round: r,
+            origin: None,
+            nonce: 9,
+            ttl: 3,
+        };
+        b.handle(
+            t,
+            OverlayInput::Message { from: 4, msg: walk },
+            &view,
+            &mut out,
+        );
+        assert!(
+            matches!(
+                &out[..],
+                [OverlayOutput::Send {
+                    msg: OverlayMsg::Propose { .. },
+                    ..
+                }]
+            ),
+            "{out:?}"
+        );
+        // From anyone else a walk is taken.
+        out.clear();
+        let walk = OverlayMsg::Propose {
+            round: r,
+            origin: None,
+            nonce: 10,
+            ttl: 3,
+        };
+        b.handle(
+            t,
+            OverlayInput::Message { from: 3, msg: walk },
+            &view,
+            &mut out,
+        );
+        assert!(
+            matches!(
+                &out[..],
+                [OverlayOutput::Send {
+                    to: 3,
+                    msg: OverlayMsg::Accept { .. }
+                }]
+            ),
+            "{out:?}"
+        );
+        // Round 60 is 50 rounds from round 10: peer 5 is no longer capped there.
+        assert!(b.at_cap(r, &5) && !b.at_cap(Round(60), &5));
+        b.check_invariants().unwrap();
+    }
+
+    /// An answer to our walk is heard only from the peer that could send it: the acceptor itself for a walk
+    /// that names us, a peer we sent the walk to for one that does not. Anyone else is ignored (and the walk
+    /// still waits for its real answer).
+    #[test]
+    fn an_answer_is_heard_only_from_the_peer_that_could_send_it() {
+        for named in [true, false] {
+            let cfg = OverlayConfig::new(2, Duration::from_millis(10));
+            let mut b = OverlayBuilder::new(0u32, cfg, derive_rng(6, 1)).unwrap();
+            let (view, mut out) = ([1, 2, 3], Vec::new());
+            let t = Duration::ZERO;
+            let r = Round(0);
+            b.handle(t, OverlayInput::StartRound { round: r }, &view, &mut out);
+            let key = 41;
+            let nonce = walk_nonce(key);
+            let walk = OwnWalk {
+                kind: Walk::Propose,
+                key,
+                named,
+                sent_to: vec![1],
+            };
+            b.rounds.get_mut(&r).unwrap().walks.insert(nonce, walk);
+            let accept = |acceptor| OverlayMsg::Accept {
+                round: r,
+                nonce,
+                acceptor,
+            };
+            // A peer on the path (or anyone told the nonce) answers for a peer of its choosing: ignored.
+            out.clear();
+            b.handle(
+                t,
+                OverlayInput::Message {
+                    from: 2,
+                    msg: accept(3),
+                },
+                &view,
+                &mut out,
+            );
+            assert!(out.is_empty(), "named {named}: {out:?}");
+            assert!(b.rounds[&r].walks.contains_key(&nonce));
+            // The peer that could send it: the acceptor (named), the first hop (hidden).
+            let from = if named { 3 } else { 1 };
+            b.handle(
+                t,
+                OverlayInput::Message {
+                    from,
+                    msg: accept(3),
+                },
+                &view,
+                &mut out,
+            );
+            assert_eq!(
+                out,
+                vec![OverlayOutput::Send {
+                    to: 3,
+                    msg: OverlayMsg::Confirm { round: r, key }
+                }],
+                "named {named}"
+            );
+        }
+    }
+
     #[test]
     fn check_invariants_reports_broken_state() {
         let mut b = OverlayBuilder::new(
@@ -1514,7 +1917,7 @@ mod tests {
         assert!(b.check_invariants().unwrap_err().contains("r = 2"));
         let s = b.rounds.get_mut(&Round(0)).unwrap();
         s.links.clear();
-        s.offers.insert(1, (Duration::ZERO, Some(1)));
+        s.offers.insert(1, (Duration::ZERO, Some(1), 1));
         s.frozen = true;
         assert!(b.check_invariants().unwrap_err().contains("frozen"));
     }
@@ -1543,7 +1946,14 @@ mod tests {
             // Peers 1 and 2 take turns being handed over: 1 (or 2) becomes a neighbour by Confirm, 3 asks
             // for a splice of that edge, commits, and leaves again with Drop.
             let (x, nonce) = (1 + (i % 2) as u32, 1000 + i);
-            msg(&mut b, x, OverlayMsg::Confirm { round: r, key: nonce });
+            msg(
+                &mut b,
+                x,
+                OverlayMsg::Confirm {
+                    round: r,
+                    key: nonce,
+                },
+            );
             msg(
                 &mut b,
                 3,
@@ -1554,7 +1964,14 @@ mod tests {
                     ttl: 1,
                 },
             );
-            msg(&mut b, 3, OverlayMsg::SpliceAccept { round: r, key: nonce });
+            msg(
+                &mut b,
+                3,
+                OverlayMsg::SpliceAccept {
+                    round: r,
+                    key: nonce,
+                },
+            );
             msg(&mut b, 3, OverlayMsg::Drop { round: r });
         }
         let handed_over = &b.rounds[&r].handed_over;
@@ -1576,10 +1993,25 @@ mod tests {
         let (view, mut out) = ([1, 2, 3], Vec::new());
         let at = |ms: u64| Duration::from_millis(ms);
         // Round 0 at the configured 10 ms, rounds 1 and 2 at 30 ms, from time 0.
-        b.handle(at(0), OverlayInput::StartRound { round: Round(0) }, &view, &mut out);
+        b.handle(
+            at(0),
+            OverlayInput::StartRound { round: Round(0) },
+            &view,
+            &mut out,
+        );
         b.set_substep(at(30));
-        b.handle(at(0), OverlayInput::StartRound { round: Round(1) }, &view, &mut out);
-        b.handle(at(0), OverlayInput::StartRound { round: Round(2) }, &view, &mut out);
+        b.handle(
+            at(0),
+            OverlayInput::StartRound { round: Round(1) },
+            &view,
+            &mut out,
+        );
+        b.handle(
+            at(0),
+            OverlayInput::StartRound { round: Round(2) },
+            &view,
+            &mut out,
+        );
         // Boundaries 0, 30, 60 and 90 have passed; the next is at 120.
         b.handle(at(95), OverlayInput::Tick, &view, &mut out);
         let before = b.freeze_time(Round(1)).unwrap();
@@ -1601,7 +2033,12 @@ mod tests {
         // An overdue boundary comes now, not in the past: nothing fires at once.
         let mut late = OverlayBuilder::new(0u32, cfg.clone(), derive_rng(3, 2)).unwrap();
         late.set_substep(at(30));
-        late.handle(at(0), OverlayInput::StartRound { round: Round(0) }, &view, &mut out);
+        late.handle(
+            at(0),
+            OverlayInput::StartRound { round: Round(0) },
+            &view,
+            &mut out,
+        );
         late.handle(at(95), OverlayInput::Tick, &view, &mut out);
         late.shorten_running(at(130), at(10));
         assert_eq!(late.next_timeout(), Some(at(130)));
@@ -1619,10 +2056,20 @@ mod tests {
         let mut b = OverlayBuilder::new(0u32, cfg.clone(), derive_rng(3, 2)).unwrap();
         let (view, mut out) = ([1, 2, 3], Vec::new());
         let at = |ms: u64| Duration::from_millis(ms);
-        b.handle(at(0), OverlayInput::StartRound { round: Round(0) }, &view, &mut out);
+        b.handle(
+            at(0),
+            OverlayInput::StartRound { round: Round(0) },
+            &view,
+            &mut out,
+        );
         b.set_substep(at(30));
         assert_eq!(b.deadline(), cfg.deadline() * 3);
-        b.handle(at(5), OverlayInput::StartRound { round: Round(1) }, &view, &mut out);
+        b.handle(
+            at(5),
+            OverlayInput::StartRound { round: Round(1) },
+            &view,
+            &mut out,
+        );
         assert_eq!(b.freeze_time(Round(0)), Some(cfg.deadline()));
         assert_eq!(b.freeze_time(Round(1)), Some(at(5) + cfg.deadline() * 3));
         // The scaled round's reservation, retransmission and grace periods are the configured ones times 3.
@@ -1636,8 +2083,16 @@ mod tests {
         b.handle(cfg.deadline(), OverlayInput::Tick, &view, &mut out);
         assert_eq!(b.is_frozen(Round(0)), Some(true));
         assert_eq!(b.is_frozen(Round(1)), Some(false));
-        assert_eq!(b.next_timeout().map(|t| t <= at(5) + cfg.deadline() * 3), Some(true));
-        b.handle(at(5) + cfg.deadline() * 3, OverlayInput::Tick, &view, &mut out);
+        assert_eq!(
+            b.next_timeout().map(|t| t <= at(5) + cfg.deadline() * 3),
+            Some(true)
+        );
+        b.handle(
+            at(5) + cfg.deadline() * 3,
+            OverlayInput::Tick,
+            &view,
+            &mut out,
+        );
         assert_eq!(b.is_frozen(Round(1)), Some(true));
         b.check_invariants().unwrap();
     }

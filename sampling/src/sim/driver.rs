@@ -10,6 +10,7 @@ use rand::Rng;
 use rand::seq::index::sample;
 use rand_chacha::ChaCha12Rng;
 
+use super::rogue::{Rogue, RogueState, Sent};
 use super::{Event, NetConfig, Network};
 use crate::cyclon::{Cyclon, CyclonConfig};
 use crate::overlay::{OverlayBuilder, OverlayConfig};
@@ -149,6 +150,8 @@ pub struct OverlaySim {
     pub pushed: u64,
     /// Unordered VN pairs that have exchanged a control message or shared an edge (so chunks) so far.
     contacts: HashSet<(u32, u32)>,
+    /// The rogue node, its next push time, its own RNG (keys) and its state.
+    rogue: Option<(Rogue, Duration, ChaCha12Rng, RogueState)>,
 }
 
 fn varint_len(v: u64) -> u64 {
@@ -174,8 +177,12 @@ fn id_overhead(msg: &ControlMsg<u32>) -> u64 {
             splitter, other, ..
         }) => vec![*splitter, *other],
         ControlMsg::Overlay(
-            OverlayMsg::Propose { origin: Some(i), .. }
-            | OverlayMsg::SpliceRequest { origin: Some(i), .. }
+            OverlayMsg::Propose {
+                origin: Some(i), ..
+            }
+            | OverlayMsg::SpliceRequest {
+                origin: Some(i), ..
+            }
             | OverlayMsg::Accept { acceptor: i, .. }
             | OverlayMsg::Handover { newcomer: i, .. },
         ) => vec![*i],
@@ -214,6 +221,7 @@ impl OverlaySim {
             pusher: None,
             pushed: 0,
             contacts: HashSet::new(),
+            rogue: None,
         };
         sim.vns = vns;
         for i in 0..n as u32 {
@@ -324,8 +332,11 @@ impl OverlaySim {
         let mut d = vec![0; self.vns.len()];
         for (i, v) in self.vns.iter().enumerate() {
             if self.net.is_up(i as u32) {
+                // Entries past the network's (a rogue's junk) are not VNs.
                 for e in v.sampler.cyclon().entries() {
-                    d[e.id as usize] += 1;
+                    if let Some(x) = d.get_mut(e.id as usize) {
+                        *x += 1;
+                    }
                 }
             }
         }
@@ -379,6 +390,9 @@ impl OverlaySim {
     fn dispatch(&mut self, now: Duration, ev: Event<ControlMsg<u32>>) {
         let i = match ev {
             Event::Deliver { from, to, msg } => {
+                if self.rogue_intercept(now, from, to, &msg) {
+                    return;
+                }
                 self.input(now, to, SamplerInput::Message { from, msg });
                 to
             }
@@ -418,16 +432,106 @@ impl OverlaySim {
     /// Process every event up to virtual time `t` (and the pusher's pushes as they fall due).
     pub fn run_until(&mut self, t: Duration) {
         loop {
-            let push_at = self.pusher.as_ref().map(|(_, at, _)| *at).filter(|&at| at <= t);
-            let until = push_at.unwrap_or(t);
+            let push_at = self
+                .pusher
+                .as_ref()
+                .map(|(_, at, _)| *at)
+                .filter(|&at| at <= t);
+            let rogue_at = self
+                .rogue
+                .as_ref()
+                .map(|(_, at, _, _)| *at)
+                .filter(|&at| at <= t);
+            let until = match (push_at, rogue_at) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => a.or(b).unwrap_or(t),
+            };
             while let Some((now, ev)) = self.net.pop_until(until) {
                 self.dispatch(now, ev);
             }
-            match push_at {
-                Some(at) => self.push(at),
-                None => return,
+            if push_at == Some(until) {
+                self.push(until);
+            } else if rogue_at == Some(until) {
+                self.rogue_push(until);
+            } else {
+                return;
             }
         }
+    }
+
+    /// Makes a rogue node of `r.ids` from now on (see [`Rogue`]). Ids past the network's (the rogue's junk
+    /// entries) are down: a send to one fails, as a dial to a bogus address does.
+    pub fn set_rogue(&mut self, r: Rogue) {
+        assert!(!r.every.is_zero(), "a rogue needs a positive period");
+        assert!(
+            r.ids.iter().all(|&i| (i as usize) < self.vns.len()),
+            "rogue ids must be VNs"
+        );
+        let phantom = self.vns.len() as u32;
+        for i in 0..r.ids.len() as u32 * 8 + 8 {
+            self.net.set_up(phantom + i, false);
+        }
+        let rng = derive_rng(self.cfg.seed, u64::MAX - 3);
+        let first = self.now();
+        self.rogue = Some((r, first, rng, RogueState::default()));
+    }
+
+    /// The rogue's state (its edges, what it sent), if there is one.
+    pub fn rogue(&self) -> Option<&RogueState> {
+        self.rogue.as_ref().map(|(_, _, _, s)| s)
+    }
+
+    /// Rounds whose overlay may be running at `at` (started in the last `lookahead + 1` round periods).
+    fn open_rounds(&self, at: Duration) -> Vec<Round> {
+        let window = self.cfg.round_period * (self.cfg.lookahead as u32 + 1);
+        self.round_starts
+            .iter()
+            .filter(|(_, s)| *s <= at && at <= *s + window)
+            .map(|(r, _)| *r)
+            .collect()
+    }
+
+    fn rogue_send(&mut self, sent: Vec<Sent>) {
+        for (from, to, msg) in sent {
+            self.contact(from, to);
+            self.net.send(from, to, msg);
+        }
+    }
+
+    /// One round of the rogue's pushes, at `at`.
+    fn rogue_push(&mut self, at: Duration) {
+        let open = self.open_rounds(at);
+        let phantom = self.vns.len() as u32;
+        let Some((r, next, rng, state)) = self.rogue.as_mut() else {
+            return;
+        };
+        let mut sent = Vec::new();
+        state.push(r, &open, phantom, rng, &mut sent);
+        *next = (*next).max(at) + r.every;
+        self.rogue_send(sent);
+    }
+
+    /// A message for one of the rogue's identities: true if the rogue handled it itself.
+    fn rogue_intercept(
+        &mut self,
+        now: Duration,
+        from: u32,
+        to: u32,
+        msg: &ControlMsg<u32>,
+    ) -> bool {
+        if !self
+            .rogue
+            .as_ref()
+            .is_some_and(|(r, ..)| r.ids.contains(&to))
+        {
+            return false;
+        }
+        let open = self.open_rounds(now);
+        let (r, _, _, state) = self.rogue.as_mut().expect("checked");
+        let mut sent = Vec::new();
+        let handled = state.intercept(r, &open, from, to, msg, &mut sent);
+        self.rogue_send(sent);
+        handled
     }
 
     /// One round of the pusher's unsolicited messages, at `at`.
@@ -435,18 +539,16 @@ impl OverlaySim {
         let Some((p, next, mut rng)) = self.pusher.take() else {
             return;
         };
-        let window = self.cfg.round_period * (self.cfg.lookahead as u32 + 1);
-        let open: Vec<Round> = self
-            .round_starts
-            .iter()
-            .filter(|(_, s)| *s <= at && at <= *s + window)
-            .map(|(r, _)| *r)
-            .collect();
+        let open = self.open_rounds(at);
         for &v in &p.victims {
             for &round in &open {
                 let nonce = rng.random::<u64>();
                 let confirm = OverlayMsg::Confirm { round, key: nonce };
-                let handover = OverlayMsg::Handover { round, nonce, newcomer: p.rogue };
+                let handover = OverlayMsg::Handover {
+                    round,
+                    nonce,
+                    newcomer: p.rogue,
+                };
                 for (on, msg) in [(p.confirms, confirm), (p.handovers, handover)] {
                     if on {
                         self.net.send(p.rogue, v, ControlMsg::Overlay(msg));
@@ -455,7 +557,10 @@ impl OverlaySim {
                 }
             }
             if p.shuffles {
-                let entries = vec![ViewEntry { id: p.rogue, age: 0 }];
+                let entries = vec![ViewEntry {
+                    id: p.rogue,
+                    age: 0,
+                }];
                 let msg = ControlMsg::Cyclon(CyclonMsg::ShuffleRequest { entries });
                 self.net.send(p.rogue, v, msg);
                 self.pushed += 1;
@@ -495,6 +600,23 @@ impl OverlaySim {
         self.round_starts.push((round, start));
     }
 
+    /// The neighbours VN `i` counts in `round` (sorted): its sampler's, and for a rogue identity also the
+    /// edges the rogue made outside it.
+    fn counted(&self, round: Round, i: usize, alive: &[bool]) -> Vec<u32> {
+        if !alive[i] {
+            return vec![];
+        }
+        let mut s = self.vns[i].sampler.neighbours(round).unwrap_or_default();
+        if let Some((r, _, _, state)) = &self.rogue
+            && r.ids.contains(&(i as u32))
+        {
+            s.extend(state.peers(round, i as u32));
+            s.sort_unstable();
+            s.dedup();
+        }
+        s
+    }
+
     /// Run one overlay round: every alive VN starts it at its own jittered time, the network runs until all
     /// have frozen and their `Drop`s have arrived, then the chunk-time check removes half-open edges.
     pub fn run_round(&mut self) -> RoundGraph {
@@ -519,15 +641,7 @@ impl OverlaySim {
         self.run_until(collect);
 
         let alive: Vec<bool> = (0..n as u32).map(|i| self.net.is_up(i)).collect();
-        let sets: Vec<Vec<u32>> = (0..n)
-            .map(|i| {
-                if alive[i] {
-                    self.vns[i].sampler.neighbours(round).unwrap_or_default()
-                } else {
-                    vec![]
-                }
-            })
-            .collect();
+        let sets: Vec<Vec<u32>> = (0..n).map(|i| self.counted(round, i, &alive)).collect();
         let mut malformed = 0;
         for (i, s) in sets.iter().enumerate() {
             malformed += s.iter().filter(|&&j| j as usize == i).count();
@@ -541,6 +655,11 @@ impl OverlaySim {
                 let j = j as usize;
                 if !alive[j] || !sets[j].contains(&(i as u32)) {
                     half_open += 1;
+                    if let Some((r, _, _, state)) = &mut self.rogue
+                        && r.ids.contains(&(i as u32))
+                    {
+                        state.refused(round, i as u32, j as u32);
+                    }
                     let refused = SamplerInput::EdgeRefused {
                         round,
                         peer: j as u32,
@@ -550,15 +669,7 @@ impl OverlaySim {
                 }
             }
         }
-        let after: Vec<Vec<u32>> = (0..n)
-            .map(|i| {
-                if alive[i] {
-                    self.vns[i].sampler.neighbours(round).unwrap_or_default()
-                } else {
-                    vec![]
-                }
-            })
-            .collect();
+        let after: Vec<Vec<u32>> = (0..n).map(|i| self.counted(round, i, &alive)).collect();
         let mut one_sided = 0;
         let mut adj = vec![Vec::new(); n];
         for i in 0..n {

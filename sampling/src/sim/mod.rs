@@ -6,6 +6,7 @@
 //! comes from one seeded ChaCha stream, and events at equal times are ordered by insertion sequence.
 
 mod driver;
+mod rogue;
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -15,6 +16,7 @@ use rand::Rng;
 use rand_chacha::ChaCha12Rng;
 
 pub use driver::{OverlaySim, Pusher, RoundGraph, SimConfig, Traffic};
+pub use rogue::{Crowding, DirectKind, Rogue, RogueState, crowding};
 
 /// Network node index.
 pub type NodeIdx = u32;
