@@ -26,10 +26,11 @@ pub struct HostFiles {
 
 /// Deals the VNs of `n` nodes × `k` to `hosts` hosts, never two VNs of one node to one host (a host knows
 /// which node each VN it runs answers to, so two VNs of one node on one host are tied together by their host
-/// and its address: issue 43). In a seeded random order, each VN goes to the least loaded host its node does
-/// not use yet (ties broken at random), so every host gets about nk/H VNs of different nodes.
-/// `host_of[i][s]` is the host of node i's VN s. Refuses fewer hosts than VNs per node.
+/// and its address: issue 43). Node by node in a seeded random order, a node's k VNs go to the k least
+/// loaded hosts (ties broken at random), in random order: every host gets ⌈nk/H⌉ or ⌊nk/H⌋ VNs, of different
+/// nodes. `host_of[i][s]` is the host of node i's VN s. Refuses fewer hosts than VNs per node.
 pub fn deal(n: usize, k: usize, hosts: usize, seed: u64) -> anyhow::Result<Vec<Vec<usize>>> {
+    use rand::seq::SliceRandom;
     if hosts < k {
         bail!(
             "--vn-hosts {hosts} is fewer than the {k} VNs of a node: a host serves at most one VN of each \
@@ -37,20 +38,20 @@ pub fn deal(n: usize, k: usize, hosts: usize, seed: u64) -> anyhow::Result<Vec<V
         );
     }
     let mut rng = sampling::derive_rng(seed, u64::MAX - 3);
-    let mut order: Vec<(usize, usize)> = (0..n).flat_map(|i| (0..k).map(move |s| (i, s))).collect();
-    rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
+    let mut nodes: Vec<usize> = (0..n).collect();
+    nodes.shuffle(&mut rng);
     let mut load = vec![0usize; hosts];
-    let mut host_of = vec![vec![usize::MAX; k]; n];
-    for (i, s) in order {
-        let free = |h: &usize| !host_of[i].contains(h);
-        let least = (0..hosts).filter(free).map(|h| load[h]).min();
-        let candidates: Vec<usize> = (0..hosts)
-            .filter(|h| free(h) && Some(load[*h]) == least)
-            .collect();
-        let h = *rand::seq::IndexedRandom::choose(candidates.as_slice(), &mut rng)
-            .expect("hosts >= k leaves a host this node does not use");
-        host_of[i][s] = h;
-        load[h] += 1;
+    let mut host_of = vec![Vec::new(); n];
+    for i in nodes {
+        let mut order: Vec<usize> = (0..hosts).collect();
+        order.shuffle(&mut rng);
+        order.sort_by_key(|&h| load[h]);
+        let mut mine = order[..k].to_vec();
+        mine.shuffle(&mut rng);
+        for &h in &mine {
+            load[h] += 1;
+        }
+        host_of[i] = mine;
     }
     Ok(host_of)
 }
