@@ -3,9 +3,9 @@
 //! Four honest nodes × 2 VNs run 12 rounds; a rogue node holds five more listed identities and, from the
 //! first instants of the warm-up to the end of the run, has each of them tell every honest VN that it is at
 //! the last possible round (`Drop { round: u64::MAX }` on the control protocol, as the rogue did).
-//! Before the fix three identities in the warm-up made every node jump to its last round 0.25 s after start;
-//! the engine-level tests of `node/src/engine/vn/tests/catch_up.rs` show that on the code before. Here, on
-//! real processes: every honest node runs every round, none skips one, and they still exchange copies.
+//! On the code before the fix this test fails: node 0 ran round 11 alone (it jumped to the run's last round
+//! at once, as every node did). Now every honest node runs every round, none skips one, and they still
+//! exchange copies.
 
 #![cfg(target_os = "linux")]
 // Wall-clock pacing of real processes; no engine reads it.
