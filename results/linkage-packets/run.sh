@@ -1,23 +1,109 @@
 #!/usr/bin/env bash
-# Regenerates results/linkage-packets/ (issue 13): the network observer's timing attack on packet arrival
-# times, and the address-grouping attack on the source addresses VNs really connect from. Every node process
-# and VN host runs in a network namespace of its own (`--netns`: 10.77.0.0/16 on a bridge inside namespaces
-# the run creates and deletes; nothing routes out), each observer's packets are captured by tcpdump on its
-# interface inside its namespace (`--capture`), and the sibling-linkage scoring of testnet/src/linkage.rs runs
-# on the packet times. 8 `node` processes × 4 VNs, r = 4, 20 rounds, the default synthetic task, LAN timing
-# (200 ms overlay sub-steps: the loopback timing's 40 ms let the overlay collapse on a machine as loaded as the
-# one these figures come from) with the loopback timing's 20 ms send jitter unless a variant says otherwise;
-# variants: no defence, VNs in 4 VN hosts, the defences (200 ms jitter + 150 ms pace, with and without
-# hosts; a 1 s jitter, with and without hosts, and with walks that hide their origin); seeds 1-3. Needs root (network namespaces) and installs tcpdump if missing. About 10 minutes; run
-# from the repository root.
+# Regenerates results/linkage-packets/: the passive participant's timing attack on the packets of its own
+# links (`testnet --capture`: message timing on packet times, and the all-packet features — same-millisecond
+# coincidence and cross-correlation at lags 0-50 ms — with each feature's AUC and the best), and the
+# address-grouping attack on the source addresses VNs really connect from. Needs root (tcpdump; network
+# namespaces with --netns) and installs tcpdump if missing; run from the repository root.
+#
+# BATCH selects what runs (default: `default`):
+# - default: the issue "Unlinkable by default": the default procs network (`--mode procs --nodes 6 --vns 4
+#   --degree 4 --rounds 15`, loopback timing, no timing flags), seeds 1-3, on loopback (one capture of the
+#   run's ports on `lo`) and with every process in its own namespace (`--netns`), with each VN's release
+#   delay off (`--release-delay-us 0`: the code before it, sends made at once) and at its default; then the
+#   release delay's ablation on loopback (1, 2, 8 ms means). About 10 minutes. Summary: summary-default.md.
+# - cost: the release delay's round-time cost in the rounds bench's setting (`cargo bench -p testnet --bench
+#   rounds`: MovieLens MF, 8 RNs, k = 2, r = 4, 51 rounds, inproc TCP), one run per delay, interleaved,
+#   REPEAT times (default 2). About 3 minutes a run. Summary: summary-cost.md.
+# - lan: the batch of issue 13 (8 nodes x 4 VNs, 20 rounds, LAN timing, namespaces; the send-jitter and VN-host
+#   variants). About 20 minutes. Summary: summary.md.
+# VARIANTS="a b" runs only those variants of the batch (into the existing output), then summarises all.
 set -euo pipefail
 if ! command -v tcpdump > /dev/null; then
   apt-get update -qq && apt-get install -y -qq tcpdump > /dev/null
 fi
 nice -n 10 cargo build -q --release -p node -p testnet
 BIN=${BIN:-target/release}
+BATCH=${BATCH:-default}
+HERE=results/linkage-packets
 OUT=target/linkage-packets
-# VARIANTS="a b": run only those (into the existing $OUT), then summarise all.
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+
+if [ "$BATCH" = default ]; then
+  OUT=target/linkage-packets-default
+  [ -z "${VARIANTS:-}" ] && rm -rf "$OUT"
+  runp() {  # name, extra args
+    local name=$1; shift
+    if [ -n "${VARIANTS:-}" ] && [[ " $VARIANTS " != *" $name "* ]]; then return; fi
+    for seed in 1 2 3; do
+      echo "$name seed $seed, load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"
+      nice -n 10 "$BIN/testnet" --mode procs --nodes 6 --vns 4 --degree 4 --rounds 15 --seed "$seed" \
+        --observe-timing --capture --out "$OUT/$name/seed-$seed" --plain "$@" > /dev/null
+    done
+  }
+  mkdir -p "$OUT"
+  runp lo-before --release-delay-us 0
+  runp lo-after
+  runp netns-before --netns --release-delay-us 0
+  runp netns-after --netns
+  runp lo-delay-1ms --release-delay-us 1000
+  runp lo-delay-2ms --release-delay-us 2000
+  runp lo-delay-8ms --release-delay-us 8000
+  if ip netns list | grep -q '^stn'; then echo "namespaces left behind:"; ip netns list | grep '^stn'; fi
+  {
+    echo "Default procs network (6 nodes x 4 VNs, r = 4, 15 rounds, loopback timing), seeds 1-3; pooled"
+    echo "sibling-linkage ROC-AUC per feature, mean ± sample std (per seed in brackets). Load average"
+    echo "(1/5/15 min) before: $LOAD_BEFORE; after: $(cut -d' ' -f1-3 /proc/loadavg); per run: \`$OUT/load.txt\`."
+    echo "Regenerate: \`results/linkage-packets/run.sh\` (BATCH=default)."
+    echo
+    python3 "$HERE/summarise.py" "$OUT" lo-before lo-after netns-before netns-after
+    echo
+    echo "Release delay (mean per VN), loopback:"
+    echo
+    python3 "$HERE/summarise.py" "$OUT" lo-before lo-delay-1ms lo-delay-2ms lo-after lo-delay-8ms
+  } > "$HERE/summary-default.md"
+  cat "$HERE/summary-default.md"
+  exit 0
+fi
+
+if [ "$BATCH" = cost ]; then
+  OUT=target/linkage-packets-cost
+  rm -rf "$OUT"; mkdir -p "$OUT"
+  DATA=${DATA:-../shared/data/movielens/ml-latest-small}
+  for rep in $(seq 1 "${REPEAT:-2}"); do
+    for us in ${DELAYS:-0 1000 2000 4000 8000}; do
+      load=$(cut -d' ' -f1-3 /proc/loadavg)
+      nice -n 10 "$BIN/testnet" --mode inproc --nodes 8 --vns 2 --degree 4 --rounds 51 --dataset movielens \
+        --data-dir "$DATA" --release-delay-us "$us" --out "$OUT/delay-$us/rep-$rep" --plain > /dev/null
+      echo "$us $rep $load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"
+    done
+  done
+  python3 - "$OUT" > "$HERE/summary-cost.md" <<'PY'
+import json, pathlib, statistics as st, sys
+out = pathlib.Path(sys.argv[1])
+loads = {}
+for l in (out / "load.txt").read_text().splitlines():
+    us, rep, *rest = l.split()
+    loads[(us, rep)] = " ".join(rest[:1]) + " → " + " ".join(rest[3:4])
+print("| release delay (mean) | mean round s per run | mean | neighbours / VN | final RMSE | load (1 min) before → after |")
+print("|---|---|---|---|---|---|")
+for d in sorted(out.glob("delay-*"), key=lambda p: int(p.name.split("-")[1])):
+    us = d.name.split("-")[1]
+    rs = [json.loads(p.read_text()) for p in sorted(d.glob("rep-*/summary.json"))]
+    rounds = [r["mean_round_seconds"] for r in rs]
+    rmse = [r.get("final_metric") for r in rs]
+    print(f"| {int(us) / 1000:g} ms | {' '.join(f'{x:.3f}' for x in rounds)} | {st.mean(rounds):.3f} | "
+          f"{' '.join('%.3f' % r['neighbours_per_vn'] for r in rs)} | "
+          f"{' '.join('–' if x is None else f'{x:.4f}' for x in rmse)} | "
+          f"{'; '.join(v for (u, _), v in sorted(loads.items()) if u == us)} |")
+print()
+print("MovieLens MF, 8 RNs, k = 2, r = 4, 51 rounds, inproc TCP (the rounds bench's setting), release build;")
+print("runs interleaved by delay. Regenerate: `BATCH=cost results/linkage-packets/run.sh`.")
+PY
+  cat "$HERE/summary-cost.md"
+  exit 0
+fi
+
+# BATCH=lan: the batch of issue 13.
 [ -z "${VARIANTS:-}" ] && rm -rf "$OUT"
 run() {  # name, extra args
   local name=$1; shift
@@ -27,7 +113,6 @@ run() {  # name, extra args
       --timing lan --netns --observe-timing --capture --out "$OUT/$name/seed-$seed" --plain "$@" > /dev/null
   done
 }
-LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 run no-pace --send-jitter-ms 20
 run hosts-no-pace --vn-hosts 4 --send-jitter-ms 20
 run jitter-200ms-pace-150ms --send-jitter-ms 200 --send-pace-ms 150

@@ -288,6 +288,13 @@ pub struct Options {
     #[arg(long, value_name = "ROUNDS", help_heading = TIMING)]
     pub lookahead: Option<u64>,
 
+    /// Mean of each VN's random delay before what it sends leaves, in µs, overriding the timing's (inproc and
+    /// procs; default 4000, 0: off). Every message is held and released on the VN's own exponential schedule
+    /// so that sibling VNs do not send in the same millisecond (`results/linkage-packets/`).
+    #[arg(long, value_name = "US", help_heading = TIMING)]
+    #[serde(alias = "release-delay-us")]
+    pub release_delay_us: Option<u64>,
+
     /// Warm-up before round 0 in ms, overriding the timing's (inproc and procs): the VNs open their
     /// connections in its first half and negotiate round 0's overlay in its tail, so a warm-up shorter than
     /// that window makes round 0 wait for the rest.
@@ -390,8 +397,10 @@ pub struct Options {
     #[serde(default)]
     pub netns: bool,
 
-    /// With --netns and --observe-timing: capture every observer's packets with `tcpdump` inside its
-    /// namespace and run the timing attack on packet arrival times (`summary.json` → `linkage_packets`).
+    /// With --observe-timing (root, tcpdump): capture the packets every observer receives — with --netns a
+    /// `tcpdump` inside each observer's namespace, else one on `lo` filtered to the run's ports — and run the
+    /// timing attack on packet times (`summary.json` → `linkage_packets`: message timing, same-millisecond
+    /// coincidence and cross-correlation over all packets, each feature's AUC and the best).
     #[arg(long, help_heading = PROCESSES)]
     #[serde(default)]
     pub capture: bool,
@@ -516,6 +525,7 @@ impl Options {
             timing: self.timing.or(file.timing),
             substep_ms: self.substep_ms.or(file.substep_ms),
             lookahead: self.lookahead.or(file.lookahead),
+            release_delay_us: self.release_delay_us.or(file.release_delay_us),
             warmup_ms: self.warmup_ms.or(file.warmup_ms),
             send_jitter_ms: self.send_jitter_ms.or(file.send_jitter_ms),
             send_pace_ms: self.send_pace_ms.or(file.send_pace_ms),
@@ -544,7 +554,7 @@ impl Options {
 
     /// The options that only some modes read, each with whether it was given here, the modes that read it and
     /// why the others do not. Every other option applies to every mode.
-    fn mode_bound(&self) -> [(&'static str, bool, &'static [Mode], &'static str); 18] {
+    fn mode_bound(&self) -> [(&'static str, bool, &'static [Mode], &'static str); 19] {
         let harness =
             "the audit runs inside the harness, which cannot watch separate node processes";
         [
@@ -564,6 +574,12 @@ impl Options {
             (
                 "--lookahead",
                 self.lookahead.is_some(),
+                LIBP2P,
+                VIRTUAL_CLOCK,
+            ),
+            (
+                "--release-delay-us",
+                self.release_delay_us.is_some(),
                 LIBP2P,
                 VIRTUAL_CLOCK,
             ),
@@ -753,11 +769,12 @@ mod tests {
     }
 
     /// Every option that only some modes read, with arguments that parse.
-    const MODE_BOUND: [&[&str]; 18] = [
+    const MODE_BOUND: [&[&str]; 19] = [
         &["--transport", "memory"],
         &["--timing", "lan"],
         &["--substep-ms", "100"],
         &["--lookahead", "2"],
+        &["--release-delay-us", "2000"],
         &["--warmup-ms", "1000"],
         &["--audit"],
         &["--audit-chunks", "4"],
@@ -780,7 +797,7 @@ mod tests {
 
     #[test]
     fn procs_only_options_are_refused_in_the_other_modes() {
-        let procs_only = &MODE_BOUND[9..];
+        let procs_only = &MODE_BOUND[10..];
         assert_eq!(procs_only.len(), 9);
         for args in procs_only {
             let flag = args[0];
@@ -809,10 +826,11 @@ mod tests {
             (MODE_BOUND[2], &[Mode::Sim]),
             (MODE_BOUND[3], &[Mode::Sim]),
             (MODE_BOUND[4], &[Mode::Sim]),
-            (MODE_BOUND[5], &[Mode::Procs]),
+            (MODE_BOUND[5], &[Mode::Sim]),
             (MODE_BOUND[6], &[Mode::Procs]),
             (MODE_BOUND[7], &[Mode::Procs]),
             (MODE_BOUND[8], &[Mode::Procs]),
+            (MODE_BOUND[9], &[Mode::Procs]),
         ] {
             let o = parse(args);
             for mode in [Mode::Inproc, Mode::Procs, Mode::Sim] {
@@ -952,7 +970,7 @@ mod tests {
             .into_iter()
             .flat_map(|(_, k)| k)
             .collect();
-        assert_eq!(keys.len(), 46, "48 flags less --scenario and --plain");
+        assert_eq!(keys.len(), 47, "49 flags less --scenario and --plain");
         for key in keys {
             let e = Options::from_toml(Path::new("k.toml"), &format!("{key} = {{}}"))
                 .unwrap_err()

@@ -132,6 +132,7 @@ impl VnSetup {
             )));
         }
         let stream = vn_stream(&place.key);
+        let release = crate::secret::private_rng(&place.key, crate::secret::Purpose::Release)?;
         let mut swarm = build_swarm(
             place.key,
             place.psk,
@@ -221,6 +222,10 @@ impl VnSetup {
             chunk_replies: Default::default(),
             chunk_requests: Default::default(),
             preconnect,
+            release: crate::net::release::Held::new(crate::net::release::ReleaseSchedule::new(
+                self.timing.release_delay(),
+                release,
+            )),
         };
         Ok((task, tx, me))
     }
