@@ -295,6 +295,12 @@ pub struct Options {
     #[serde(alias = "release-delay-us")]
     pub release_delay_us: Option<u64>,
 
+    /// Run every VN on its node's shared runtime instead of a thread and runtime of its own (inproc and
+    /// procs; measures what the own threads buy).
+    #[arg(long, help_heading = TIMING)]
+    #[serde(default, alias = "shared-vn-threads")]
+    pub shared_vn_threads: bool,
+
     /// Warm-up before round 0 in ms, overriding the timing's (inproc and procs): the VNs open their
     /// connections in its first half and negotiate round 0's overlay in its tail, so a warm-up shorter than
     /// that window makes round 0 wait for the rest.
@@ -526,6 +532,7 @@ impl Options {
             substep_ms: self.substep_ms.or(file.substep_ms),
             lookahead: self.lookahead.or(file.lookahead),
             release_delay_us: self.release_delay_us.or(file.release_delay_us),
+            shared_vn_threads: self.shared_vn_threads || file.shared_vn_threads,
             warmup_ms: self.warmup_ms.or(file.warmup_ms),
             send_jitter_ms: self.send_jitter_ms.or(file.send_jitter_ms),
             send_pace_ms: self.send_pace_ms.or(file.send_pace_ms),
@@ -554,7 +561,7 @@ impl Options {
 
     /// The options that only some modes read, each with whether it was given here, the modes that read it and
     /// why the others do not. Every other option applies to every mode.
-    fn mode_bound(&self) -> [(&'static str, bool, &'static [Mode], &'static str); 19] {
+    fn mode_bound(&self) -> [(&'static str, bool, &'static [Mode], &'static str); 20] {
         let harness =
             "the audit runs inside the harness, which cannot watch separate node processes";
         [
@@ -580,6 +587,12 @@ impl Options {
             (
                 "--release-delay-us",
                 self.release_delay_us.is_some(),
+                LIBP2P,
+                VIRTUAL_CLOCK,
+            ),
+            (
+                "--shared-vn-threads",
+                self.shared_vn_threads,
                 LIBP2P,
                 VIRTUAL_CLOCK,
             ),
@@ -769,12 +782,13 @@ mod tests {
     }
 
     /// Every option that only some modes read, with arguments that parse.
-    const MODE_BOUND: [&[&str]; 19] = [
+    const MODE_BOUND: [&[&str]; 20] = [
         &["--transport", "memory"],
         &["--timing", "lan"],
         &["--substep-ms", "100"],
         &["--lookahead", "2"],
         &["--release-delay-us", "2000"],
+        &["--shared-vn-threads"],
         &["--warmup-ms", "1000"],
         &["--audit"],
         &["--audit-chunks", "4"],
@@ -797,7 +811,7 @@ mod tests {
 
     #[test]
     fn procs_only_options_are_refused_in_the_other_modes() {
-        let procs_only = &MODE_BOUND[10..];
+        let procs_only = &MODE_BOUND[11..];
         assert_eq!(procs_only.len(), 9);
         for args in procs_only {
             let flag = args[0];
@@ -827,10 +841,11 @@ mod tests {
             (MODE_BOUND[3], &[Mode::Sim]),
             (MODE_BOUND[4], &[Mode::Sim]),
             (MODE_BOUND[5], &[Mode::Sim]),
-            (MODE_BOUND[6], &[Mode::Procs]),
+            (MODE_BOUND[6], &[Mode::Sim]),
             (MODE_BOUND[7], &[Mode::Procs]),
             (MODE_BOUND[8], &[Mode::Procs]),
             (MODE_BOUND[9], &[Mode::Procs]),
+            (MODE_BOUND[10], &[Mode::Procs]),
         ] {
             let o = parse(args);
             for mode in [Mode::Inproc, Mode::Procs, Mode::Sim] {
@@ -970,7 +985,7 @@ mod tests {
             .into_iter()
             .flat_map(|(_, k)| k)
             .collect();
-        assert_eq!(keys.len(), 47, "49 flags less --scenario and --plain");
+        assert_eq!(keys.len(), 48, "50 flags less --scenario and --plain");
         for key in keys {
             let e = Options::from_toml(Path::new("k.toml"), &format!("{key} = {{}}"))
                 .unwrap_err()

@@ -411,6 +411,7 @@ fn timing(o: &Options, max_vns: usize) -> anyhow::Result<(Timing, &'static str)>
     if let Some(us) = o.release_delay_us {
         timing.release_delay_us = us;
     }
+    timing.vn_threads &= !o.shared_vn_threads;
     timing.validate().map_err(|e| anyhow::anyhow!("--release-delay-us: {e}"))?;
     Ok((timing, name))
 }

@@ -13,6 +13,9 @@
 //! so that how long a VN has held something says nothing about when it goes; truncated at [`CAP_MEANS`] means
 //! (redrawn above it) so that no send waits unboundedly.
 //!
+//! The VN's control-link readers acknowledge what they read after delays of the same law (`super::control_link`):
+//! an acknowledgement is the one message a VN sends without its engine.
+//!
 //! Everything one engine step produced goes out together, at one release time, and steps leave in order (a
 //! release never precedes the one before it): the VN's own messages keep the order its engine gave them.
 //!
@@ -21,7 +24,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha12Rng;
 
 /// Delays are drawn below this many means (e^−6: one draw in 400 is redrawn).
@@ -44,6 +47,16 @@ impl ReleaseSchedule {
             rng,
             last: Duration::ZERO,
         }
+    }
+
+    /// No delays.
+    pub fn off() -> Self {
+        Self::new(Duration::ZERO, ChaCha12Rng::from_seed([0; 32]))
+    }
+
+    /// A schedule of the same mean on a stream of its own, drawn from this one (for one of the VN's tasks).
+    pub fn fork(&mut self) -> Self {
+        Self::new(self.mean, ChaCha12Rng::from_rng(&mut self.rng))
     }
 
     /// Whether sends are held at all.
@@ -140,7 +153,6 @@ impl<T> Held<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
 
     fn schedule(mean_ms: u64, seed: u64) -> ReleaseSchedule {
         ReleaseSchedule::new(

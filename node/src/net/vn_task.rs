@@ -150,6 +150,8 @@ pub struct VnTask {
     pub preconnect: Preconnect,
     /// Sends held until the VN's own random release times (`release.rs`).
     pub release: Held<Deferred>,
+    /// Run on a thread and runtime of the VN's own ([`VnTask::run`]).
+    pub own_thread: bool,
 }
 
 /// A send the engine asked for, held until its release time.
@@ -178,7 +180,44 @@ pub enum Deferred {
 }
 
 impl VnTask {
-    pub async fn run(mut self) {
+    /// Runs the VN until its RN stops it. With `own_thread`, on a thread with a single-threaded runtime of its
+    /// own: its timers, its links' tasks and the connections it accepts or dials are polled there (tasks spawned
+    /// from it land on it), so that the wake-up in which a process serves one VN never serves a sibling (a
+    /// multi-threaded runtime polls whatever is ready, and one node's VNs all are when its process gets the
+    /// CPU back). Dropping the returned future stops the VN, as it does the task run here.
+    pub async fn run(self) {
+        if !self.own_thread {
+            return self.run_here().await;
+        }
+        let (done_tx, done_rx) = oneshot::channel::<()>();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let name = format!("vn-{}-{}", self.node, self.index);
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(async move {
+                    tokio::select! {
+                        () = self.run_here() => {}
+                        // The caller dropped its future (the node stops): the VN stops with it.
+                        _ = stop_rx => {}
+                    }
+                }),
+                Err(e) => tracing::warn!(%e, "no runtime for a VN's own thread"),
+            }
+            let _ = done_tx.send(());
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(%e, "no thread for a VN");
+            return;
+        }
+        // Held until the VN ends: dropping it (this future dropped) tells the thread to stop.
+        let _stop = stop_tx;
+        let _ = done_rx.await;
+    }
+
+    async fn run_here(mut self) {
         let mut channels: Channels = BTreeMap::new();
         let mut next_token = 0u64;
         let mut addrs: HashMap<PeerId, Multiaddr> = self

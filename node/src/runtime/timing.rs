@@ -52,6 +52,9 @@ pub struct Timing {
     /// key (`net::release`), so that sibling VNs woken together do not send within the same millisecond. It is
     /// paid on every hop a round waits for (a chunk and its reply, an overlay walk's hops).
     pub release_delay_us: u64,
+    /// Each VN runs on a thread and runtime of its own (`net::vn_task`), so that one wake-up of its process
+    /// never serves two siblings.
+    pub vn_threads: bool,
     /// Start overlay walks that name no origin, their answers relayed back along the path, so that no message shows
     /// its first hop (`sampling::OverlayConfig::hide_origin`; issue 13). It costs answers as many hops as the walk
     /// took: about 1.4-1.8× the overlay messages, and more VNs short of r edges unless sub-steps are several round
@@ -78,6 +81,7 @@ impl Default for Timing {
             send_pace_ms: 0,
             send_pace_auto: false,
             release_delay_us: DEFAULT_RELEASE_DELAY_US,
+            vn_threads: true,
             hide_walk_origin: false,
             warmup_ms: 5000,
             handshake_timeout_ms: crate::net::limits::HANDSHAKE_TIMEOUT.as_millis() as u64,

@@ -132,7 +132,10 @@ impl VnSetup {
             )));
         }
         let stream = vn_stream(&place.key);
-        let release = crate::secret::private_rng(&place.key, crate::secret::Purpose::Release)?;
+        let mut release = crate::net::release::ReleaseSchedule::new(
+            self.timing.release_delay(),
+            crate::secret::private_rng(&place.key, crate::secret::Purpose::Release)?,
+        );
         let mut swarm = build_swarm(
             place.key,
             place.psk,
@@ -186,11 +189,12 @@ impl VnSetup {
             .into_iter()
             .filter(|b| b.peer != peer)
             .collect();
-        let links = crate::net::control_link::ControlLinks::new(
+        let links = crate::net::control_link::ControlLinks::with_delayed_acks(
             swarm.behaviour().stream.new_control(),
             place.peers.clone(),
             place.epoch,
             self.timeouts().control_request,
+            release.fork(),
         )?;
         let chunks = crate::net::chunk_link::ChunkLinks::new(
             swarm.behaviour().chunk_stream.new_control(),
@@ -222,10 +226,8 @@ impl VnSetup {
             chunk_replies: Default::default(),
             chunk_requests: Default::default(),
             preconnect,
-            release: crate::net::release::Held::new(crate::net::release::ReleaseSchedule::new(
-                self.timing.release_delay(),
-                release,
-            )),
+            release: crate::net::release::Held::new(release),
+            own_thread: self.timing.vn_threads,
         };
         Ok((task, tx, me))
     }
