@@ -8,9 +8,13 @@
 # BATCH selects what runs (default: `default`):
 # - default: the issue "Unlinkable by default": the default procs network (`--mode procs --nodes 6 --vns 4
 #   --degree 4 --rounds 15`, loopback timing, no timing flags), seeds 1-3, on loopback (one capture of the
-#   run's ports on `lo`) and with every process in its own namespace (`--netns`), with each VN's release
-#   delay off (`--release-delay-us 0`: the code before it, sends made at once) and at its default; then the
-#   release delay's ablation on loopback (1, 2, 8 ms means). About 10 minutes. Summary: summary-default.md.
+#   run's ports on `lo`) and with every process in its own namespace (`--netns`), before (`--release-delay-us
+#   0 --shared-vn-threads`: every send and acknowledgement made at once, every VN on the node's shared runtime:
+#   the code before the issue) and after (the defaults: each VN on its own thread and runtime); then the other
+#   lever, each VN's sends and acknowledgements released after random delays of its own (`--release-delay-us`,
+#   off by default), alone and with the threads, on loopback and with --netns. The node
+#   processes run at the default priority (a niced node waits for the CPU behind other jobs, and what waits
+#   goes out together). About 5 minutes. Summary: summary-default.md.
 # - cost: the release delay's round-time cost in the rounds bench's setting (`cargo bench -p testnet --bench
 #   rounds`: MovieLens MF, 8 RNs, k = 2, r = 4, 51 rounds, inproc TCP), one run per delay, interleaved,
 #   REPEAT times (default 2). About 3 minutes a run. Summary: summary-cost.md.
@@ -21,8 +25,13 @@ set -euo pipefail
 if ! command -v tcpdump > /dev/null; then
   apt-get update -qq && apt-get install -y -qq tcpdump > /dev/null
 fi
-nice -n 10 cargo build -q --release -p node -p testnet
 BIN=${BIN:-target/release}
+# BIN=target/debug uses the dev build (the workspace is optimised there too: the root Cargo.toml).
+if [ "$BIN" = target/debug ]; then
+  nice -n 10 cargo build -q -p node -p testnet
+else
+  nice -n 10 cargo build -q --release -p node -p testnet
+fi
 BATCH=${BATCH:-default}
 HERE=results/linkage-packets
 OUT=target/linkage-packets
@@ -36,18 +45,20 @@ if [ "$BATCH" = default ]; then
     if [ -n "${VARIANTS:-}" ] && [[ " $VARIANTS " != *" $name "* ]]; then return; fi
     for seed in 1 2 3; do
       echo "$name seed $seed, load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"
-      nice -n 10 "$BIN/testnet" --mode procs --nodes 6 --vns 4 --degree 4 --rounds 15 --seed "$seed" \
+      "$BIN/testnet" --mode procs --nodes 6 --vns 4 --degree 4 --rounds 15 --seed "$seed" \
         --observe-timing --capture --out "$OUT/$name/seed-$seed" --plain "$@" > /dev/null
     done
   }
   mkdir -p "$OUT"
-  runp lo-before --release-delay-us 0
+  runp lo-before --release-delay-us 0 --shared-vn-threads
   runp lo-after
-  runp netns-before --netns --release-delay-us 0
+  runp netns-before --netns --release-delay-us 0 --shared-vn-threads
   runp netns-after --netns
-  runp lo-delay-1ms --release-delay-us 1000
-  runp lo-delay-2ms --release-delay-us 2000
-  runp lo-delay-8ms --release-delay-us 8000
+  runp lo-delay-only --shared-vn-threads --release-delay-us 4000
+  runp lo-delay-16ms-only --shared-vn-threads --release-delay-us 16000
+  runp lo-threads-delay-1ms --release-delay-us 1000
+  runp lo-threads-delay-4ms --release-delay-us 4000
+  runp netns-threads-delay-4ms --netns --release-delay-us 4000
   if ip netns list | grep -q '^stn'; then echo "namespaces left behind:"; ip netns list | grep '^stn'; fi
   {
     echo "Default procs network (6 nodes x 4 VNs, r = 4, 15 rounds, loopback timing), seeds 1-3; pooled"
@@ -57,9 +68,10 @@ if [ "$BATCH" = default ]; then
     echo
     python3 "$HERE/summarise.py" "$OUT" lo-before lo-after netns-before netns-after
     echo
-    echo "Release delay (mean per VN), loopback:"
+    echo "Each lever alone and both, loopback (before: neither; after: the VNs' own threads, the default):"
     echo
-    python3 "$HERE/summarise.py" "$OUT" lo-before lo-delay-1ms lo-delay-2ms lo-after lo-delay-8ms
+    python3 "$HERE/summarise.py" "$OUT" lo-before lo-delay-only lo-delay-16ms-only lo-after lo-threads-delay-1ms \
+      lo-threads-delay-4ms netns-threads-delay-4ms
   } > "$HERE/summary-default.md"
   cat "$HERE/summary-default.md"
   exit 0
@@ -70,35 +82,21 @@ if [ "$BATCH" = cost ]; then
   rm -rf "$OUT"; mkdir -p "$OUT"
   DATA=${DATA:-../shared/data/movielens/ml-latest-small}
   for rep in $(seq 1 "${REPEAT:-2}"); do
-    for us in ${DELAYS:-0 1000 2000 4000 8000}; do
+    for v in before after delay-only threads-delay-4ms; do
+      case $v in
+        before) args="--release-delay-us 0 --shared-vn-threads" ;;
+        after) args="" ;;
+        delay-only) args="--shared-vn-threads --release-delay-us 4000" ;;
+        threads-delay-4ms) args="--release-delay-us 4000" ;;
+      esac
       load=$(cut -d' ' -f1-3 /proc/loadavg)
-      nice -n 10 "$BIN/testnet" --mode inproc --nodes 8 --vns 2 --degree 4 --rounds 51 --dataset movielens \
-        --data-dir "$DATA" --release-delay-us "$us" --out "$OUT/delay-$us/rep-$rep" --plain > /dev/null
-      echo "$us $rep $load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"
+      # shellcheck disable=SC2086
+      "$BIN/testnet" --mode inproc --nodes 8 --vns 2 --degree 4 --rounds 51 --dataset movielens \
+        --data-dir "$DATA" $args --out "$OUT/$v/rep-$rep" --plain > /dev/null
+      echo "$v $rep $load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"
     done
   done
-  python3 - "$OUT" > "$HERE/summary-cost.md" <<'PY'
-import json, pathlib, statistics as st, sys
-out = pathlib.Path(sys.argv[1])
-loads = {}
-for l in (out / "load.txt").read_text().splitlines():
-    us, rep, *rest = l.split()
-    loads[(us, rep)] = " ".join(rest[:1]) + " → " + " ".join(rest[3:4])
-print("| release delay (mean) | mean round s per run | mean | neighbours / VN | final RMSE | load (1 min) before → after |")
-print("|---|---|---|---|---|---|")
-for d in sorted(out.glob("delay-*"), key=lambda p: int(p.name.split("-")[1])):
-    us = d.name.split("-")[1]
-    rs = [json.loads(p.read_text()) for p in sorted(d.glob("rep-*/summary.json"))]
-    rounds = [r["mean_round_seconds"] for r in rs]
-    rmse = [r.get("final_metric") for r in rs]
-    print(f"| {int(us) / 1000:g} ms | {' '.join(f'{x:.3f}' for x in rounds)} | {st.mean(rounds):.3f} | "
-          f"{' '.join('%.3f' % r['neighbours_per_vn'] for r in rs)} | "
-          f"{' '.join('–' if x is None else f'{x:.4f}' for x in rmse)} | "
-          f"{'; '.join(v for (u, _), v in sorted(loads.items()) if u == us)} |")
-print()
-print("MovieLens MF, 8 RNs, k = 2, r = 4, 51 rounds, inproc TCP (the rounds bench's setting), release build;")
-print("runs interleaved by delay. Regenerate: `BATCH=cost results/linkage-packets/run.sh`.")
-PY
+  python3 "$HERE/summarise_cost.py" "$OUT" "$BIN" > "$HERE/summary-cost.md"
   cat "$HERE/summary-cost.md"
   exit 0
 fi

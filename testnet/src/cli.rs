@@ -289,8 +289,8 @@ pub struct Options {
     pub lookahead: Option<u64>,
 
     /// Mean of each VN's random delay before what it sends leaves, in µs, overriding the timing's (inproc and
-    /// procs; default 4000, 0: off). Every message is held and released on the VN's own exponential schedule
-    /// so that sibling VNs do not send in the same millisecond (`results/linkage-packets/`).
+    /// procs; default 0: off). Every message and acknowledgement is held and released on the VN's own
+    /// exponential schedule (measured against the packet attack in `results/linkage-packets/`).
     #[arg(long, value_name = "US", help_heading = TIMING)]
     #[serde(alias = "release-delay-us")]
     pub release_delay_us: Option<u64>,

@@ -19,6 +19,11 @@
 //! Everything one engine step produced goes out together, at one release time, and steps leave in order (a
 //! release never precedes the one before it): the VN's own messages keep the order its engine gave them.
 //!
+//! Off by default (`Timing::release_delay_us`): measured in the default procs network, the VNs' own threads
+//! (`super::vn_task`) remove the same-millisecond link alone, and delays alone make it stronger — a process
+//! that waits for the CPU releases everything that fell due meanwhile in one go, siblings' sends together
+//! (`results/linkage-packets/`).
+//!
 //! Sans-IO: time comes in as `now`, randomness from the stream given at construction.
 
 use std::collections::VecDeque;

@@ -1,9 +1,10 @@
 //! One virtual node on the network: a tokio task owning the VN's Swarm and its [`VnEngine`], translating
 //! swarm events into engine inputs and engine outputs into requests, responses and timers.
 //!
-//! What the engine sends (control messages, chunks, replies, round queries and answers) is held and released
-//! on the VN's own random schedule ([`super::release`], [`VnTask::release`]); what stays in the process (the
-//! RN's messages, timers) is carried out at once.
+//! By default each VN runs on a thread and runtime of its own ([`VnTask::run`]). With a release delay
+//! (`Timing::release_delay_us`, off by default) what the engine sends (control messages, chunks, replies,
+//! round queries and answers) is held and released on the VN's own random schedule ([`super::release`],
+//! [`VnTask::release`]); what stays in the process (the RN's messages, timers) is carried out at once.
 //!
 //! Permissioning happens in two places: libp2p's allow-list closes connections with unlisted peers, and,
 //! since that only happens after the handshake, every request from an unlisted peer is dropped here before

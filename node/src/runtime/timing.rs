@@ -10,8 +10,12 @@ use crate::engine::{SendPace, VnTiming};
 /// Rounds negotiated ahead on loopback (see `Timing::loopback`); the node simulator uses it too.
 pub const LOOPBACK_LOOKAHEAD: u64 = 12;
 
-/// The default of [`Timing::release_delay_us`] (every timing).
-pub const DEFAULT_RELEASE_DELAY_US: u64 = 4000;
+/// The default of [`Timing::release_delay_us`] (every timing): off. In the default procs network the VNs'
+/// own threads ([`Timing::vn_threads`]) took the same-millisecond attack from 0.93-0.98 to 0.51-0.54 alone;
+/// delays of mean 4 ms on top read the same (0.52-0.54) at a longer round, and delays alone made it worse
+/// (0.99-1.00: a node process that waits for the CPU releases what fell due meanwhile together), so they stay
+/// an option (`results/linkage-packets/`, 2026-11-29).
+pub const DEFAULT_RELEASE_DELAY_US: u64 = 0;
 
 /// The longest [`Timing::release_delay_us`] accepted: a mean of one second.
 pub const MAX_RELEASE_DELAY_US: u64 = 1_000_000;
@@ -53,7 +57,8 @@ pub struct Timing {
     /// paid on every hop a round waits for (a chunk and its reply, an overlay walk's hops).
     pub release_delay_us: u64,
     /// Each VN runs on a thread and runtime of its own (`net::vn_task`), so that one wake-up of its process
-    /// never serves two siblings.
+    /// never serves two siblings: what links siblings by same-millisecond packets otherwise (ROC-AUC 0.93-0.98
+    /// in the default procs network against 0.51-0.54 with it, `results/linkage-packets/`).
     pub vn_threads: bool,
     /// Start overlay walks that name no origin, their answers relayed back along the path, so that no message shows
     /// its first hop (`sampling::OverlayConfig::hide_origin`; issue 13). It costs answers as many hops as the walk
