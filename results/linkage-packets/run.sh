@@ -72,6 +72,10 @@ if [ "$BATCH" = default ]; then
     echo
     python3 "$HERE/summarise.py" "$OUT" lo-before lo-delay-only lo-delay-16ms-only lo-after lo-threads-delay-1ms \
       lo-threads-delay-4ms netns-threads-delay-4ms
+    echo
+    echo "Load average (1/5/15 min) at the start of each run:"
+    echo
+    sed 's/^/    /' "$OUT/load.txt"
   } > "$HERE/summary-default.md"
   cat "$HERE/summary-default.md"
   exit 0
