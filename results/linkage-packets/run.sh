@@ -63,8 +63,10 @@ if [ "$BATCH" = default ]; then
   {
     echo "Default procs network (6 nodes x 4 VNs, r = 4, 15 rounds, loopback timing), seeds 1-3; pooled"
     echo "sibling-linkage ROC-AUC per feature, mean ± sample std (per seed in brackets). Load average"
-    echo "(1/5/15 min) before: $LOAD_BEFORE; after: $(cut -d' ' -f1-3 /proc/loadavg); per run: \`$OUT/load.txt\`."
-    echo "Regenerate: \`results/linkage-packets/run.sh\` (BATCH=default)."
+    echo "(1/5/15 min) of this invocation, before: $LOAD_BEFORE; after: $(cut -d' ' -f1-3 /proc/loadavg); each run's"
+    echo "at the end. Commands: \`testnet --mode procs --nodes 6 --vns 4 --degree 4 --rounds 15 --seed S"
+    echo "--observe-timing --capture [--netns] [variant flags]\`, the flags of each variant in run.sh. Regenerate:"
+    echo "\`results/linkage-packets/run.sh\` (BATCH=default; BIN=$BIN here)."
     echo
     python3 "$HERE/summarise.py" "$OUT" lo-before lo-after netns-before netns-after
     echo
