@@ -102,7 +102,11 @@ async fn every_vn_runs_on_its_own_thread_and_none_outlives_its_node() {
     let want: Vec<String> = (0..n)
         .flat_map(|i| (0..k).map(move |s| format!("vn-{i}-{s}")))
         .collect();
-    assert_eq!(settle(n * k).await, want, "one thread per VN while they run");
+    assert_eq!(
+        settle(n * k).await,
+        want,
+        "one thread per VN while they run"
+    );
     for h in &handles[..2] {
         let s = tokio::time::timeout(LIMIT, h.wait())
             .await

@@ -183,7 +183,11 @@ pub fn best(features: &[FeatureAuc]) -> Option<&FeatureAuc> {
     features
         .iter()
         .filter(|f| f.auc_pooled.is_some())
-        .max_by(|a, b| a.auc_pooled.unwrap_or(0.0).total_cmp(&b.auc_pooled.unwrap_or(0.0)))
+        .max_by(|a, b| {
+            a.auc_pooled
+                .unwrap_or(0.0)
+                .total_cmp(&b.auc_pooled.unwrap_or(0.0))
+        })
 }
 
 #[cfg(test)]
@@ -221,7 +225,10 @@ mod tests {
         let s = pair_scores(&a, &a, 20_000);
         assert_eq!(s[0], 100.0);
         assert!((s[1] - 1.0).abs() < 1e-12, "cosine of a sender with itself");
-        assert!((s[3] - 1.0).abs() < 1e-9, "correlation of a sender with itself");
+        assert!(
+            (s[3] - 1.0).abs() < 1e-9,
+            "correlation of a sender with itself"
+        );
         // Shifted by 100 ms (half the period): no coincidence within 50 ms either way.
         let b: Vec<u64> = a.iter().map(|t| t + 100).collect();
         let s = pair_scores(&a, &b, 20_100);
@@ -267,7 +274,12 @@ mod tests {
             .map(|seed| observer_pairs(&synthetic(Some(0), seed), owner))
             .collect();
         let fs = feature_aucs(&linked);
-        for name in ["same_ms_cosine", "same_ms_lift", "xcorr_lag0", "xcorr_peak_0_50"] {
+        for name in [
+            "same_ms_cosine",
+            "same_ms_lift",
+            "xcorr_lag0",
+            "xcorr_peak_0_50",
+        ] {
             let f = feature(&fs, name);
             assert_eq!(f.auc_pooled, Some(1.0), "{f:?}");
             assert_eq!((f.pairs, f.sibling_pairs), (45, 9));

@@ -534,7 +534,10 @@ mod tests {
         // Every packet: a's two VNs send in the same milliseconds, b's too, 300 ms from a's.
         let f = |name: &str| r.features.iter().find(|f| f.name == name).unwrap().clone();
         assert_eq!(f("same_ms_cosine").auc_pooled, Some(1.0));
-        assert_eq!((f("same_ms_cosine").pairs, f("same_ms_cosine").sibling_pairs), (6, 2));
+        assert_eq!(
+            (f("same_ms_cosine").pairs, f("same_ms_cosine").sibling_pairs),
+            (6, 2)
+        );
         assert_eq!(f("chunk_last_packet").auc_pooled, Some(1.0));
         assert_eq!(r.best.as_ref().and_then(|b| b.auc_pooled), Some(1.0));
         // The observed sources: a's VNs from 10.77.0.1, b's from 10.77.0.2.

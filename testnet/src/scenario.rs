@@ -412,7 +412,9 @@ fn timing(o: &Options, max_vns: usize) -> anyhow::Result<(Timing, &'static str)>
         timing.release_delay_us = us;
     }
     timing.vn_threads &= !o.shared_vn_threads;
-    timing.validate().map_err(|e| anyhow::anyhow!("--release-delay-us: {e}"))?;
+    timing
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--release-delay-us: {e}"))?;
     Ok((timing, name))
 }
 

@@ -171,6 +171,12 @@ impl ControlLinks {
         }
     }
 
+    /// Starts accepting streams from peers, on the current runtime (the first `send` or `next` does it too): a
+    /// VN on its own thread starts its links there.
+    pub fn start(&mut self) {
+        self.accept.start();
+    }
+
     /// The next event; pending forever if there is none (the links hold a sender themselves).
     pub async fn next(&mut self) -> LinkEvent {
         self.accept.start();

@@ -175,7 +175,10 @@ mod tests {
         // A truncated exponential's mean: m (1 − (c + 1) e^−c) / (1 − e^−c) with c = 6: 0.985 m.
         assert!((mean - 3.94).abs() < 0.06, "mean {mean} ms");
         let max = draws.iter().copied().fold(0.0, f64::max);
-        assert!(max < 24.0 && max > 18.0, "bounded by 6 means, and reaching near it: {max}");
+        assert!(
+            max < 24.0 && max > 18.0,
+            "bounded by 6 means, and reaching near it: {max}"
+        );
         // Memoryless: P(X > 4) ≈ e^−1, P(X > 8 | X > 4) ≈ e^−1 too.
         let over = |t: f64| draws.iter().filter(|&&x| x > t).count() as f64;
         let p1 = over(4.0) / n as f64;
@@ -186,7 +189,10 @@ mod tests {
         // Off: nothing is held.
         let mut off = schedule(0, 1);
         assert!(!off.delays());
-        assert_eq!(off.release_at(Duration::from_millis(7)), Duration::from_millis(7));
+        assert_eq!(
+            off.release_at(Duration::from_millis(7)),
+            Duration::from_millis(7)
+        );
     }
 
     /// Two siblings woken at the same instants leave apart: they leave within 1 ms of each other about as
@@ -216,7 +222,11 @@ mod tests {
         assert!((0.19..0.25).contains(&within), "{within}");
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         let (mx, my) = (mean(&xs), mean(&ys));
-        let cov: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum::<f64>();
+        let cov: f64 = xs
+            .iter()
+            .zip(&ys)
+            .map(|(x, y)| (x - mx) * (y - my))
+            .sum::<f64>();
         let var = |v: &[f64], m: f64| v.iter().map(|x| (x - m).powi(2)).sum::<f64>();
         let corr = cov / (var(&xs, mx) * var(&ys, my)).sqrt();
         assert!(corr.abs() < 0.03, "delays of two VNs correlate: {corr}");

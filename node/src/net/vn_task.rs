@@ -219,6 +219,9 @@ impl VnTask {
     }
 
     async fn run_here(mut self) {
+        // Accepting streams starts here, on the runtime the VN runs on.
+        self.links.start();
+        self.chunks.start();
         let mut channels: Channels = BTreeMap::new();
         let mut next_token = 0u64;
         let mut addrs: HashMap<PeerId, Multiaddr> = self
@@ -340,7 +343,6 @@ impl VnTask {
             }
         }
     }
-
 
     /// Starts the next warm-up dial whose time has come, one at a time (`Preconnect::dialling`): a peer
     /// already connected or being dialled is skipped for the next; a failed dial only ends the wait, the rounds
