@@ -59,6 +59,9 @@ if [ "$BATCH" = default ]; then
   runp lo-threads-delay-1ms --release-delay-us 1000
   runp lo-threads-delay-4ms --release-delay-us 4000
   runp netns-threads-delay-4ms --netns --release-delay-us 4000
+  runp lo-slot-40ms --chunk-slot-ms 40
+  runp lo-slot-80ms --chunk-slot-ms 80
+  runp netns-slot-80ms --netns --chunk-slot-ms 80
   if ip netns list | grep -q '^stn'; then echo "namespaces left behind:"; ip netns list | grep '^stn'; fi
   {
     echo "Default procs network (6 nodes x 4 VNs, r = 4, 15 rounds, loopback timing), seeds 1-3; pooled"
@@ -75,6 +78,10 @@ if [ "$BATCH" = default ]; then
     python3 "$HERE/summarise.py" "$OUT" lo-before lo-delay-only lo-delay-16ms-only lo-after lo-threads-delay-1ms \
       lo-threads-delay-4ms netns-threads-delay-4ms
     echo
+    echo "Chunks in shared slots (\`--chunk-slot-ms\`, off by default), with the VNs' own threads:"
+    echo
+    python3 "$HERE/summarise.py" "$OUT" lo-after lo-slot-40ms lo-slot-80ms netns-after netns-slot-80ms
+    echo
     echo "Load average (1/5/15 min) at the start of each run:"
     echo
     sed 's/^/    /' "$OUT/load.txt"
@@ -88,12 +95,13 @@ if [ "$BATCH" = cost ]; then
   rm -rf "$OUT"; mkdir -p "$OUT"
   DATA=${DATA:-../shared/data/movielens/ml-latest-small}
   for rep in $(seq 1 "${REPEAT:-2}"); do
-    for v in before after delay-only threads-delay-4ms; do
+    for v in before after delay-only threads-delay-4ms slot-80ms; do
       case $v in
         before) args="--release-delay-us 0 --shared-vn-threads" ;;
         after) args="" ;;
         delay-only) args="--shared-vn-threads --release-delay-us 4000" ;;
         threads-delay-4ms) args="--release-delay-us 4000" ;;
+        slot-80ms) args="--chunk-slot-ms 80" ;;
       esac
       load=$(cut -d' ' -f1-3 /proc/loadavg)
       # shellcheck disable=SC2086

@@ -8,7 +8,9 @@ for l in (out / "load.txt").read_text().splitlines():
     loads[(us, rep)] = rest[0] + " → " + rest[3]
 print("| variant | mean round s per run | mean | neighbours / VN | final RMSE | load (1 min) before → after |")
 print("|---|---|---|---|---|---|")
-for name in ["before", "after", "delay-only", "threads-delay-4ms"]:
+for name in ["before", "after", "delay-only", "threads-delay-4ms", "slot-80ms"]:
+    if not (out / name).is_dir():
+        continue
     d = out / name
     us = name
     rs = [json.loads(p.read_text()) for p in sorted(d.glob("rep-*/summary.json"))]

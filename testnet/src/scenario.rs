@@ -412,6 +412,9 @@ fn timing(o: &Options, max_vns: usize) -> anyhow::Result<(Timing, &'static str)>
         timing.release_delay_us = us;
     }
     timing.vn_threads &= !o.shared_vn_threads;
+    if let Some(ms) = o.chunk_slot_ms {
+        timing.chunk_slot_ms = ms;
+    }
     timing
         .validate()
         .map_err(|e| anyhow::anyhow!("--release-delay-us: {e}"))?;

@@ -29,7 +29,7 @@ use super::behaviour::VnBehaviourEvent;
 use super::chunk_link::{ChunkEvent, ChunkLinks};
 use super::control_link::{Closed, ControlLinks, LinkEvent};
 use super::preconnect::Preconnect;
-use super::release::Held;
+use super::release::{ChunkSlots, Held};
 use super::transport::VnSwarm;
 use crate::VnAddr;
 use crate::engine::rate::{Rate, TokenBucket};
@@ -153,6 +153,8 @@ pub struct VnTask {
     pub release: Held<Deferred>,
     /// Run on a thread and runtime of the VN's own ([`VnTask::run`]).
     pub own_thread: bool,
+    /// Chunks sent in shared global slots, if on (`release.rs`, [`ChunkSlots`]).
+    pub chunk_slots: ChunkSlots,
 }
 
 /// A send the engine asked for, held until its release time.
@@ -252,7 +254,8 @@ impl VnTask {
                 cmd = self.commands.recv() => match cmd {
                     Some(ToVirtualNode::Stop) | None => {
                         // What is still held goes now: the last round's chunks and replies are owed.
-                        let held = self.release.take_all();
+                        let mut held = self.release.take_all();
+                        held.extend(self.chunk_slots.held.take_all());
                         self.send_released(held, &mut channels, &addrs, &mut wake);
                         return;
                     }
@@ -266,6 +269,11 @@ impl VnTask {
                 _ = sleep => { wake = None; VnInput::Tick }
                 _ = release_due(&self.release, self.epoch) => {
                     let due = self.release.take_due(self.epoch.elapsed());
+                    self.send_released(due, &mut channels, &addrs, &mut wake);
+                    continue;
+                }
+                _ = release_due(&self.chunk_slots.held, self.epoch) => {
+                    let due = self.chunk_slots.held.take_due(self.epoch.elapsed());
                     self.send_released(due, &mut channels, &addrs, &mut wake);
                     continue;
                 }
@@ -729,11 +737,29 @@ impl VnTask {
         wake: &mut Option<Instant>,
     ) -> bool {
         let mut held = Vec::new();
-        let hold = self.release.delays().then_some(&mut held);
+        let hold = (self.release.delays() || self.chunk_slots.on()).then_some(&mut held);
         let mut port = swarm_port!(self, channels, addrs, wake, hold);
         route_vn(&self.engine, out, &mut port);
         let msgs = std::mem::take(&mut port.to_rn);
-        self.release.hold(self.epoch.elapsed(), held);
+        let now = self.epoch.elapsed();
+        if self.chunk_slots.on() {
+            let (chunks, rest): (Vec<_>, Vec<_>) = held
+                .into_iter()
+                .partition(|d| matches!(d, Deferred::Chunk { .. }));
+            // The shared slot grid is the wall clock's: every node reads the same one.
+            #[allow(clippy::disallowed_methods)]
+            let wall = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            let at = self.chunk_slots.release_at(now, wall);
+            self.chunk_slots.held.hold_at(at, chunks);
+            held = rest;
+            if !self.release.delays() {
+                self.send_released(held, channels, addrs, wake);
+                held = Vec::new();
+            }
+        }
+        self.release.hold(now, held);
         // Published before the RN hears of the exchange's end, so its checkpoint of the round has it.
         if let Some(board) = &self.view_board
             && msgs.iter().any(|m| matches!(m, FromVirtualNode::Done(_)))

@@ -60,6 +60,9 @@ pub struct Timing {
     /// never serves two siblings: what links siblings by same-millisecond packets otherwise (ROC-AUC 0.93-0.98
     /// in the default procs network against 0.51-0.54 with it, `results/linkage-packets/`).
     pub vn_threads: bool,
+    /// Chunks leave in slots of this many ms on the wall clock's grid, shared by every node, each VN at an
+    /// offset of its own in the slot's first half (`net::release::ChunkSlots`); 0: off.
+    pub chunk_slot_ms: u64,
     /// Start overlay walks that name no origin, their answers relayed back along the path, so that no message shows
     /// its first hop (`sampling::OverlayConfig::hide_origin`; issue 13). It costs answers as many hops as the walk
     /// took: about 1.4-1.8× the overlay messages, and more VNs short of r edges unless sub-steps are several round
@@ -87,6 +90,7 @@ impl Default for Timing {
             send_pace_auto: false,
             release_delay_us: DEFAULT_RELEASE_DELAY_US,
             vn_threads: true,
+            chunk_slot_ms: 0,
             hide_walk_origin: false,
             warmup_ms: 5000,
             handshake_timeout_ms: crate::net::limits::HANDSHAKE_TIMEOUT.as_millis() as u64,

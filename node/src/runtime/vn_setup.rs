@@ -189,6 +189,10 @@ impl VnSetup {
             .into_iter()
             .filter(|b| b.peer != peer)
             .collect();
+        let chunk_slots = crate::net::release::ChunkSlots::new(
+            Duration::from_millis(self.timing.chunk_slot_ms),
+            release.fork_rng(),
+        );
         let links = crate::net::control_link::ControlLinks::with_delayed_acks(
             swarm.behaviour().stream.new_control(),
             place.peers.clone(),
@@ -228,6 +232,7 @@ impl VnSetup {
             preconnect,
             release: crate::net::release::Held::new(release),
             own_thread: self.timing.vn_threads,
+            chunk_slots,
         };
         Ok((task, tx, me))
     }
