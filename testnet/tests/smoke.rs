@@ -467,7 +467,10 @@ fn loopback_capture_feeds_the_packet_attack() {
         .find(|f| f["name"] == "same_ms_lift")
         .unwrap();
     assert!(same_ms["pairs"].as_u64().unwrap() > 0, "{same_ms}");
-    assert!(packets["best"]["auc_pooled"].as_f64().is_some(), "{packets}");
+    assert!(
+        packets["best"]["auc_pooled"].as_f64().is_some(),
+        "{packets}"
+    );
 }
 
 #[test]

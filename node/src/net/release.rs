@@ -307,7 +307,10 @@ mod tests {
             for w in [wa, wb] {
                 assert!(w >= ms(1_000_040) && w < ms(1_000_060), "{w:?}");
             }
-            offsets.push(((wa - ms(1_000_040)).as_secs_f64(), (wb - ms(1_000_040)).as_secs_f64()));
+            offsets.push((
+                (wa - ms(1_000_040)).as_secs_f64(),
+                (wb - ms(1_000_040)).as_secs_f64(),
+            ));
         }
         // The offsets are each VN's own: uncorrelated, and spread over the half slot.
         let n = offsets.len() as f64;
@@ -315,7 +318,10 @@ mod tests {
             offsets.iter().map(|o| o.0).sum::<f64>() / n,
             offsets.iter().map(|o| o.1).sum::<f64>() / n,
         );
-        assert!((ma - 0.010).abs() < 0.001 && (mb - 0.010).abs() < 0.001, "{ma} {mb}");
+        assert!(
+            (ma - 0.010).abs() < 0.001 && (mb - 0.010).abs() < 0.001,
+            "{ma} {mb}"
+        );
         let cov: f64 = offsets.iter().map(|o| (o.0 - ma) * (o.1 - mb)).sum::<f64>() / n;
         let var = (0.020f64).powi(2) / 12.0;
         assert!((cov / var).abs() < 0.1, "{}", cov / var);
