@@ -108,14 +108,14 @@ impl ReleaseSchedule {
 /// chunks at one instant, strangers at instants a few ms apart; on a shared grid both leave in the same slot
 /// at independent offsets, so the gap between two VNs' chunks says less about whether they share a node.
 #[derive(Debug)]
-pub struct ChunkSlots {
+pub struct ChunkSlots<T> {
     slot: Duration,
     rng: ChaCha12Rng,
     /// Chunks waiting for their slot.
-    pub held: Held<super::vn_task::Deferred>,
+    pub held: Held<T>,
 }
 
-impl ChunkSlots {
+impl<T> ChunkSlots<T> {
     /// Slots of `slot` (zero: off), offsets from `rng`.
     pub fn new(slot: Duration, rng: ChaCha12Rng) -> Self {
         Self {
@@ -291,11 +291,13 @@ mod tests {
     #[test]
     fn chunks_leave_at_the_next_shared_slot_boundary_plus_an_offset_of_their_own() {
         let ms = Duration::from_millis;
-        let (mut a, mut b) = (
+        let (mut a, mut b): (ChunkSlots<()>, ChunkSlots<()>) = (
             ChunkSlots::new(ms(40), ChaCha12Rng::seed_from_u64(1)),
             ChunkSlots::new(ms(40), ChaCha12Rng::seed_from_u64(2)),
         );
-        assert!(a.on() && !ChunkSlots::new(Duration::ZERO, ChaCha12Rng::seed_from_u64(1)).on());
+        assert!(
+            a.on() && !ChunkSlots::<()>::new(Duration::ZERO, ChaCha12Rng::seed_from_u64(1)).on()
+        );
         // Two VNs whose clocks started at different instants, ready 13 ms apart on the wall clock (1_000_007
         // and 1_000_020 ms): both leave in the slot that starts at 1_000_040 ms, within its first 20 ms.
         let (wall_a, wall_b) = (ms(1_000_007), ms(1_000_020));

@@ -154,7 +154,7 @@ pub struct VnTask {
     /// Run on a thread and runtime of the VN's own ([`VnTask::run`]).
     pub own_thread: bool,
     /// Chunks sent in shared global slots, if on (`release.rs`, [`ChunkSlots`]).
-    pub chunk_slots: ChunkSlots,
+    pub chunk_slots: ChunkSlots<Deferred>,
 }
 
 /// A send the engine asked for, held until its release time.
