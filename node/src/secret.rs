@@ -24,6 +24,9 @@ pub enum Purpose {
     Algorithm,
     /// Which rounds the node sits out (`engine::dropout`).
     Dropout,
+    /// When a VN's sends leave (`net::release`): drawn from each VN's own key, so that siblings' delays are
+    /// independent of each other.
+    Release,
 }
 
 impl Purpose {
@@ -31,6 +34,7 @@ impl Purpose {
         match self {
             Purpose::Algorithm => b"shatter/node-secret/v1/algorithm",
             Purpose::Dropout => b"shatter/node-secret/v1/dropout",
+            Purpose::Release => b"shatter/node-secret/v1/release",
         }
     }
 }

@@ -23,14 +23,17 @@ use common::swarms::{LIMIT, Vn, connected_pair, vn};
 /// Chunk links for `v` listing `listed`, reading frames of at most `max_frame` bytes.
 fn links(v: &Vn, listed: &[&Vn], max_frame: usize) -> ChunkLinks {
     let list = PeerList::from_entries(listed.iter().map(|p| (p.id, Some(p.addr.clone()))));
-    ChunkLinks::new(
+    let mut l = ChunkLinks::new(
         v.stream.clone(),
         Arc::new(list),
         max_frame,
         Duration::from_secs(5),
         Duration::from_secs(10),
     )
-    .unwrap()
+    .unwrap();
+    // Accepting streams starts with the links' first use (a VN's own runtime); a test starts it here.
+    l.start();
+    l
 }
 
 async fn next(l: &mut ChunkLinks) -> ChunkEvent {

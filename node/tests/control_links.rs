@@ -24,13 +24,16 @@ use tokio::time::Instant;
 
 fn links(v: &Vn, listed: &[&Vn], epoch: Instant) -> ControlLinks {
     let list = PeerList::from_entries(listed.iter().map(|p| (p.id, Some(p.addr.clone()))));
-    ControlLinks::new(
+    let mut l = ControlLinks::new(
         v.stream.clone(),
         Arc::new(list),
         epoch,
         Duration::from_secs(5),
     )
-    .unwrap()
+    .unwrap();
+    // Accepting streams starts with the links' first use (a VN's own runtime); a test starts it here.
+    l.start();
+    l
 }
 
 async fn next(l: &mut ControlLinks) -> LinkEvent {

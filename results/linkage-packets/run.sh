@@ -1,23 +1,121 @@
 #!/usr/bin/env bash
-# Regenerates results/linkage-packets/ (issue 13): the network observer's timing attack on packet arrival
-# times, and the address-grouping attack on the source addresses VNs really connect from. Every node process
-# and VN host runs in a network namespace of its own (`--netns`: 10.77.0.0/16 on a bridge inside namespaces
-# the run creates and deletes; nothing routes out), each observer's packets are captured by tcpdump on its
-# interface inside its namespace (`--capture`), and the sibling-linkage scoring of testnet/src/linkage.rs runs
-# on the packet times. 8 `node` processes × 4 VNs, r = 4, 20 rounds, the default synthetic task, LAN timing
-# (200 ms overlay sub-steps: the loopback timing's 40 ms let the overlay collapse on a machine as loaded as the
-# one these figures come from) with the loopback timing's 20 ms send jitter unless a variant says otherwise;
-# variants: no defence, VNs in 4 VN hosts, the defences (200 ms jitter + 150 ms pace, with and without
-# hosts; a 1 s jitter, with and without hosts, and with walks that hide their origin); seeds 1-3. Needs root (network namespaces) and installs tcpdump if missing. About 10 minutes; run
-# from the repository root.
+# Regenerates results/linkage-packets/: the passive participant's timing attack on the packets of its own
+# links (`testnet --capture`: message timing on packet times, and the all-packet features — same-millisecond
+# coincidence and cross-correlation at lags 0-50 ms — with each feature's AUC and the best), and the
+# address-grouping attack on the source addresses VNs really connect from. Needs root (tcpdump; network
+# namespaces with --netns) and installs tcpdump if missing; run from the repository root.
+#
+# BATCH selects what runs (default: `default`):
+# - default: the issue "Unlinkable by default": the default procs network (`--mode procs --nodes 6 --vns 4
+#   --degree 4 --rounds 15`, loopback timing, no timing flags), seeds 1-3, on loopback (one capture of the
+#   run's ports on `lo`) and with every process in its own namespace (`--netns`), before (`--release-delay-us
+#   0 --shared-vn-threads`: every send and acknowledgement made at once, every VN on the node's shared runtime:
+#   the code before the issue) and after (the defaults: each VN on its own thread and runtime); then the other
+#   lever, each VN's sends and acknowledgements released after random delays of its own (`--release-delay-us`,
+#   off by default), alone and with the threads, on loopback and with --netns. The node
+#   processes run at the default priority (a niced node waits for the CPU behind other jobs, and what waits
+#   goes out together). About 5 minutes. Summary: summary-default.md.
+# - cost: the release delay's round-time cost in the rounds bench's setting (`cargo bench -p testnet --bench
+#   rounds`: MovieLens MF, 8 RNs, k = 2, r = 4, 51 rounds, inproc TCP), one run per delay, interleaved,
+#   REPEAT times (default 2). About 3 minutes a run. Summary: summary-cost.md.
+# - lan: the batch of issue 13 (8 nodes x 4 VNs, 20 rounds, LAN timing, namespaces; the send-jitter and VN-host
+#   variants). About 20 minutes. Summary: summary.md.
+# VARIANTS="a b" runs only those variants of the batch (into the existing output), then summarises all.
 set -euo pipefail
 if ! command -v tcpdump > /dev/null; then
   apt-get update -qq && apt-get install -y -qq tcpdump > /dev/null
 fi
-nice -n 10 cargo build -q --release -p node -p testnet
 BIN=${BIN:-target/release}
+# BIN=target/debug uses the dev build (the workspace is optimised there too: the root Cargo.toml).
+if [ "$BIN" = target/debug ]; then
+  nice -n 10 cargo build -q -p node -p testnet
+else
+  nice -n 10 cargo build -q --release -p node -p testnet
+fi
+BATCH=${BATCH:-default}
+HERE=results/linkage-packets
 OUT=target/linkage-packets
-# VARIANTS="a b": run only those (into the existing $OUT), then summarise all.
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+
+if [ "$BATCH" = default ]; then
+  OUT=target/linkage-packets-default
+  [ -z "${VARIANTS:-}" ] && rm -rf "$OUT"
+  runp() {  # name, extra args
+    local name=$1; shift
+    if [ -n "${VARIANTS:-}" ] && [[ " $VARIANTS " != *" $name "* ]]; then return; fi
+    for seed in 1 2 3; do
+      echo "$name seed $seed, load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"
+      "$BIN/testnet" --mode procs --nodes 6 --vns 4 --degree 4 --rounds 15 --seed "$seed" \
+        --observe-timing --capture --out "$OUT/$name/seed-$seed" --plain "$@" > /dev/null
+    done
+  }
+  mkdir -p "$OUT"
+  runp lo-before --release-delay-us 0 --shared-vn-threads
+  runp lo-after
+  runp netns-before --netns --release-delay-us 0 --shared-vn-threads
+  runp netns-after --netns
+  runp lo-delay-only --shared-vn-threads --release-delay-us 4000
+  runp lo-delay-16ms-only --shared-vn-threads --release-delay-us 16000
+  runp lo-threads-delay-1ms --release-delay-us 1000
+  runp lo-threads-delay-4ms --release-delay-us 4000
+  runp netns-threads-delay-4ms --netns --release-delay-us 4000
+  runp lo-slot-40ms --chunk-slot-ms 40
+  runp lo-slot-80ms --chunk-slot-ms 80
+  runp netns-slot-80ms --netns --chunk-slot-ms 80
+  if ip netns list | grep -q '^stn'; then echo "namespaces left behind:"; ip netns list | grep '^stn'; fi
+  {
+    echo "Default procs network (6 nodes x 4 VNs, r = 4, 15 rounds, loopback timing), seeds 1-3; pooled"
+    echo "sibling-linkage ROC-AUC per feature, mean ± sample std (per seed in brackets). Load average"
+    echo "(1/5/15 min) of this invocation, before: $LOAD_BEFORE; after: $(cut -d' ' -f1-3 /proc/loadavg); each run's"
+    echo "at the end. Commands: \`testnet --mode procs --nodes 6 --vns 4 --degree 4 --rounds 15 --seed S"
+    echo "--observe-timing --capture [--netns] [variant flags]\`, the flags of each variant in run.sh. Regenerate:"
+    echo "\`results/linkage-packets/run.sh\` (BATCH=default; BIN=$BIN here)."
+    echo
+    python3 "$HERE/summarise.py" "$OUT" lo-before lo-after netns-before netns-after
+    echo
+    echo "Each lever alone and both, loopback (before: neither; after: the VNs' own threads, the default):"
+    echo
+    python3 "$HERE/summarise.py" "$OUT" lo-before lo-delay-only lo-delay-16ms-only lo-after lo-threads-delay-1ms \
+      lo-threads-delay-4ms netns-threads-delay-4ms
+    echo
+    echo "Chunks in shared slots (\`--chunk-slot-ms\`, off by default), with the VNs' own threads:"
+    echo
+    python3 "$HERE/summarise.py" "$OUT" lo-after lo-slot-40ms lo-slot-80ms netns-after netns-slot-80ms
+    echo
+    echo "Load average (1/5/15 min) at the start of each run:"
+    echo
+    sed 's/^/    /' "$OUT/load.txt"
+  } > "$HERE/summary-default.md"
+  cat "$HERE/summary-default.md"
+  exit 0
+fi
+
+if [ "$BATCH" = cost ]; then
+  OUT=target/linkage-packets-cost
+  rm -rf "$OUT"; mkdir -p "$OUT"
+  DATA=${DATA:-../shared/data/movielens/ml-latest-small}
+  for rep in $(seq 1 "${REPEAT:-2}"); do
+    for v in before after delay-only threads-delay-4ms slot-80ms; do
+      case $v in
+        before) args="--release-delay-us 0 --shared-vn-threads" ;;
+        after) args="" ;;
+        delay-only) args="--shared-vn-threads --release-delay-us 4000" ;;
+        threads-delay-4ms) args="--release-delay-us 4000" ;;
+        slot-80ms) args="--chunk-slot-ms 80" ;;
+      esac
+      load=$(cut -d' ' -f1-3 /proc/loadavg)
+      # shellcheck disable=SC2086
+      "$BIN/testnet" --mode inproc --nodes 8 --vns 2 --degree 4 --rounds 51 --dataset movielens \
+        --data-dir "$DATA" $args --out "$OUT/$v/rep-$rep" --plain > /dev/null
+      echo "$v $rep $load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"
+    done
+  done
+  python3 "$HERE/summarise_cost.py" "$OUT" "$BIN" > "$HERE/summary-cost.md"
+  cat "$HERE/summary-cost.md"
+  exit 0
+fi
+
+# BATCH=lan: the batch of issue 13.
 [ -z "${VARIANTS:-}" ] && rm -rf "$OUT"
 run() {  # name, extra args
   local name=$1; shift
@@ -27,7 +125,6 @@ run() {  # name, extra args
       --timing lan --netns --observe-timing --capture --out "$OUT/$name/seed-$seed" --plain "$@" > /dev/null
   done
 }
-LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 run no-pace --send-jitter-ms 20
 run hosts-no-pace --vn-hosts 4 --send-jitter-ms 20
 run jitter-200ms-pace-150ms --send-jitter-ms 200 --send-pace-ms 150

@@ -533,6 +533,8 @@ async fn libp2p_chunks(frame: &[u8], n: usize) -> anyhow::Result<f64> {
         )
     };
     let (mut la, mut lb) = (links(&a, pb)?, links(&b, pa)?);
+    la.start();
+    lb.start();
     b.listen_on("/ip4/127.0.0.1/tcp/0".parse()?)?;
     let addr = loop {
         if let SwarmEvent::NewListenAddr { address, .. } = b.select_next_some().await {

@@ -288,6 +288,25 @@ pub struct Options {
     #[arg(long, value_name = "ROUNDS", help_heading = TIMING)]
     pub lookahead: Option<u64>,
 
+    /// Mean of each VN's random delay before what it sends leaves, in µs, overriding the timing's (inproc and
+    /// procs; default 0: off). Every message and acknowledgement is held and released on the VN's own
+    /// exponential schedule (measured against the packet attack in `results/linkage-packets/`).
+    #[arg(long, value_name = "US", help_heading = TIMING)]
+    #[serde(alias = "release-delay-us")]
+    pub release_delay_us: Option<u64>,
+
+    /// Run every VN on its node's shared runtime instead of a thread and runtime of its own (inproc and
+    /// procs; measures what the own threads buy).
+    #[arg(long, help_heading = TIMING)]
+    #[serde(default, alias = "shared-vn-threads")]
+    pub shared_vn_threads: bool,
+
+    /// Chunks leave in slots of this many ms on the wall clock's grid, each VN at an offset of its own in the
+    /// slot's first half (inproc and procs; default 0: off).
+    #[arg(long, value_name = "MS", help_heading = TIMING)]
+    #[serde(alias = "chunk-slot-ms")]
+    pub chunk_slot_ms: Option<u64>,
+
     /// Warm-up before round 0 in ms, overriding the timing's (inproc and procs): the VNs open their
     /// connections in its first half and negotiate round 0's overlay in its tail, so a warm-up shorter than
     /// that window makes round 0 wait for the rest.
@@ -390,8 +409,10 @@ pub struct Options {
     #[serde(default)]
     pub netns: bool,
 
-    /// With --netns and --observe-timing: capture every observer's packets with `tcpdump` inside its
-    /// namespace and run the timing attack on packet arrival times (`summary.json` → `linkage_packets`).
+    /// With --observe-timing (root, tcpdump): capture the packets every observer receives — with --netns a
+    /// `tcpdump` inside each observer's namespace, else one on `lo` filtered to the run's ports — and run the
+    /// timing attack on packet times (`summary.json` → `linkage_packets`: message timing, same-millisecond
+    /// coincidence and cross-correlation over all packets, each feature's AUC and the best).
     #[arg(long, help_heading = PROCESSES)]
     #[serde(default)]
     pub capture: bool,
@@ -516,6 +537,9 @@ impl Options {
             timing: self.timing.or(file.timing),
             substep_ms: self.substep_ms.or(file.substep_ms),
             lookahead: self.lookahead.or(file.lookahead),
+            release_delay_us: self.release_delay_us.or(file.release_delay_us),
+            shared_vn_threads: self.shared_vn_threads || file.shared_vn_threads,
+            chunk_slot_ms: self.chunk_slot_ms.or(file.chunk_slot_ms),
             warmup_ms: self.warmup_ms.or(file.warmup_ms),
             send_jitter_ms: self.send_jitter_ms.or(file.send_jitter_ms),
             send_pace_ms: self.send_pace_ms.or(file.send_pace_ms),
@@ -544,7 +568,7 @@ impl Options {
 
     /// The options that only some modes read, each with whether it was given here, the modes that read it and
     /// why the others do not. Every other option applies to every mode.
-    fn mode_bound(&self) -> [(&'static str, bool, &'static [Mode], &'static str); 18] {
+    fn mode_bound(&self) -> [(&'static str, bool, &'static [Mode], &'static str); 21] {
         let harness =
             "the audit runs inside the harness, which cannot watch separate node processes";
         [
@@ -564,6 +588,24 @@ impl Options {
             (
                 "--lookahead",
                 self.lookahead.is_some(),
+                LIBP2P,
+                VIRTUAL_CLOCK,
+            ),
+            (
+                "--release-delay-us",
+                self.release_delay_us.is_some(),
+                LIBP2P,
+                VIRTUAL_CLOCK,
+            ),
+            (
+                "--shared-vn-threads",
+                self.shared_vn_threads,
+                LIBP2P,
+                VIRTUAL_CLOCK,
+            ),
+            (
+                "--chunk-slot-ms",
+                self.chunk_slot_ms.is_some(),
                 LIBP2P,
                 VIRTUAL_CLOCK,
             ),
@@ -753,11 +795,14 @@ mod tests {
     }
 
     /// Every option that only some modes read, with arguments that parse.
-    const MODE_BOUND: [&[&str]; 18] = [
+    const MODE_BOUND: [&[&str]; 21] = [
         &["--transport", "memory"],
         &["--timing", "lan"],
         &["--substep-ms", "100"],
         &["--lookahead", "2"],
+        &["--release-delay-us", "2000"],
+        &["--shared-vn-threads"],
+        &["--chunk-slot-ms", "40"],
         &["--warmup-ms", "1000"],
         &["--audit"],
         &["--audit-chunks", "4"],
@@ -780,7 +825,7 @@ mod tests {
 
     #[test]
     fn procs_only_options_are_refused_in_the_other_modes() {
-        let procs_only = &MODE_BOUND[9..];
+        let procs_only = &MODE_BOUND[12..];
         assert_eq!(procs_only.len(), 9);
         for args in procs_only {
             let flag = args[0];
@@ -809,10 +854,13 @@ mod tests {
             (MODE_BOUND[2], &[Mode::Sim]),
             (MODE_BOUND[3], &[Mode::Sim]),
             (MODE_BOUND[4], &[Mode::Sim]),
-            (MODE_BOUND[5], &[Mode::Procs]),
-            (MODE_BOUND[6], &[Mode::Procs]),
-            (MODE_BOUND[7], &[Mode::Procs]),
+            (MODE_BOUND[5], &[Mode::Sim]),
+            (MODE_BOUND[6], &[Mode::Sim]),
+            (MODE_BOUND[7], &[Mode::Sim]),
             (MODE_BOUND[8], &[Mode::Procs]),
+            (MODE_BOUND[9], &[Mode::Procs]),
+            (MODE_BOUND[10], &[Mode::Procs]),
+            (MODE_BOUND[11], &[Mode::Procs]),
         ] {
             let o = parse(args);
             for mode in [Mode::Inproc, Mode::Procs, Mode::Sim] {
@@ -952,7 +1000,7 @@ mod tests {
             .into_iter()
             .flat_map(|(_, k)| k)
             .collect();
-        assert_eq!(keys.len(), 46, "48 flags less --scenario and --plain");
+        assert_eq!(keys.len(), 49, "51 flags less --scenario and --plain");
         for key in keys {
             let e = Options::from_toml(Path::new("k.toml"), &format!("{key} = {{}}"))
                 .unwrap_err()

@@ -23,6 +23,8 @@
 //! - `pdmm_view.rs`: what a PDMM neighbour recovers of the sender's model from its Δz frames (for `--audit`).
 //! - `linkage.rs`: [`linkage::LinkageRecorder`], the network observer's sibling-linkage attack by timing
 //!   (with `--audit` in sim mode; `summary.json` → `linkage`).
+//! - `packets.rs`, `coincidence.rs`: the packet attack (`--capture`): message timing on packet times, and
+//!   the all-packet features (same-millisecond coincidence, cross-correlation at lags 0-50 ms).
 //! - `report.rs`: [`report::Summary`], `metrics.jsonl`, `summary.json`, the printed tables.
 //! - `plots.rs`: `metric.svg`, `bytes.svg`, `round_time.svg` (plotters, SVG only).
 //! - `rss.rs`: peak resident memory from `/proc`.
@@ -38,6 +40,7 @@
 pub mod audit;
 pub mod churn;
 pub mod cli;
+pub mod coincidence;
 pub mod cpu;
 pub mod linkage;
 pub mod packets;

@@ -11,6 +11,14 @@
 //! A message's packet time is the last data packet from its sender to the receiving VN at or before the log
 //! line ("last packet"), and the first packet of the burst that packet ends (packets less than
 //! [`BURST_GAP_US`] apart; "burst start": when the sender's bytes began to arrive).
+//!
+//! Beside the messages, every data packet a remote VN identity sent the observer (whatever it carried) feeds
+//! the all-packet features of `crate::coincidence`: same-millisecond coincidence and cross-correlation at
+//! lags 0-50 ms. [`PacketLinkage::features`] lists every feature's AUC, and [`PacketLinkage::best`] the one
+//! that links siblings best.
+//!
+//! Captures: with `--netns` each observer's own, on its interface; on loopback one capture of the run's ports
+//! on `lo` that every observer shares, each taking the packets sent to its own VNs (by their endpoints).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -23,7 +31,8 @@ use node::arrival_log::{ArrivalLog, Logged};
 use node::observe::{Arrival, Observer};
 use serde::Serialize;
 
-use crate::linkage::{LinkageRecorder, LinkageReport};
+use crate::coincidence::{self, FeatureAuc};
+use crate::linkage::{FeatureLinkage, LinkageRecorder, LinkageReport};
 
 /// Packets closer than this belong to one burst.
 pub const BURST_GAP_US: u64 = 1_000;
@@ -132,7 +141,9 @@ pub fn socket_of(multiaddr: &str) -> Option<SocketAddrV4> {
 /// log and its capture.
 pub struct ObserverFiles<'a> {
     pub index: usize,
-    pub ip: Ipv4Addr,
+    /// The address its own capture sees packets to; `None` when the capture is the run's shared loopback
+    /// capture (the observer's packets are then those sent to its VNs' endpoints).
+    pub ip: Option<Ipv4Addr>,
     pub vns: Vec<PeerId>,
     pub arrivals: &'a Path,
     pub capture: Option<&'a Path>,
@@ -160,6 +171,25 @@ pub struct PacketLinkage {
     /// Log line time minus its message's last packet: median and 99th percentile, microseconds.
     pub log_lag_us_median: Option<u64>,
     pub log_lag_us_p99: Option<u64>,
+    /// Every feature's AUC: the all-packet features (`crate::coincidence`), then the message features on packet
+    /// times (`chunk_last_packet`, `chunk_burst_start`, `walk_first_hop`, `walk_any_hop`; their medians are
+    /// gaps in ms, smaller for the more likely siblings).
+    pub features: Vec<FeatureAuc>,
+    /// The feature with the highest pooled AUC.
+    pub best: Option<FeatureAuc>,
+}
+
+/// A message feature of the linkage report as a row of the feature table.
+fn feature_row(name: &str, f: &FeatureLinkage) -> FeatureAuc {
+    FeatureAuc {
+        name: name.to_string(),
+        auc_pooled: f.auc_pooled,
+        auc_mean: f.auc_mean,
+        pairs: f.pairs,
+        sibling_pairs: f.sibling_pairs,
+        sibling_median: f.sibling_gap_ms_median,
+        stranger_median: f.stranger_gap_ms_median,
+    }
 }
 
 /// Runs the attack. `listen` maps each VN's listen address to its identity, `owner` each VN to its node.
@@ -198,25 +228,59 @@ pub fn attack(
     let (last, burst, wall) = (recorder(owner), recorder(owner), recorder(owner));
     let (mut matched, mut unmatched, mut local, mut data_packets, mut unmapped) = (0, 0, 0, 0, 0);
     let mut lags = Vec::new();
+    // Captures read once each (the loopback capture is every observer's).
+    let mut captures: HashMap<&Path, Vec<Packet>> = HashMap::new();
+    let mut all_packet_pairs = Vec::new();
     for (o, log) in observers.iter().zip(&logs) {
         let Some(cap) = o.capture else { continue };
-        let bytes = std::fs::read(cap).with_context(|| format!("reading {}", cap.display()))?;
+        if !captures.contains_key(cap) {
+            let bytes = std::fs::read(cap).with_context(|| format!("reading {}", cap.display()))?;
+            let mut packets: Vec<Packet> = read_pcap(&bytes)
+                .with_context(|| format!("reading {}", cap.display()))?
+                .into_iter()
+                .filter(|p| p.payload > 0)
+                .collect();
+            packets.sort_by_key(|p| p.t_us);
+            if o.ip.is_none() {
+                // A shared capture: its packets that no logged connection names are counted once.
+                data_packets += packets.len();
+                unmapped += packets
+                    .iter()
+                    .filter(|p| !endpoints.contains_key(&(p.src, p.dst)))
+                    .count();
+            }
+            captures.insert(cap, packets);
+        }
         // Data packets into this observer, per (sender, receiver) in time order.
         let mut flows: HashMap<(PeerId, PeerId), Vec<u64>> = HashMap::new();
-        for p in read_pcap(&bytes)
-            .with_context(|| format!("reading {}", cap.display()))?
-            .into_iter()
-            .filter(|p| p.payload > 0 && *p.dst.ip() == o.ip)
-        {
-            data_packets += 1;
+        for p in &captures[cap] {
+            if let Some(ip) = o.ip {
+                if *p.dst.ip() != ip {
+                    continue;
+                }
+                data_packets += 1;
+            }
             match endpoints.get(&(p.src, p.dst)) {
-                Some(&pair) => flows.entry(pair).or_default().push(p.t_us),
-                None => unmapped += 1,
+                Some(&(from, to)) if o.vns.contains(&to) => {
+                    flows.entry((from, to)).or_default().push(p.t_us)
+                }
+                Some(_) => {}
+                None if o.ip.is_some() => unmapped += 1,
+                None => {}
             }
         }
         for times in flows.values_mut() {
             times.sort_unstable();
         }
+        // Every packet each remote identity sent this observer's VNs, for the all-packet features (its own
+        // VNs and identities the run does not list are not attacked).
+        let mut senders: BTreeMap<PeerId, Vec<u64>> = BTreeMap::new();
+        for ((from, _), times) in &flows {
+            if !o.vns.contains(from) && owner.contains_key(from) {
+                senders.entry(*from).or_default().extend(times);
+            }
+        }
+        all_packet_pairs.push(coincidence::observer_pairs(&senders, |p| owner[p]));
         for r in log {
             let Logged::Arrival(what) = r.what else {
                 continue;
@@ -262,10 +326,21 @@ pub fn attack(
         lags.get(((lags.len() as f64 - 1.0) * q).round() as usize)
             .copied()
     };
+    let (last_packet, burst_start) = (last.finish(), burst.finish());
+    let mut features = coincidence::feature_aucs(&all_packet_pairs);
+    features.extend([
+        feature_row("chunk_last_packet", &last_packet.chunks),
+        feature_row("chunk_burst_start", &burst_start.chunks),
+        feature_row("walk_first_hop", &last_packet.walks),
+        feature_row("walk_any_hop", &last_packet.walks_any_hop),
+    ]);
+    let best = coincidence::best(&features).cloned();
     Ok(PacketLinkage {
-        last_packet: last.finish(),
-        burst_start: burst.finish(),
+        last_packet,
+        burst_start,
         log_wall: wall.finish(),
+        features,
+        best,
         matched,
         unmatched,
         local,
@@ -439,7 +514,7 @@ mod tests {
         std::fs::write(&arr, log).unwrap();
         let obs = [ObserverFiles {
             index: 2,
-            ip: obs_ip,
+            ip: Some(obs_ip),
             vns: vec![o],
             arrivals: &arr,
             capture: Some(&cap),
@@ -456,9 +531,99 @@ mod tests {
         );
         // Lags: a's chunks wait ~400 ms for the log, b's ~100 ms; the median (the 11th of 20) is one of a's.
         assert_eq!(r.log_lag_us_median, Some(399_750));
+        // Every packet: a's two VNs send in the same milliseconds, b's too, 300 ms from a's.
+        let f = |name: &str| r.features.iter().find(|f| f.name == name).unwrap().clone();
+        assert_eq!(f("same_ms_cosine").auc_pooled, Some(1.0));
+        assert_eq!(
+            (f("same_ms_cosine").pairs, f("same_ms_cosine").sibling_pairs),
+            (6, 2)
+        );
+        assert_eq!(f("chunk_last_packet").auc_pooled, Some(1.0));
+        assert_eq!(r.best.as_ref().and_then(|b| b.auc_pooled), Some(1.0));
         // The observed sources: a's VNs from 10.77.0.1, b's from 10.77.0.2.
         let (ips, seen) = observed_sources(&[&arr], &owner, 2).unwrap();
         assert_eq!(seen, 4);
         assert_eq!(crate::linkage::address_grouping_auc(&ips), Some(1.0));
+    }
+
+    /// On loopback one capture holds every process's packets: each observer takes those sent to its own VNs,
+    /// and packets between other processes are neither its data nor unmapped.
+    #[test]
+    fn a_shared_loopback_capture_gives_each_observer_its_own_packets() {
+        let dir = tempfile::tempdir().unwrap();
+        let [a0, a1, b0, b1, o, q] = std::array::from_fn(|_| PeerId::random());
+        let owner: HashMap<PeerId, usize> =
+            [(a0, 0), (a1, 0), (b0, 1), (b1, 1), (o, 2), (q, 3)].into();
+        let lo = |port: u16| SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+        let listen: HashMap<SocketAddrV4, PeerId> = [(lo(9000), o), (lo(9100), q)].into();
+        let senders = [a0, a1, b0, b1];
+        let base = 1_700_000_000_000_000u64;
+        let (mut log_o, mut log_q, mut packets) = (String::new(), String::new(), Vec::new());
+        for (i, p) in senders.iter().enumerate() {
+            for (log, port) in [(&mut log_o, 9000), (&mut log_q, 9100)] {
+                *log += &format!(
+                    "1\t0\t{p}\tinbound /ip4/127.0.0.1/tcp/{port} /ip4/127.0.0.1/tcp/{}\t{base}\n",
+                    port + 1 + i as u16
+                );
+            }
+        }
+        for round in 0..5u64 {
+            let t0 = base + 1_000_000 * (round + 1);
+            for (i, p) in senders.iter().enumerate() {
+                // To o: siblings together. To q: a's and b's VNs crossed (a0 with b0, a1 with b1).
+                let to_o = t0 + if i < 2 { 0 } else { 300_000 } + i as u64 * 50;
+                let to_q = t0 + if i % 2 == 0 { 0 } else { 300_000 } + i as u64 * 50;
+                for (port, sent) in [(9000u16, to_o), (9100, to_q)] {
+                    packets.push(Packet {
+                        t_us: sent,
+                        src: lo(port + 1 + i as u16),
+                        dst: lo(port),
+                        payload: 1448,
+                    });
+                }
+                log_o += &format!("2\t0\t{p}\tchunk {round}\t{}\n", to_o + 1_000);
+                log_q += &format!("2\t0\t{p}\tchunk {round}\t{}\n", to_q + 1_000);
+            }
+        }
+        // A packet between two endpoints no log names.
+        packets.push(Packet {
+            t_us: base + 10,
+            src: lo(1),
+            dst: lo(2),
+            payload: 10,
+        });
+        packets.sort_by_key(|p| p.t_us);
+        let cap = dir.path().join("capture-lo.pcap");
+        std::fs::write(&cap, pcap(&packets)).unwrap();
+        let (arr_o, arr_q) = (dir.path().join("o.log"), dir.path().join("q.log"));
+        std::fs::write(&arr_o, log_o).unwrap();
+        std::fs::write(&arr_q, log_q).unwrap();
+        let files = |index, vns, arrivals| ObserverFiles {
+            index,
+            ip: None,
+            vns,
+            arrivals,
+            capture: Some(&cap),
+        };
+        let both = [files(2, vec![o], &arr_o), files(3, vec![q], &arr_q)];
+        let r = attack(&both, &listen, &owner, 2).unwrap();
+        assert_eq!((r.matched, r.unmatched), (40, 0));
+        assert_eq!((r.data_packets, r.unmapped_packets), (41, 1));
+        // o links a's and b's VNs (6 pairs, 2 siblings): AUC 1. q sees the crossed timing: its sibling pairs
+        // never share a millisecond (score 0) while two of its four stranger pairs always do (AUC 0.25).
+        let same_ms = |r: &PacketLinkage| {
+            r.features
+                .iter()
+                .find(|f| f.name == "same_ms_cosine")
+                .unwrap()
+                .clone()
+        };
+        let f = same_ms(&r);
+        assert_eq!((f.pairs, f.sibling_pairs), (12, 4));
+        assert_eq!(f.auc_mean, Some(0.625), "1.0 at o, 0.25 at q");
+        let only_o = attack(&both[..1], &listen, &owner, 2).unwrap();
+        assert_eq!(same_ms(&only_o).auc_pooled, Some(1.0));
+        // Without q's log, nothing names q's connections: its 20 packets are unmapped too.
+        assert_eq!((only_o.data_packets, only_o.unmapped_packets), (41, 21));
     }
 }

@@ -95,7 +95,7 @@ pub struct Settings {
     pub own_ips: bool,
     /// `--netns`: each process in its own network namespace with its own address (procs mode only).
     pub netns: bool,
-    /// `--capture`: packet captures in the observers' namespaces, and the timing attack on them.
+    /// `--capture`: packet captures (in the observers' namespaces, or on loopback), and the timing attack on them.
     pub capture: bool,
     /// `--observe-timing`: the timing attack on the nodes' arrival logs (procs mode only).
     pub observe_timing: bool,
@@ -408,6 +408,16 @@ fn timing(o: &Options, max_vns: usize) -> anyhow::Result<(Timing, &'static str)>
     if let Some(ms) = o.warmup_ms {
         timing.warmup_ms = ms;
     }
+    if let Some(us) = o.release_delay_us {
+        timing.release_delay_us = us;
+    }
+    timing.vn_threads &= !o.shared_vn_threads;
+    if let Some(ms) = o.chunk_slot_ms {
+        timing.chunk_slot_ms = ms;
+    }
+    timing
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--release-delay-us: {e}"))?;
     Ok((timing, name))
 }
 
@@ -458,9 +468,9 @@ fn audit(o: &Options, nodes: usize) -> anyhow::Result<Option<crate::audit::Audit
 
 /// The process options (procs mode; [`Options::check_mode`] refused them in the others): the churn plan.
 fn processes(o: &Options) -> anyhow::Result<ChurnPlan> {
-    if o.capture && !(o.netns && o.observe_timing) {
+    if o.capture && !o.observe_timing {
         bail!(
-            "--capture records packets inside the run's namespaces for the timing attack: use it with --netns and --observe-timing"
+            "--capture records packets for the timing attack on the arrival logs: use it with --observe-timing"
         );
     }
     ChurnPlan::new(o.kill, o.restart_after, o.pause)

@@ -431,6 +431,48 @@ fn netns_gives_real_source_addresses_and_packet_times() {
     assert!(left.is_empty(), "namespaces left behind: {left:?}");
 }
 
+/// On loopback (`--capture` without `--netns`, root + tcpdump): one capture of the run's ports on `lo`, each
+/// observer taking the packets sent to its own VNs, feeds the packet attack with every feature and its best.
+#[test]
+#[ignore = "root + tcpdump: `cargo build -p node && cargo test -p testnet --test smoke loopback_capture -- --ignored`"]
+fn loopback_capture_feeds_the_packet_attack() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(Mode::Procs, dir.path(), vec![2]);
+    o.nodes = Some(4);
+    o.rounds = Some(3);
+    o.observe_timing = true;
+    o.capture = true;
+    let s = Settings::resolve(o).unwrap();
+    let report = testnet::run(&s).unwrap();
+    assert!(!report.failed);
+    check(dir.path(), 1, 4, 3, "procs");
+    let text = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let packets = &summary["linkage_packets"];
+    let data = packets["data_packets"].as_u64().unwrap();
+    assert!(data > 0, "{packets}");
+    // Every packet between VNs has a listening VN at an end: all are named.
+    assert!(
+        packets["unmapped_packets"].as_u64().unwrap() * 20 <= data,
+        "{packets}"
+    );
+    let matched = packets["matched"].as_u64().unwrap();
+    assert!(
+        matched > 0 && packets["unmatched"].as_u64().unwrap() * 20 <= matched,
+        "{packets}"
+    );
+    let features = packets["features"].as_array().unwrap();
+    let same_ms = features
+        .iter()
+        .find(|f| f["name"] == "same_ms_lift")
+        .unwrap();
+    assert!(same_ms["pairs"].as_u64().unwrap() > 0, "{same_ms}");
+    assert!(
+        packets["best"]["auc_pooled"].as_f64().is_some(),
+        "{packets}"
+    );
+}
+
 #[test]
 fn the_audit_runs_on_what_every_algorithms_receivers_get() {
     for algo in [

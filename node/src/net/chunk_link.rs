@@ -40,7 +40,7 @@ use protocol::Round;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::stream_link::{self, AbortOnDrop, OpenFailed, Writers, accept_streams};
+use super::stream_link::{self, Lazy, OpenFailed, Writers, accept_streams};
 use crate::peers::PeerList;
 
 /// Chunks queued for one peer while its stream opens or its earlier chunks are answered: a VN sends a peer
@@ -123,7 +123,8 @@ pub struct ChunkLinks {
     events: mpsc::Receiver<ChunkEvent>,
     /// Failures found at `send` (a full queue), reported through [`Self::next`] like the others.
     failed_now: VecDeque<ChunkEvent>,
-    _accept: AbortOnDrop,
+    /// Accepts streams from peers: started by the first `send` or `next` (on the VN's runtime).
+    accept: Lazy,
 }
 
 impl ChunkLinks {
@@ -143,7 +144,7 @@ impl ChunkLinks {
             .map_err(|e| crate::NodeError::Network(format!("chunk protocol: {e}")))?;
         let (events_tx, events) = mpsc::channel(EVENTS);
         let to_vn = events_tx.clone();
-        let accept = tokio::spawn(accept_streams(incoming, peers, move |peer, stream| {
+        let accept = Lazy::new(accept_streams(incoming, peers, move |peer, stream| {
             read_link(peer, stream, max_frame, to_vn.clone())
         }));
         Ok(Self {
@@ -155,7 +156,7 @@ impl ChunkLinks {
             events_tx,
             events,
             failed_now: VecDeque::new(),
-            _accept: AbortOnDrop(accept.abort_handle()),
+            accept,
         })
     }
 
@@ -163,6 +164,7 @@ impl ChunkLinks {
     /// dial for it, so a failure to open means unreachable.
     pub fn send(&mut self, peer: PeerId, round: Round, bytes: Arc<Vec<u8>>, dialled: bool) {
         let chunk = Outgoing { round, bytes };
+        self.accept.start();
         let spawned = self.writers.send(peer, chunk, |id, queue| {
             let writer = Writer {
                 control: self.control.clone(),
@@ -186,8 +188,15 @@ impl ChunkLinks {
         }
     }
 
+    /// Starts accepting streams from peers, on the current runtime (the first `send` or `next` does it too): a
+    /// VN on its own thread starts its links there.
+    pub fn start(&mut self) {
+        self.accept.start();
+    }
+
     /// The next event; pending forever if there is none (the links hold a sender themselves).
     pub async fn next(&mut self) -> ChunkEvent {
+        self.accept.start();
         if let Some(ev) = self.failed_now.pop_front() {
             return ev;
         }

@@ -9,7 +9,10 @@
 //! stream that stays open a message is one length-prefixed frame ([`super::codec`]'s framing).
 //!
 //! The receiver acknowledges what it read: after each burst, the count of messages read so far on the stream
-//! (a little-endian u64). The sender turns the acknowledgement of its latest message into a round trip
+//! (a little-endian u64), after a random delay of its VN's own ([`ControlLinks::with_delayed_acks`],
+//! `super::release`): an acknowledgement sent the instant a message arrives would show when the receiving
+//! process got the CPU, which is the same instant for all its VNs, so an observer that messages two siblings
+//! at once would see them answer within the same millisecond. The sender turns the acknowledgement of its latest message into a round trip
 //! (`VnInput::ControlRoundTrip`, which paces the overlay's sub-steps), measured from when its VN sent the
 //! message to when the receiver had handed it to its VN's bounded queue, so a busy receiver still reads slow.
 //!
@@ -33,7 +36,8 @@ use libp2p::{PeerId, Stream, StreamProtocol};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::stream_link::{self, AbortOnDrop, OpenFailed, Writers, accept_streams};
+use super::release::ReleaseSchedule;
+use super::stream_link::{self, Lazy, OpenFailed, Writers, accept_streams};
 use crate::peers::PeerList;
 
 /// Messages queued for one peer while its stream opens or its receiver is slow: a VN negotiating
@@ -98,27 +102,39 @@ pub struct ControlLinks {
     writers: Writers<Outgoing>,
     events_tx: mpsc::Sender<LinkEvent>,
     events: mpsc::Receiver<LinkEvent>,
-    _accept: AbortOnDrop,
+    /// Accepts streams from peers: started by the first `send` or `next` (on the VN's runtime).
+    accept: Lazy,
     dropped: u64,
 }
 
 impl ControlLinks {
     /// Accepts control streams from listed peers and sends through `control` (the VN Swarm's
     /// `libp2p_stream::Behaviour`). `open_timeout`: how long a stream may take to open, dial included. Must
-    /// be called inside a tokio runtime.
+    /// be called inside a tokio runtime. Acknowledges at once.
     pub fn new(
+        control: libp2p_stream::Control,
+        peers: Arc<PeerList>,
+        epoch: Instant,
+        open_timeout: Duration,
+    ) -> crate::Result<Self> {
+        Self::with_delayed_acks(control, peers, epoch, open_timeout, ReleaseSchedule::off())
+    }
+
+    /// As [`ControlLinks::new`], each reader acknowledging after delays drawn from its own fork of `acks`.
+    pub fn with_delayed_acks(
         mut control: libp2p_stream::Control,
         peers: Arc<PeerList>,
         epoch: Instant,
         open_timeout: Duration,
+        mut acks: ReleaseSchedule,
     ) -> crate::Result<Self> {
         let incoming = control
             .accept(protocol_name())
             .map_err(|e| crate::NodeError::Network(format!("control protocol: {e}")))?;
         let (events_tx, events) = mpsc::channel(EVENTS);
         let to_vn = events_tx.clone();
-        let accept = tokio::spawn(accept_streams(incoming, peers, move |peer, stream| {
-            read_link(peer, stream, to_vn.clone())
+        let accept = Lazy::new(accept_streams(incoming, peers, move |peer, stream| {
+            read_link(peer, stream, to_vn.clone(), acks.fork())
         }));
         Ok(Self {
             control,
@@ -127,7 +143,7 @@ impl ControlLinks {
             writers: Writers::new(QUEUE_PER_PEER),
             events_tx,
             events,
-            _accept: AbortOnDrop(accept.abort_handle()),
+            accept,
             dropped: 0,
         })
     }
@@ -137,6 +153,7 @@ impl ControlLinks {
     /// handshake). `dialled`: the caller started a dial for it, so a failure to open means unreachable.
     pub fn send(&mut self, peer: PeerId, bytes: Vec<u8>, sent: Option<Duration>, dialled: bool) {
         let msg = Outgoing { bytes, sent };
+        self.accept.start();
         let spawned = self.writers.send(peer, msg, |id, queue| {
             let writer = Writer {
                 control: self.control.clone(),
@@ -154,8 +171,15 @@ impl ControlLinks {
         }
     }
 
+    /// Starts accepting streams from peers, on the current runtime (the first `send` or `next` does it too): a
+    /// VN on its own thread starts its links there.
+    pub fn start(&mut self) {
+        self.accept.start();
+    }
+
     /// The next event; pending forever if there is none (the links hold a sender themselves).
     pub async fn next(&mut self) -> LinkEvent {
+        self.accept.start();
         match self.events.recv().await {
             Some(ev) => ev,
             None => std::future::pending().await,
@@ -182,27 +206,62 @@ fn protocol_name() -> StreamProtocol {
     StreamProtocol::new(protocol::names::CONTROL)
 }
 
-/// Reads one peer's messages, handing each to the VN and acknowledging each burst.
-async fn read_link(peer: PeerId, stream: Stream, events: mpsc::Sender<LinkEvent>) {
+/// Reads one peer's messages, handing each to the VN and acknowledging each burst (after a delay drawn from
+/// `acks`, reading on meanwhile).
+async fn read_link(
+    peer: PeerId,
+    stream: Stream,
+    events: mpsc::Sender<LinkEvent>,
+    mut acks: ReleaseSchedule,
+) {
     let (rd, mut wr) = stream.split();
-    let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
-    let mut count = 0u64;
-    while let Ok(bytes) =
-        super::codec::read_frame(&mut rd, protocol::codec::MAX_CONTROL_BYTES).await
-    {
-        count += 1;
-        if events
-            .send(LinkEvent::Message { peer, bytes })
+    let rd = BufReader::with_capacity(READ_BUFFER, rd);
+    // Frames, with whether more are already buffered, as a stream kept across the select below (a read it
+    // interrupts is not lost).
+    let mut frames = Box::pin(futures::stream::unfold(rd, |mut rd| async move {
+        let bytes = super::codec::read_frame(&mut rd, protocol::codec::MAX_CONTROL_BYTES)
             .await
-            .is_err()
-        {
-            return;
-        }
-        // Acknowledge once what arrived together has been handed over.
-        if rd.buffer().is_empty()
-            && (wr.write_all(&count.to_le_bytes()).await.is_err() || wr.flush().await.is_err())
-        {
-            return;
+            .ok()?;
+        let more = !rd.buffer().is_empty();
+        Some(((bytes, more), rd))
+    }));
+    let mut count = 0u64;
+    let mut ack: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    loop {
+        let due = async {
+            match ack.as_mut() {
+                Some(s) => s.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            frame = frames.next() => {
+                let Some((bytes, more)) = frame else { return };
+                count += 1;
+                if events
+                    .send(LinkEvent::Message { peer, bytes })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                // Acknowledge once what arrived together has been handed over.
+                if !more && ack.is_none() {
+                    if !acks.delays() {
+                        if wr.write_all(&count.to_le_bytes()).await.is_err() || wr.flush().await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    ack = Some(Box::pin(tokio::time::sleep(acks.draw())));
+                }
+            }
+            () = due => {
+                ack = None;
+                if wr.write_all(&count.to_le_bytes()).await.is_err() || wr.flush().await.is_err() {
+                    return;
+                }
+            }
         }
     }
 }

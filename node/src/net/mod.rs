@@ -9,6 +9,7 @@ pub mod control_link;
 pub mod limits;
 pub mod link;
 pub mod preconnect;
+pub mod release;
 mod stream_link;
 pub mod transport;
 pub mod vn_task;

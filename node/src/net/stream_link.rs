@@ -25,6 +25,29 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// A task spawned on first use, so that it runs on the runtime of whoever uses it (a VN on its own thread,
+/// `vn_task`), not on the one that built it.
+pub(super) struct Lazy {
+    fut: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>,
+    running: Option<AbortOnDrop>,
+}
+
+impl Lazy {
+    pub(super) fn new(fut: impl Future<Output = ()> + Send + 'static) -> Self {
+        Self {
+            fut: Some(Box::pin(fut)),
+            running: None,
+        }
+    }
+
+    /// Spawns the task on the current runtime if it is not running yet.
+    pub(super) fn start(&mut self) {
+        if let Some(fut) = self.fut.take() {
+            self.running = Some(AbortOnDrop(tokio::spawn(fut).abort_handle()));
+        }
+    }
+}
+
 /// Why a stream could not be opened.
 #[derive(Debug)]
 pub(super) enum OpenFailed {

@@ -1,6 +1,11 @@
 //! One virtual node on the network: a tokio task owning the VN's Swarm and its [`VnEngine`], translating
 //! swarm events into engine inputs and engine outputs into requests, responses and timers.
 //!
+//! By default each VN runs on a thread and runtime of its own ([`VnTask::run`]). With a release delay
+//! (`Timing::release_delay_us`, off by default) what the engine sends (control messages, chunks, replies,
+//! round queries and answers) is held and released on the VN's own random schedule ([`super::release`],
+//! [`VnTask::release`]); what stays in the process (the RN's messages, timers) is carried out at once.
+//!
 //! Permissioning happens in two places: libp2p's allow-list closes connections with unlisted peers, and,
 //! since that only happens after the handshake, every request from an unlisted peer is dropped here before
 //! the engine sees it (admission is the first successful exchange, not `ConnectionEstablished`).
@@ -24,6 +29,7 @@ use super::behaviour::VnBehaviourEvent;
 use super::chunk_link::{ChunkEvent, ChunkLinks};
 use super::control_link::{Closed, ControlLinks, LinkEvent};
 use super::preconnect::Preconnect;
+use super::release::{ChunkSlots, Held};
 use super::transport::VnSwarm;
 use crate::VnAddr;
 use crate::engine::rate::{Rate, TokenBucket};
@@ -84,6 +90,30 @@ pub type Channels = BTreeMap<u64, ResponseChannel<Vec<u8>>>;
 /// holds its reader's next read until answered.
 pub type StreamReplies = BTreeMap<u64, oneshot::Sender<Vec<u8>>>;
 
+/// The VN's Swarm as the engine's driver (a [`SwarmPort`] over the task's fields, so that the engine can be
+/// borrowed beside it); with `hold`, sends are collected there instead of made.
+macro_rules! swarm_port {
+    ($task:ident, $channels:expr, $addrs:expr, $wake:expr, $hold:expr) => {
+        SwarmPort {
+            index: $task.index,
+            node: $task.node,
+            swarm: &mut $task.swarm,
+            channels: $channels,
+            round_channels: &mut $task.round_channels,
+            addrs: $addrs,
+            wake: $wake,
+            links: &mut $task.links,
+            chunks: &mut $task.chunks,
+            chunk_replies: &mut $task.chunk_replies,
+            epoch: $task.epoch,
+            log: &mut $task.log,
+            observer: $task.observer.as_deref(),
+            to_rn: Vec::new(),
+            hold: $hold,
+        }
+    };
+}
+
 pub struct VnTask {
     pub index: usize,
     pub swarm: VnSwarm,
@@ -119,10 +149,81 @@ pub struct VnTask {
     pub chunk_requests: HashMap<OutboundRequestId, (PeerId, Round)>,
     /// Connections to open during the warm-up (`preconnect.rs`); empty for a resumed VN.
     pub preconnect: Preconnect,
+    /// Sends held until the VN's own random release times (`release.rs`).
+    pub release: Held<Deferred>,
+    /// Run on a thread and runtime of the VN's own ([`VnTask::run`]).
+    pub own_thread: bool,
+    /// Chunks sent in shared global slots, if on (`release.rs`, [`ChunkSlots`]).
+    pub chunk_slots: ChunkSlots<Deferred>,
+}
+
+/// A send the engine asked for, held until its release time.
+#[derive(Debug)]
+pub enum Deferred {
+    Control {
+        to: VnAddr,
+        bytes: Vec<u8>,
+    },
+    Chunk {
+        to: VnAddr,
+        round: Round,
+        bytes: Arc<Vec<u8>>,
+    },
+    Reply {
+        token: ReplyToken,
+        bytes: Vec<u8>,
+    },
+    RoundQuery {
+        to: VnAddr,
+    },
+    ReplyRound {
+        token: ReplyToken,
+        bytes: Vec<u8>,
+    },
 }
 
 impl VnTask {
-    pub async fn run(mut self) {
+    /// Runs the VN until its RN stops it. With `own_thread`, on a thread with a single-threaded runtime of its
+    /// own: its timers, its links' tasks and the connections it accepts or dials are polled there (tasks spawned
+    /// from it land on it), so that the wake-up in which a process serves one VN never serves a sibling (a
+    /// multi-threaded runtime polls whatever is ready, and one node's VNs all are when its process gets the
+    /// CPU back). Dropping the returned future stops the VN, as it does the task run here.
+    pub async fn run(self) {
+        if !self.own_thread {
+            return self.run_here().await;
+        }
+        let (done_tx, done_rx) = oneshot::channel::<()>();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let name = format!("vn-{}-{}", self.node, self.index);
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(async move {
+                    tokio::select! {
+                        () = self.run_here() => {}
+                        // The caller dropped its future (the node stops): the VN stops with it.
+                        _ = stop_rx => {}
+                    }
+                }),
+                Err(e) => tracing::warn!(%e, "no runtime for a VN's own thread"),
+            }
+            let _ = done_tx.send(());
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(%e, "no thread for a VN");
+            return;
+        }
+        // Held until the VN ends: dropping it (this future dropped) tells the thread to stop.
+        let _stop = stop_tx;
+        let _ = done_rx.await;
+    }
+
+    async fn run_here(mut self) {
+        // Accepting streams starts here, on the runtime the VN runs on.
+        self.links.start();
+        self.chunks.start();
         let mut channels: Channels = BTreeMap::new();
         let mut next_token = 0u64;
         let mut addrs: HashMap<PeerId, Multiaddr> = self
@@ -140,7 +241,7 @@ impl VnTask {
         if !self.apply(out, &mut channels, &addrs, &mut wake).await {
             return;
         }
-        self.round_channels.clear();
+        self.close_unanswered_queries();
 
         loop {
             let sleep = async {
@@ -151,7 +252,13 @@ impl VnTask {
             };
             let input = tokio::select! {
                 cmd = self.commands.recv() => match cmd {
-                    Some(ToVirtualNode::Stop) | None => return,
+                    Some(ToVirtualNode::Stop) | None => {
+                        // What is still held goes now: the last round's chunks and replies are owed.
+                        let mut held = self.release.take_all();
+                        held.extend(self.chunk_slots.held.take_all());
+                        self.send_released(held, &mut channels, &addrs, &mut wake);
+                        return;
+                    }
                     // The rounds begin: the warm-up's remaining dials are dropped (they dial on demand).
                     Some(msg @ (ToVirtualNode::StartRound(_) | ToVirtualNode::Prepare(_))) => {
                         self.preconnect.abandon();
@@ -160,6 +267,16 @@ impl VnTask {
                     Some(msg) => VnInput::FromRn(msg),
                 },
                 _ = sleep => { wake = None; VnInput::Tick }
+                _ = release_due(&self.release, self.epoch) => {
+                    let due = self.release.take_due(self.epoch.elapsed());
+                    self.send_released(due, &mut channels, &addrs, &mut wake);
+                    continue;
+                }
+                _ = release_due(&self.chunk_slots.held, self.epoch) => {
+                    let due = self.chunk_slots.held.take_due(self.epoch.elapsed());
+                    self.send_released(due, &mut channels, &addrs, &mut wake);
+                    continue;
+                }
                 _ = preconnect_due(&self.preconnect, self.epoch) => {
                     self.dial_due(&addrs);
                     continue;
@@ -191,8 +308,47 @@ impl VnTask {
             if !self.apply(out, &mut channels, &addrs, &mut wake).await {
                 return;
             }
-            // Queries the engine did not answer (unlisted, over the rate, malformed) close unanswered.
-            self.round_channels.clear();
+            self.close_unanswered_queries();
+        }
+    }
+
+    /// Queries the engine did not answer (unlisted, over the rate, malformed) close unanswered; those whose
+    /// answer is held stay open for it.
+    fn close_unanswered_queries(&mut self) {
+        if self.round_channels.is_empty() {
+            return;
+        }
+        let held: std::collections::BTreeSet<ReplyToken> = self
+            .release
+            .iter()
+            .filter_map(|d| match d {
+                Deferred::ReplyRound { token, .. } => Some(*token),
+                _ => None,
+            })
+            .collect();
+        self.round_channels.retain(|t, _| held.contains(t));
+    }
+
+    /// Carries out held sends whose time has come.
+    fn send_released(
+        &mut self,
+        sends: Vec<Deferred>,
+        channels: &mut Channels,
+        addrs: &HashMap<PeerId, Multiaddr>,
+        wake: &mut Option<Instant>,
+    ) {
+        if sends.is_empty() {
+            return;
+        }
+        let mut port = swarm_port!(self, channels, addrs, wake, None);
+        for d in sends {
+            match d {
+                Deferred::Control { to, bytes } => port.send_control(to, bytes),
+                Deferred::Chunk { to, round, bytes } => port.send_chunk(to, round, bytes),
+                Deferred::Reply { token, bytes } => port.reply(token, bytes),
+                Deferred::RoundQuery { to } => port.send_round_query(to),
+                Deferred::ReplyRound { token, bytes } => port.reply_round(token, bytes),
+            }
         }
     }
 
@@ -580,24 +736,30 @@ impl VnTask {
         addrs: &HashMap<PeerId, Multiaddr>,
         wake: &mut Option<Instant>,
     ) -> bool {
-        let mut port = SwarmPort {
-            index: self.index,
-            node: self.node,
-            swarm: &mut self.swarm,
-            channels,
-            round_channels: &mut self.round_channels,
-            addrs,
-            wake,
-            links: &mut self.links,
-            chunks: &mut self.chunks,
-            chunk_replies: &mut self.chunk_replies,
-            epoch: self.epoch,
-            log: &mut self.log,
-            observer: self.observer.as_deref(),
-            to_rn: Vec::new(),
-        };
+        let mut held = Vec::new();
+        let hold = (self.release.delays() || self.chunk_slots.on()).then_some(&mut held);
+        let mut port = swarm_port!(self, channels, addrs, wake, hold);
         route_vn(&self.engine, out, &mut port);
         let msgs = std::mem::take(&mut port.to_rn);
+        let now = self.epoch.elapsed();
+        if self.chunk_slots.on() {
+            let (chunks, rest): (Vec<_>, Vec<_>) = held
+                .into_iter()
+                .partition(|d| matches!(d, Deferred::Chunk { .. }));
+            // The shared slot grid is the wall clock's: every node reads the same one.
+            #[allow(clippy::disallowed_methods)]
+            let wall = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            let at = self.chunk_slots.release_at(now, wall);
+            self.chunk_slots.held.hold_at(at, chunks);
+            held = rest;
+            if !self.release.delays() {
+                self.send_released(held, channels, addrs, wake);
+                held = Vec::new();
+            }
+        }
+        self.release.hold(now, held);
         // Published before the RN hears of the exchange's end, so its checkpoint of the round has it.
         if let Some(board) = &self.view_board
             && msgs.iter().any(|m| matches!(m, FromVirtualNode::Done(_)))
@@ -633,6 +795,8 @@ struct SwarmPort<'a> {
     log: &'a mut RefusalLog,
     observer: Option<&'a dyn Observer<PeerId>>,
     to_rn: Vec<FromVirtualNode>,
+    /// Where sends go to be held (the VN's release schedule), if they are; else they are made at once.
+    hold: Option<&'a mut Vec<Deferred>>,
 }
 
 impl SwarmPort<'_> {
@@ -653,6 +817,9 @@ impl SwarmPort<'_> {
 
 impl VnDriver<VnAddr> for SwarmPort<'_> {
     fn send_control(&mut self, to: VnAddr, bytes: Vec<u8>) {
+        if let Some(h) = self.hold.as_deref_mut() {
+            return h.push(Deferred::Control { to, bytes });
+        }
         // Only a message over a connection that is already up measures the network's round trip; one that
         // dials first also waits for a handshake, a one-time cost that must not stretch the sub-steps.
         let connected = self.connect(&to);
@@ -661,11 +828,17 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
     }
 
     fn send_chunk(&mut self, to: VnAddr, round: Round, bytes: Arc<Vec<u8>>) {
+        if let Some(h) = self.hold.as_deref_mut() {
+            return h.push(Deferred::Chunk { to, round, bytes });
+        }
         let connected = self.connect(&to);
         self.chunks.send(to.peer, round, bytes, !connected);
     }
 
     fn reply(&mut self, token: ReplyToken, bytes: Vec<u8>) {
+        if let Some(h) = self.hold.as_deref_mut() {
+            return h.push(Deferred::Reply { token, bytes });
+        }
         if let Some(reply) = self.chunk_replies.remove(&token) {
             // Fails only if the reader is gone (its stream closed): nothing to do then.
             let _ = reply.send(bytes);
@@ -680,6 +853,9 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
     }
 
     fn send_round_query(&mut self, to: VnAddr) {
+        if let Some(h) = self.hold.as_deref_mut() {
+            return h.push(Deferred::RoundQuery { to });
+        }
         let a = dial_addrs(&to, self.addrs);
         self.swarm
             .behaviour_mut()
@@ -688,6 +864,9 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
     }
 
     fn reply_round(&mut self, token: ReplyToken, bytes: Vec<u8>) {
+        if let Some(h) = self.hold.as_deref_mut() {
+            return h.push(Deferred::ReplyRound { token, bytes });
+        }
         if let Some(ch) = self.round_channels.remove(&token) {
             let _ = self.swarm.behaviour_mut().round.send_response(ch, bytes);
         }
@@ -715,6 +894,14 @@ impl VnDriver<VnAddr> for SwarmPort<'_> {
 
     fn set_timer(&mut self, at: Duration) {
         *self.wake = Some(self.epoch + at);
+    }
+}
+
+/// Resolves when the next held send is due; never if none is held.
+async fn release_due(held: &Held<Deferred>, epoch: Instant) {
+    match held.next_at() {
+        Some(at) => tokio::time::sleep_until(epoch + at).await,
+        None => std::future::pending().await,
     }
 }
 

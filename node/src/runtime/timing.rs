@@ -10,6 +10,16 @@ use crate::engine::{SendPace, VnTiming};
 /// Rounds negotiated ahead on loopback (see `Timing::loopback`); the node simulator uses it too.
 pub const LOOPBACK_LOOKAHEAD: u64 = 12;
 
+/// The default of [`Timing::release_delay_us`] (every timing): off. In the default procs network the VNs'
+/// own threads ([`Timing::vn_threads`]) took the same-millisecond attack from 0.93-0.98 to 0.51-0.54 alone;
+/// delays of mean 4 ms on top read the same (0.52-0.54) at a longer round, and delays alone made it worse
+/// (0.99-1.00: a node process that waits for the CPU releases what fell due meanwhile together), so they stay
+/// an option (`results/linkage-packets/`, 2026-11-29).
+pub const DEFAULT_RELEASE_DELAY_US: u64 = 0;
+
+/// The longest [`Timing::release_delay_us`] accepted: a mean of one second.
+pub const MAX_RELEASE_DELAY_US: u64 = 1_000_000;
+
 /// Protocol timing on a real network. The defaults suit a LAN or the Internet with rounds of seconds to
 /// minutes; tests shorten them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,6 +51,18 @@ pub struct Timing {
     /// Learn the pace from when neighbours' chunks come ([`SendPace::Auto`]); `send_pace_ms` is then
     /// its floor.
     pub send_pace_auto: bool,
+    /// Mean of each VN's random delay before what it sends leaves, in µs (0: off): every message of every kind,
+    /// held after the engine produced it and released on the VN's own exponential schedule, drawn from its own
+    /// key (`net::release`), so that sibling VNs woken together do not send within the same millisecond. It is
+    /// paid on every hop a round waits for (a chunk and its reply, an overlay walk's hops).
+    pub release_delay_us: u64,
+    /// Each VN runs on a thread and runtime of its own (`net::vn_task`), so that one wake-up of its process
+    /// never serves two siblings: what links siblings by same-millisecond packets otherwise (ROC-AUC 0.93-0.98
+    /// in the default procs network against 0.51-0.54 with it, `results/linkage-packets/`).
+    pub vn_threads: bool,
+    /// Chunks leave in slots of this many ms on the wall clock's grid, shared by every node, each VN at an
+    /// offset of its own in the slot's first half (`net::release::ChunkSlots`); 0: off.
+    pub chunk_slot_ms: u64,
     /// Start overlay walks that name no origin, their answers relayed back along the path, so that no message shows
     /// its first hop (`sampling::OverlayConfig::hide_origin`; issue 13). It costs answers as many hops as the walk
     /// took: about 1.4-1.8× the overlay messages, and more VNs short of r edges unless sub-steps are several round
@@ -66,6 +88,9 @@ impl Default for Timing {
             send_jitter_ms: 1000,
             send_pace_ms: 0,
             send_pace_auto: false,
+            release_delay_us: DEFAULT_RELEASE_DELAY_US,
+            vn_threads: true,
+            chunk_slot_ms: 0,
             hide_walk_origin: false,
             warmup_ms: 5000,
             handshake_timeout_ms: crate::net::limits::HANDSHAKE_TIMEOUT.as_millis() as u64,
@@ -190,9 +215,20 @@ impl Timing {
     }
 
     /// Refuses a timing no VN could start with: Cyclon settings outside their bounds (a shuffle length
-    /// outside 1 ..= the view size, a zero period or shuffle timeout).
+    /// outside 1 ..= the view size, a zero period or shuffle timeout), or a release delay over a second.
     pub fn validate(&self) -> Result<(), String> {
+        if self.release_delay_us > MAX_RELEASE_DELAY_US {
+            return Err(format!(
+                "release_delay_us {} over {MAX_RELEASE_DELAY_US}",
+                self.release_delay_us
+            ));
+        }
         self.cyclon().validate().map_err(|e| format!("cyclon: {e}"))
+    }
+
+    /// The mean of each VN's release delay ([`Timing::release_delay_us`]).
+    pub fn release_delay(&self) -> Duration {
+        Duration::from_micros(self.release_delay_us)
     }
 
     /// The timing every VN of a run takes from this one (its configuration is then made by

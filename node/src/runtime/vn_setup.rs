@@ -135,6 +135,10 @@ impl VnSetup {
             )));
         }
         let stream = vn_stream(&place.key);
+        let mut release = crate::net::release::ReleaseSchedule::new(
+            self.timing.release_delay(),
+            crate::secret::private_rng(&place.key, crate::secret::Purpose::Release)?,
+        );
         let mut swarm = build_swarm(
             place.key,
             place.psk,
@@ -188,11 +192,16 @@ impl VnSetup {
             .into_iter()
             .filter(|b| b.peer != peer)
             .collect();
-        let links = crate::net::control_link::ControlLinks::new(
+        let chunk_slots = crate::net::release::ChunkSlots::new(
+            Duration::from_millis(self.timing.chunk_slot_ms),
+            release.fork_rng(),
+        );
+        let links = crate::net::control_link::ControlLinks::with_delayed_acks(
             swarm.behaviour().stream.new_control(),
             place.peers.clone(),
             place.epoch,
             self.timeouts().control_request,
+            release.fork(),
         )?;
         let chunks = crate::net::chunk_link::ChunkLinks::new(
             swarm.behaviour().chunk_stream.new_control(),
@@ -224,6 +233,9 @@ impl VnSetup {
             chunk_replies: Default::default(),
             chunk_requests: Default::default(),
             preconnect,
+            release: crate::net::release::Held::new(release),
+            own_thread: self.timing.vn_threads,
+            chunk_slots,
         };
         Ok((task, tx, me))
     }

@@ -1,8 +1,10 @@
-//! `--capture` (procs mode, with `--netns`): a `tcpdump` on each observer's interface inside its namespace,
-//! writing the TCP packets it sees (headers only, microsecond timestamps) to `capture.pcap` beside the
-//! process's arrival log, for the timing attack on packet arrival times (`crate::packets`). The capture is the
-//! observer's own host's view: it runs in the observer's namespace and sees only that process's traffic.
-//! tcpdump's own report (packets captured, dropped by the kernel) goes to `capture.log` beside it.
+//! `--capture` (procs mode): packet captures for the timing attack on packet times (`crate::packets`), TCP
+//! headers only, microsecond timestamps. With `--netns` a `tcpdump` on each observer's interface inside its
+//! namespace writes `capture.pcap` beside the process's arrival log: the observer's own host's view, only that
+//! process's traffic. On loopback one `tcpdump` on `lo`, filtered to the run's VN ports, writes
+//! `capture-lo.pcap` in the deployment's directory; each observer then takes from it the packets sent to its
+//! own VNs (what its host would have captured). tcpdump's own report (packets captured, dropped by the kernel)
+//! goes to a `.log` file beside the capture.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -38,10 +40,39 @@ pub struct Capture {
 
 /// Starts `tcpdump` on `eth0` in process `p`'s namespace, writing to `out`, and waits until it captures.
 pub async fn start(ns: &Netns, p: usize, out: &Path) -> anyhow::Result<Capture> {
-    let mut cmd = ns.command(p, Path::new("tcpdump"));
+    let cmd = ns.command(p, Path::new("tcpdump"));
+    spawn(cmd, "eth0", "tcp".into(), out, &ns.name(p)).await
+}
+
+/// Starts `tcpdump` on `lo` for the TCP packets to or from `ports` (the run's VN listen ports: every
+/// connection between VNs has one at an end), writing to `out`, and waits until it captures.
+pub async fn start_loopback(ports: &[u16], out: &Path) -> anyhow::Result<Capture> {
+    if ports.is_empty() {
+        bail!("no ports to capture");
+    }
+    let filter = format!(
+        "tcp and ({})",
+        ports
+            .iter()
+            .map(|p| format!("port {p}"))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    );
+    let cmd = tokio::process::Command::new("tcpdump");
+    spawn(cmd, "lo", filter, out, "the host (loopback)").await
+}
+
+/// Starts `tcpdump` as `cmd` on `interface` with `filter`, writing to `out`; `place` names where, for errors.
+async fn spawn(
+    mut cmd: tokio::process::Command,
+    interface: &str,
+    filter: String,
+    out: &Path,
+    place: &str,
+) -> anyhow::Result<Capture> {
     cmd.args([
         "-i",
-        "eth0",
+        interface,
         "-n",
         "-U",
         "-s",
@@ -55,7 +86,7 @@ pub async fn start(ns: &Netns, p: usize, out: &Path) -> anyhow::Result<Capture> 
         "-w",
     ])
     .arg(out)
-    .arg("tcp")
+    .arg(filter)
     .stdin(Stdio::null())
     .stdout(Stdio::null())
     .stderr(Stdio::piped())
@@ -77,11 +108,8 @@ pub async fn start(ns: &Netns, p: usize, out: &Path) -> anyhow::Result<Capture> 
     .await;
     match started {
         Ok(Ok(())) => {}
-        Ok(Err(said)) => bail!("tcpdump in {} exited before capturing: {said}", ns.name(p)),
-        Err(_) => bail!(
-            "tcpdump in {} did not start within {START_TIMEOUT:?}",
-            ns.name(p)
-        ),
+        Ok(Err(said)) => bail!("tcpdump in {place} exited before capturing: {said}"),
+        Err(_) => bail!("tcpdump in {place} did not start within {START_TIMEOUT:?}"),
     }
     // Keep reading its stderr: it reports the packet counts on exit.
     let log = out.with_extension("log");

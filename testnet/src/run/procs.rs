@@ -96,7 +96,7 @@ pub fn run(
 }
 
 /// Scores what the run left: with VN hosts the link's figures, with `--observe-timing` the timing attack,
-/// always the address-grouping attack, and with `--capture` (under `--netns`) the packet-level attack.
+/// always the address-grouping attack, and with `--capture` the packet-level attack.
 fn score_attacks(
     o: &mut RunOutput,
     s: &Settings,
@@ -116,10 +116,8 @@ fn score_attacks(
     }
     o.extra
         .insert("address_grouping".into(), address_grouping(s, d)?);
-    if s.capture
-        && let Some(ns) = netns
-    {
-        let report = packet_attack(d, ns, setting.vns)?;
+    if s.capture {
+        let report = packet_attack(d, netns, setting.vns)?;
         o.extra
             .insert("linkage_packets".into(), serde_json::to_value(report)?);
     }
@@ -153,18 +151,27 @@ fn namespaces(s: &Settings, count: usize, progress: &Progress) -> anyhow::Result
     })
 }
 
-/// With `--capture` (and `--netns`), a packet capture in every observing process's namespace, into
-/// `capture.pcap` in its directory.
+/// With `--capture`: under `--netns` a packet capture in every observing process's namespace, into
+/// `capture.pcap` in its directory; on loopback one capture of the run's VN ports on `lo`, into
+/// [`Deployment::loopback_capture`], that every observer shares.
 async fn start_captures(
     s: &Settings,
     d: &Deployment,
     netns: Option<&Netns>,
 ) -> anyhow::Result<Vec<super::capture::Capture>> {
     let mut captures = Vec::new();
-    if let (true, Some(ns)) = (s.capture, netns) {
-        for p in d.observers() {
-            let file = d.process_dir(p).join("capture.pcap");
-            captures.push(super::capture::start(ns, p, &file).await?);
+    match (s.capture, netns) {
+        (false, _) => {}
+        (true, Some(ns)) => {
+            for p in d.observers() {
+                let file = d.process_dir(p).join("capture.pcap");
+                captures.push(super::capture::start(ns, p, &file).await?);
+            }
+        }
+        (true, None) => {
+            let mut ports: Vec<u16> = d.listen.keys().map(|a| a.port()).collect();
+            ports.sort_unstable();
+            captures.push(super::capture::start_loopback(&ports, &d.loopback_capture()).await?);
         }
     }
     Ok(captures)
@@ -212,10 +219,11 @@ fn address_grouping(s: &Settings, d: &Deployment) -> anyhow::Result<serde_json::
     Ok(grouping)
 }
 
-/// The packet-level attack (`crate::packets`) on every observing process's arrival log and capture.
+/// The packet-level attack (`crate::packets`) on every observing process's arrival log and capture (its own
+/// under `--netns`, the shared loopback capture otherwise).
 fn packet_attack(
     d: &Deployment,
-    ns: &Netns,
+    netns: Option<&Netns>,
     k: usize,
 ) -> anyhow::Result<crate::packets::PacketLinkage> {
     let files: Vec<(usize, PathBuf, PathBuf)> = d
@@ -223,14 +231,18 @@ fn packet_attack(
         .iter()
         .map(|&p| {
             let dir = d.process_dir(p);
-            (p, dir.join("arrivals.log"), dir.join("capture.pcap"))
+            let capture = match netns {
+                Some(_) => dir.join("capture.pcap"),
+                None => d.loopback_capture(),
+            };
+            (p, dir.join("arrivals.log"), capture)
         })
         .collect();
     let obs: Vec<crate::packets::ObserverFiles<'_>> = files
         .iter()
         .map(|(p, a, c)| crate::packets::ObserverFiles {
             index: *p,
-            ip: ns.ip(*p),
+            ip: netns.map(|ns| ns.ip(*p)),
             vns: d.process_vns[*p].clone(),
             arrivals: a,
             capture: Some(c),
@@ -264,6 +276,16 @@ impl Deployment {
         } else {
             (n..n + self.hosts.configs.len()).collect()
         }
+    }
+
+    /// The loopback capture's file (`--capture` without `--netns`): in the deployment's directory.
+    fn loopback_capture(&self) -> PathBuf {
+        let node0 = self.process_dir(0);
+        node0
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+            .join("capture-lo.pcap")
     }
 
     /// Process `p`'s directory (nodes 0..n, then the hosts): its config's.
