@@ -171,7 +171,11 @@ mod tests {
             "{e}"
         );
         let other = PeerId::random();
-        std::fs::write(&path, second.replacen(&node.to_string(), &other.to_string(), 1)).unwrap();
+        std::fs::write(
+            &path,
+            second.replacen(&node.to_string(), &other.to_string(), 1),
+        )
+        .unwrap();
         assert_eq!(load(&path).unwrap().vns.len(), 2, "VNs of two nodes");
         std::fs::write(d.join("peers.toml"), peers.to_toml()).unwrap();
 

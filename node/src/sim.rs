@@ -21,8 +21,9 @@ use sampling::{CyclonConfig, OverlayConfig, SamplerConfig, Stream, derive_rng, v
 
 use crate::algo::{AlgoSpec, Algorithm, Graph};
 use crate::engine::{
-    CopyLimits, RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, SendPace,
-    ValueBounds, VnConfig, VnDriver, VnEngine, VnInput, VnRun, VnTiming, route_rn, route_vn,
+    CopyLimits, RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics,
+    SendPace, ValueBounds, VnConfig, VnDriver, VnEngine, VnInput, VnRun, VnTiming, route_rn,
+    route_vn,
 };
 use crate::learner::{Learner, Trained};
 use crate::observe::{Arrival, Observer, notify_round_start};
@@ -119,10 +120,18 @@ impl SimConfig {
 #[derive(Debug, Clone)]
 enum Wire {
     Control(Vec<u8>),
-    Chunk { bytes: Arc<Vec<u8>>, token: u64 },
-    Reply { round: Round, bytes: Vec<u8> },
+    Chunk {
+        bytes: Arc<Vec<u8>>,
+        token: u64,
+    },
+    Reply {
+        round: Round,
+        bytes: Vec<u8>,
+    },
     /// A catch-up probe's question, and its answer (`/shatter/round/1` in a real node).
-    RoundQuery { token: u64 },
+    RoundQuery {
+        token: u64,
+    },
     RoundAnswer(Vec<u8>),
 }
 

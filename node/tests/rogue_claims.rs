@@ -137,6 +137,9 @@ async fn a_rogue_nodes_identities_claiming_the_last_round_make_no_node_skip() {
             .iter()
             .map(|r| r["copies_received"].as_u64().unwrap())
             .sum();
-        assert!(copies >= ROUNDS, "node {i} still exchanged: {copies} copies");
+        assert!(
+            copies >= ROUNDS,
+            "node {i} still exchanged: {copies} copies"
+        );
     }
 }

@@ -42,7 +42,10 @@ impl std::fmt::Display for CopyRefused {
         match self {
             CopyRefused::Frame(why) => write!(f, "{why:?}"),
             CopyRefused::TooMany { per_exchange } => {
-                write!(f, "more than {per_exchange} copies from one VN in one exchange")
+                write!(
+                    f,
+                    "more than {per_exchange} copies from one VN in one exchange"
+                )
             }
         }
     }
@@ -153,10 +156,7 @@ mod tests {
         let f = frame(1, vec![0.0, 1.0]);
         assert_eq!(c.take(1, &f), Ok(()));
         assert_eq!(c.take(1, &f), Ok(()));
-        assert_eq!(
-            c.take(1, &f),
-            Err(CopyRefused::TooMany { per_exchange: 2 })
-        );
+        assert_eq!(c.take(1, &f), Err(CopyRefused::TooMany { per_exchange: 2 }));
         // Counted per VN, and per exchange.
         assert_eq!(c.take(0, &f), Ok(()));
         assert_eq!(c.take(1, &at(4, 1, vec![0.0, 1.0])), Ok(()));

@@ -132,9 +132,9 @@ pub struct RnEngine {
     early: Vec<(usize, FromVirtualNode)>,
     /// What a VN's copies must be ([`RnEngine::with_copy_limits`]); `None`: taken as the aggregator takes them.
     copies: Option<CopyCheck>,
-    /// Copies a VN handed over that the RN refused ([`CopyCheck`]) or the aggregator did. An in-process VN
-    /// already checks what the RN does, so this stays 0 unless a VN host hands over what a VN would refuse
-    /// (issue 44) or the VN and RN disagree on the partition.
+    /// Copies a VN handed over that the RN refused (`engine/copy_check.rs`) or the aggregator did. An
+    /// in-process VN already checks what the RN does, so this stays 0 unless a VN host hands over what a VN
+    /// would refuse (issue 44) or the VN and RN disagree on the partition.
     pub rejected_copies: u64,
 }
 
@@ -179,7 +179,8 @@ impl RnEngine {
     }
 
     /// Holds every copy a VN hands over to what a VN holds a frame off the wire to, and to at most
-    /// `limits.per_exchange` per VN and exchange ([`CopyCheck`]): a VN host's copies are otherwise unchecked.
+    /// `limits.per_exchange` per VN and exchange (`engine/copy_check.rs`): a VN host's copies are otherwise
+    /// unchecked.
     pub fn with_copy_limits(mut self, limits: CopyLimits) -> Self {
         self.copies = Some(CopyCheck::new(self.vn_done.len(), limits));
         self
@@ -881,8 +882,14 @@ mod tests {
                 _ => None,
             })
             .expect("evaluates");
-        assert!(params.iter().all(|v| v.is_finite() && v.abs() <= 2.0), "{params:?}");
-        assert_eq!(e.rejected_copies, 6, "two refused by value, four beyond the degree");
+        assert!(
+            params.iter().all(|v| v.is_finite() && v.abs() <= 2.0),
+            "{params:?}"
+        );
+        assert_eq!(
+            e.rejected_copies, 6,
+            "two refused by value, four beyond the degree"
+        );
         let out = e.handle(t, evaluated(Round(0)));
         assert_eq!(round_done(&out).copies_received, 2);
     }

@@ -512,12 +512,7 @@ impl NodeBuilder {
 
     /// What every VN of this node needs from its run: in-process VNs are built from it here, hosted ones
     /// (`node vn`) from the same setup sent over the link.
-    fn vn_setup(
-        &self,
-        vn: PeerId,
-        engine: &RnEngine,
-        resumed_at: Option<u64>,
-    ) -> VnSetup {
+    fn vn_setup(&self, vn: PeerId, engine: &RnEngine, resumed_at: Option<u64>) -> VnSetup {
         let timeouts = self.vn_timeouts();
         VnSetup {
             vn: vn.to_string(),

@@ -47,7 +47,10 @@ fn answer(e: &mut VnEngine<u32>, now: Duration, from: u32, at: Option<u64>) -> V
 /// A resumed VN joins at `t` and its join probe goes out (after its own delay, issue 43): the time it did and
 /// the peers it asked.
 fn join_probe(e: &mut VnEngine<u32>, t: Duration) -> (Duration, Vec<u32>) {
-    assert!(queries(&e.join(t, 1..=12)).is_empty(), "not at the join instant");
+    assert!(
+        queries(&e.join(t, 1..=12)).is_empty(),
+        "not at the join instant"
+    );
     let at = e.catch_up.join_probe_at().expect("a join probe is due");
     assert!(at <= t + JOIN_PROBE_SPREAD);
     (at, queries(&e.handle(at, VnInput::Tick)))
@@ -158,7 +161,20 @@ fn a_resumed_node_starts_at_once_whatever_its_probe_finds() {
     );
     // Peers that have not started vote "not ahead".
     assert_eq!(
-        run([None, None, None, None, None, Some(30), Some(30), Some(30), Some(30)], 0),
+        run(
+            [
+                None,
+                None,
+                None,
+                None,
+                None,
+                Some(30),
+                Some(30),
+                Some(30),
+                Some(30)
+            ],
+            0
+        ),
         Some(Round(6))
     );
     // Too few answers (four of nine, all far ahead: they may be one node's identities): starts where it is.
