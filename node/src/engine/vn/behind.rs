@@ -87,8 +87,8 @@ impl<I: Ord + Clone> AheadWitnesses<I> {
             .max()
     }
 
-    /// Fresh claims beyond what a VN whose newest exchange is `newest` accepts: evidence that it may be
-    /// behind even when the majority rule holds it back (the peers it hears are mostly as far behind).
+    /// Distinct peers with fresh claims beyond what a VN whose newest exchange is `newest` accepts: evidence
+    /// that it may be behind (a probe decides).
     pub fn beyond(&self, now: Duration, newest: Round) -> usize {
         let beyond = newest + MAX_FUTURE_ROUNDS;
         self.claims

@@ -361,7 +361,7 @@ impl<I: Ord + Clone> CatchUp<I> {
             // Where to land. A resumed node's first round back is slower than the others' (the overlays of
             // its next rounds, which they negotiated rounds ago, it negotiates only now): measured in procs
             // mode, landing one round past the median left a restarted pair two rounds behind for seven
-            // rounds in one seed of three, so it lands as far past as passive witnesses make it. A running
+            // rounds in one seed of three, so it lands `margin` (up to MAX_FUTURE_ROUNDS) past it. A running
             // node that probes on evidence lands *at* the median, the round most peers are in: measured, with
             // a margin past it, nodes desynchronised by a paused peer's deadlines probed, landed past the
             // median, and pulled the median on, probe after probe (the six others skipped 4-8 rounds).
