@@ -19,11 +19,10 @@ use rand_chacha::ChaCha12Rng;
 use sampling::sim::{Event, NetConfig, Network};
 use sampling::{CyclonConfig, OverlayConfig, SamplerConfig, Stream, derive_rng, vn_rng};
 
-use crate::algo::{AlgoSpec, Algorithm, Graph};
+use crate::algo::{AlgoSpec, Algorithm};
 use crate::engine::{
-    CopyLimits, RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics,
-    SendPace, ValueBounds, VnConfig, VnDriver, VnEngine, VnInput, VnRun, VnTiming, route_rn,
-    route_vn,
+    RefusalKind, ReplyToken, RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, SendPace,
+    ValueBounds, VnConfig, VnDriver, VnEngine, VnInput, VnRun, VnTiming, route_rn, route_vn,
 };
 use crate::learner::{Learner, Trained};
 use crate::observe::{Arrival, Observer, notify_round_start};
@@ -309,19 +308,7 @@ impl<'a> Sim<'a> {
                     cfg.rounds,
                     &mut vn_rng(cfg.seed, rn as u64, Stream::Dropout),
                 );
-                RnEngine::new(a, cfg.rounds).map(|e| {
-                    let chunk_lens = Arc::new(e.chunk_lens());
-                    let limits = CopyLimits {
-                        chunk_lens,
-                        values: cfg.values,
-                        per_exchange: match e.graph() {
-                            Graph::Push => total,
-                            _ => cfg.degree,
-                        },
-                    };
-                    e.with_participation(schedule, first_idle)
-                        .with_copy_limits(limits)
-                })
+                RnEngine::new(a, cfg.rounds).map(|e| e.with_participation(schedule, first_idle))
             })
             .collect::<Result<Vec<_>>>()?;
         let chunk_lens = Arc::new(rns[0].chunk_lens());

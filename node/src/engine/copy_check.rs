@@ -6,8 +6,8 @@
 //! them for finiteness alone, so one host could outvote a node's neighbours in its average or push values the
 //! wire refuses. The RN now puts every copy through the same check with the same scale (each VN's own latest
 //! frame, which the RN itself hands over) and takes at most as many copies per VN and exchange as the VN may
-//! have senders: its overlay degree, or the peer list with directed push. For VNs in the node's own process
-//! it is the same check twice (one pass over what the node already received).
+//! have senders: its overlay degree, or the peer list with directed push. The node builder applies it to
+//! hosted VNs only: an in-process VN is our code and has run these very checks on every copy it hands over.
 
 use std::sync::Arc;
 

@@ -132,9 +132,9 @@ pub struct RnEngine {
     early: Vec<(usize, FromVirtualNode)>,
     /// What a VN's copies must be ([`RnEngine::with_copy_limits`]); `None`: taken as the aggregator takes them.
     copies: Option<CopyCheck>,
-    /// Copies a VN handed over that the RN refused (`engine/copy_check.rs`) or the aggregator did. An
-    /// in-process VN already checks what the RN does, so this stays 0 unless a VN host hands over what a VN
-    /// would refuse (issue 44) or the VN and RN disagree on the partition.
+    /// Copies a VN handed over that the RN refused (`engine/copy_check.rs`, for hosted VNs) or the aggregator
+    /// did: 0 unless a VN host hands over what a VN would refuse (issue 44) or the VN and RN disagree on the
+    /// partition.
     pub rejected_copies: u64,
 }
 

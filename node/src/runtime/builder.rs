@@ -462,18 +462,23 @@ impl NodeBuilder {
         let engine = RnEngine::new(algorithm, self.rounds)?
             .with_participation(schedule, first_idle)
             .starting_at(resumed.map_or(protocol::Round::ZERO, |m| m.round + 1));
-        // Copies from the VNs, hosted ones above all, are held to what a VN takes off the wire: at most one
-        // per neighbour (the degree; with directed push, any listed peer may draw a VN).
-        let per_exchange = match engine.graph() {
-            crate::algo::Graph::Push => self.peers.len().max(1),
-            _ => self.degree,
+        // Copies from hosted VNs are held to what a VN takes off the wire: at most one per neighbour (the
+        // degree; with directed push, any listed peer may draw a VN). An in-process VN has already run exactly
+        // these checks on every copy it hands over, so its copies are not checked twice.
+        let engine = if self.remote.is_some() {
+            let per_exchange = match engine.graph() {
+                crate::algo::Graph::Push => self.peers.len().max(1),
+                _ => self.degree,
+            };
+            let chunk_lens = std::sync::Arc::new(engine.chunk_lens());
+            engine.with_copy_limits(crate::engine::CopyLimits {
+                chunk_lens,
+                values: self.value_bounds,
+                per_exchange,
+            })
+        } else {
+            engine
         };
-        let chunk_lens = std::sync::Arc::new(engine.chunk_lens());
-        let engine = engine.with_copy_limits(crate::engine::CopyLimits {
-            chunk_lens,
-            values: self.value_bounds,
-            per_exchange,
-        });
         let largest = engine.chunk_lens().iter().copied().max().unwrap_or(0);
         if largest > protocol::chunk::MAX_CHUNK_VALUES {
             return Err(NodeError::Config(format!(
