@@ -6,8 +6,9 @@
 pub const CHUNK: &str = "/shatter/chunk/1";
 
 /// Chunk exchange on one long-lived stream per pair of virtual nodes and direction: length-prefixed
-/// [`crate::ChunkFrame`]s one way, a length-prefixed [`crate::ChunkReply`] for each, in order, the other.
-pub const CHUNK_STREAM: &str = "/shatter/chunk-stream/1";
+/// [`crate::ChunkFrame`]s one way, each after the sender's two-byte grid note (since version 2), a
+/// length-prefixed [`crate::ChunkReply`] for each, in order, the other.
+pub const CHUNK_STREAM: &str = "/shatter/chunk-stream/2";
 
 /// Control messages between virtual nodes: Cyclon shuffles and overlay negotiation. One long-lived stream per
 /// peer carrying length-prefixed messages one way and cumulative acknowledgements (the count of messages

@@ -301,11 +301,17 @@ pub struct Options {
     #[serde(default, alias = "shared-vn-threads")]
     pub shared_vn_threads: bool,
 
-    /// Chunks leave in slots of this many ms on the wall clock's grid, each VN at an offset of its own in the
-    /// slot's first half (inproc and procs; default 0: off).
-    #[arg(long, value_name = "MS", help_heading = TIMING)]
+    /// Chunks leave on a grid of slots of this many ms on the wall clock instead of the adaptive grid, each
+    /// VN at an offset of its own in the slot's first tenth (inproc and procs; default: the adaptive grid).
+    #[arg(long, value_name = "MS", help_heading = TIMING, conflicts_with = "no_chunk_slots")]
     #[serde(alias = "chunk-slot-ms")]
     pub chunk_slot_ms: Option<u64>,
+
+    /// Chunks leave as soon as they are ready (after the send jitter) instead of on the shared grid of
+    /// slots (inproc and procs; measures what the grid buys and costs).
+    #[arg(long, help_heading = TIMING)]
+    #[serde(default, alias = "no-chunk-slots")]
+    pub no_chunk_slots: bool,
 
     /// Warm-up before round 0 in ms, overriding the timing's (inproc and procs): the VNs open their
     /// connections in its first half and negotiate round 0's overlay in its tail, so a warm-up shorter than
@@ -540,6 +546,7 @@ impl Options {
             release_delay_us: self.release_delay_us.or(file.release_delay_us),
             shared_vn_threads: self.shared_vn_threads || file.shared_vn_threads,
             chunk_slot_ms: self.chunk_slot_ms.or(file.chunk_slot_ms),
+            no_chunk_slots: self.no_chunk_slots || file.no_chunk_slots,
             warmup_ms: self.warmup_ms.or(file.warmup_ms),
             send_jitter_ms: self.send_jitter_ms.or(file.send_jitter_ms),
             send_pace_ms: self.send_pace_ms.or(file.send_pace_ms),
@@ -568,7 +575,7 @@ impl Options {
 
     /// The options that only some modes read, each with whether it was given here, the modes that read it and
     /// why the others do not. Every other option applies to every mode.
-    fn mode_bound(&self) -> [(&'static str, bool, &'static [Mode], &'static str); 21] {
+    fn mode_bound(&self) -> [(&'static str, bool, &'static [Mode], &'static str); 22] {
         let harness =
             "the audit runs inside the harness, which cannot watch separate node processes";
         [
@@ -606,6 +613,12 @@ impl Options {
             (
                 "--chunk-slot-ms",
                 self.chunk_slot_ms.is_some(),
+                LIBP2P,
+                VIRTUAL_CLOCK,
+            ),
+            (
+                "--no-chunk-slots",
+                self.no_chunk_slots,
                 LIBP2P,
                 VIRTUAL_CLOCK,
             ),

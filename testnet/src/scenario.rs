@@ -412,6 +412,7 @@ fn timing(o: &Options, max_vns: usize) -> anyhow::Result<(Timing, &'static str)>
         timing.release_delay_us = us;
     }
     timing.vn_threads &= !o.shared_vn_threads;
+    timing.chunk_slots &= !o.no_chunk_slots;
     if let Some(ms) = o.chunk_slot_ms {
         timing.chunk_slot_ms = ms;
     }

@@ -1,4 +1,4 @@
-//! Chunks between VNs over one long-lived stream per peer and direction (`/shatter/chunk-stream/1`), instead
+//! Chunks between VNs over one long-lived stream per peer and direction (`/shatter/chunk-stream/2`), instead
 //! of one request-response stream per chunk.
 //!
 //! Why: a request-response chunk pays, each time, a stream opening and closing, a protocol negotiation, a
@@ -8,7 +8,8 @@
 //! sends 64 of them.
 //!
 //! Framing: a chunk is one length-prefixed frame ([`super::codec`]'s framing, at most the run's largest chunk
-//! frame). The receiver answers every chunk, in order, with the engine's reply (`protocol::ChunkReply`) as a
+//! frame and [`NOTE_BYTES`]): the sender's note (its chunk grid, `super::chunk_slots::GridNote`; version 2 of
+//! the stream), then the chunk frame. The receiver answers every chunk, in order, with the engine's reply (`protocol::ChunkReply`) as a
 //! length-prefixed frame of at most [`MAX_REPLY_BYTES`]; the sender matches replies to its chunks in order.
 //!
 //! Tasks: a writer per peer we send to (opens the stream, writes what its queue holds, reads the replies) and,
@@ -47,6 +48,9 @@ use crate::peers::PeerList;
 /// one chunk per round and accepts chunks at most `MAX_FUTURE_ROUNDS` rounds ahead of its own.
 pub const QUEUE_PER_PEER: usize = 2 * (protocol::control::MAX_FUTURE_ROUNDS as usize + 1);
 
+/// Bytes of the note before each chunk frame (`super::chunk_slots::GridNote`).
+pub const NOTE_BYTES: usize = 2;
+
 /// Events (received chunks, replies, failures) waiting for the VN's event loop.
 pub const EVENTS: usize = 32;
 
@@ -84,6 +88,8 @@ pub enum ChunkEvent {
     Chunk {
         peer: PeerId,
         bytes: Vec<u8>,
+        /// The note the sender put before it.
+        note: [u8; NOTE_BYTES],
         reply: oneshot::Sender<Vec<u8>>,
     },
     /// The peer's reply to our chunk of `round`.
@@ -110,6 +116,7 @@ pub enum ChunkEvent {
 struct Outgoing {
     round: Round,
     bytes: Arc<Vec<u8>>,
+    note: [u8; NOTE_BYTES],
 }
 
 /// One VN's chunk links.
@@ -125,6 +132,8 @@ pub struct ChunkLinks {
     failed_now: VecDeque<ChunkEvent>,
     /// Accepts streams from peers: started by the first `send` or `next` (on the VN's runtime).
     accept: Lazy,
+    /// The note sent before each chunk from now on.
+    note: [u8; NOTE_BYTES],
 }
 
 impl ChunkLinks {
@@ -157,13 +166,18 @@ impl ChunkLinks {
             events,
             failed_now: VecDeque::new(),
             accept,
+            note: [0; NOTE_BYTES],
         })
     }
 
     /// Queues our chunk of `round` for `peer`, opening a link if there is none. `dialled`: the caller started a
     /// dial for it, so a failure to open means unreachable.
     pub fn send(&mut self, peer: PeerId, round: Round, bytes: Arc<Vec<u8>>, dialled: bool) {
-        let chunk = Outgoing { round, bytes };
+        let chunk = Outgoing {
+            round,
+            bytes,
+            note: self.note,
+        };
         self.accept.start();
         let spawned = self.writers.send(peer, chunk, |id, queue| {
             let writer = Writer {
@@ -186,6 +200,11 @@ impl ChunkLinks {
                 retry: None,
             });
         }
+    }
+
+    /// The note put before each chunk sent from now on.
+    pub fn set_note(&mut self, note: [u8; NOTE_BYTES]) {
+        self.note = note;
     }
 
     /// Starts accepting streams from peers, on the current runtime (the first `send` or `next` does it too): a
@@ -230,10 +249,20 @@ async fn read_link(
     let (mut rd, mut wr) = stream.split();
     let mut prefix = Vec::with_capacity(protocol::frame::LENGTH_PREFIX_BYTES + MAX_REPLY_BYTES);
     // A frame over `max_frame` is refused from its prefix, before anything is allocated: the stream closes.
-    while let Ok(bytes) = super::codec::read_frame(&mut rd, max_frame).await {
+    while let Ok(mut bytes) = super::codec::read_frame(&mut rd, max_frame + NOTE_BYTES).await {
+        // A frame too short for its note: the peer does not speak this version; close the stream.
+        let Some(&note) = bytes.first_chunk::<NOTE_BYTES>() else {
+            return;
+        };
+        bytes.drain(..NOTE_BYTES);
         let (reply, answer) = oneshot::channel();
         if events
-            .send(ChunkEvent::Chunk { peer, bytes, reply })
+            .send(ChunkEvent::Chunk {
+                peer,
+                bytes,
+                note,
+                reply,
+            })
             .await
             .is_err()
         {
@@ -431,13 +460,15 @@ impl Writer {
         }
     }
 
-    /// Writes one chunk frame: its length prefix, then the shared frame itself (no copy into a buffer). A peer
+    /// Writes one chunk frame: its length prefix and note, then the shared frame itself (no copy into a buffer). A peer
     /// that stops reading fails it after the reply timeout, as a reply that never comes would.
     async fn write(&self, wr: &mut futures::io::WriteHalf<Stream>, c: &Outgoing) -> io::Result<()> {
-        let prefix = protocol::frame::encode_prefix(c.bytes.len(), self.max_frame)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let prefix =
+            protocol::frame::encode_prefix(c.bytes.len() + NOTE_BYTES, self.max_frame + NOTE_BYTES)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let write = async {
             wr.write_all(&prefix).await?;
+            wr.write_all(&c.note).await?;
             wr.write_all(&c.bytes).await?;
             wr.flush().await
         };

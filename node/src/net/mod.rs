@@ -4,6 +4,7 @@
 pub mod behaviour;
 pub mod boxed;
 pub mod chunk_link;
+pub mod chunk_slots;
 pub mod codec;
 pub mod control_link;
 pub mod limits;

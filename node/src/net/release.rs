@@ -102,44 +102,6 @@ impl ReleaseSchedule {
     }
 }
 
-/// A VN's chunks sent in global slots (`Timing::chunk_slot_ms`, off by default): a chunk the engine releases
-/// waits for the next boundary of a slot grid every node shares (the wall clock, a multiple of the slot since
-/// the Unix epoch), then a uniform delay of the VN's own within the first half of the slot. Siblings get their
-/// chunks at one instant, strangers at instants a few ms apart; on a shared grid both leave in the same slot
-/// at independent offsets, so the gap between two VNs' chunks says less about whether they share a node.
-#[derive(Debug)]
-pub struct ChunkSlots<T> {
-    slot: Duration,
-    rng: ChaCha12Rng,
-    /// Chunks waiting for their slot.
-    pub held: Held<T>,
-}
-
-impl<T> ChunkSlots<T> {
-    /// Slots of `slot` (zero: off), offsets from `rng`.
-    pub fn new(slot: Duration, rng: ChaCha12Rng) -> Self {
-        Self {
-            slot,
-            rng,
-            held: Held::new(ReleaseSchedule::off()),
-        }
-    }
-
-    pub fn on(&self) -> bool {
-        !self.slot.is_zero()
-    }
-
-    /// When a chunk ready at `now` (the VN's clock) leaves, the wall clock reading `wall` (since the Unix
-    /// epoch) at that instant: the next slot boundary plus a uniform offset in its first half.
-    pub fn release_at(&mut self, now: Duration, wall: Duration) -> Duration {
-        let slot = self.slot.as_nanos().max(1);
-        let next = (wall.as_nanos() / slot + 1) * slot;
-        let to_boundary = Duration::from_nanos((next - wall.as_nanos()) as u64);
-        let offset = self.slot.mul_f64(self.rng.random::<f64>() / 2.0);
-        now + to_boundary + offset
-    }
-}
-
 /// Sends held until their release times, in release order.
 #[derive(Debug)]
 pub struct Held<T> {
@@ -286,50 +248,6 @@ mod tests {
         // The same stream gives the same delays: the independence comes from the streams.
         let (mut c, mut d) = (schedule(4, 11), schedule(4, 11));
         assert_eq!(c.draw(), d.draw());
-    }
-
-    #[test]
-    fn chunks_leave_at_the_next_shared_slot_boundary_plus_an_offset_of_their_own() {
-        let ms = Duration::from_millis;
-        let (mut a, mut b): (ChunkSlots<()>, ChunkSlots<()>) = (
-            ChunkSlots::new(ms(40), ChaCha12Rng::seed_from_u64(1)),
-            ChunkSlots::new(ms(40), ChaCha12Rng::seed_from_u64(2)),
-        );
-        assert!(
-            a.on() && !ChunkSlots::<()>::new(Duration::ZERO, ChaCha12Rng::seed_from_u64(1)).on()
-        );
-        // Two VNs whose clocks started at different instants, ready 13 ms apart on the wall clock (1_000_007
-        // and 1_000_020 ms): both leave in the slot that starts at 1_000_040 ms, within its first 20 ms.
-        let (wall_a, wall_b) = (ms(1_000_007), ms(1_000_020));
-        let (now_a, now_b) = (ms(5_000), ms(77));
-        let mut offsets = Vec::new();
-        for _ in 0..1000 {
-            let (ta, tb) = (a.release_at(now_a, wall_a), b.release_at(now_b, wall_b));
-            let (wa, wb) = (wall_a + (ta - now_a), wall_b + (tb - now_b));
-            for w in [wa, wb] {
-                assert!(w >= ms(1_000_040) && w < ms(1_000_060), "{w:?}");
-            }
-            offsets.push((
-                (wa - ms(1_000_040)).as_secs_f64(),
-                (wb - ms(1_000_040)).as_secs_f64(),
-            ));
-        }
-        // The offsets are each VN's own: uncorrelated, and spread over the half slot.
-        let n = offsets.len() as f64;
-        let (ma, mb) = (
-            offsets.iter().map(|o| o.0).sum::<f64>() / n,
-            offsets.iter().map(|o| o.1).sum::<f64>() / n,
-        );
-        assert!(
-            (ma - 0.010).abs() < 0.001 && (mb - 0.010).abs() < 0.001,
-            "{ma} {mb}"
-        );
-        let cov: f64 = offsets.iter().map(|o| (o.0 - ma) * (o.1 - mb)).sum::<f64>() / n;
-        let var = (0.020f64).powi(2) / 12.0;
-        assert!((cov / var).abs() < 0.1, "{}", cov / var);
-        // Exactly on a boundary: the next one.
-        let t = a.release_at(ms(0), ms(1_000_040));
-        assert!(t >= ms(40) && t < ms(60), "{t:?}");
     }
 
     #[test]

@@ -27,9 +27,10 @@ use tokio::time::Instant;
 
 use super::behaviour::VnBehaviourEvent;
 use super::chunk_link::{ChunkEvent, ChunkLinks};
+use super::chunk_slots::{ChunkSlots, GridNote};
 use super::control_link::{Closed, ControlLinks, LinkEvent};
 use super::preconnect::Preconnect;
-use super::release::{ChunkSlots, Held};
+use super::release::Held;
 use super::transport::VnSwarm;
 use crate::VnAddr;
 use crate::engine::rate::{Rate, TokenBucket};
@@ -153,7 +154,7 @@ pub struct VnTask {
     pub release: Held<Deferred>,
     /// Run on a thread and runtime of the VN's own ([`VnTask::run`]).
     pub own_thread: bool,
-    /// Chunks sent in shared global slots, if on (`release.rs`, [`ChunkSlots`]).
+    /// Chunks sent in slots of a grid every node shares, if on (`chunk_slots.rs`, [`ChunkSlots`]).
     pub chunk_slots: ChunkSlots<Deferred>,
 }
 
@@ -406,10 +407,17 @@ impl VnTask {
         addrs: &HashMap<PeerId, Multiaddr>,
     ) -> Option<VnInput<VnAddr>> {
         match ev {
-            ChunkEvent::Chunk { peer, bytes, reply } => {
+            ChunkEvent::Chunk {
+                peer,
+                bytes,
+                note,
+                reply,
+            } => {
                 if self.refuse_unlisted(peer) {
                     return None; // dropping `reply` closes the stream: nothing is answered
                 }
+                self.chunk_slots.hear(GridNote::from_bytes(note));
+                self.chunks.set_note(self.chunk_slots.note().to_bytes());
                 self.observe_arrival(&peer, || crate::observe::classify_chunk(&bytes));
                 *next_token += 1;
                 self.chunk_replies.insert(*next_token, reply);
@@ -751,8 +759,26 @@ impl VnTask {
             let wall = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default();
-            let at = self.chunk_slots.release_at(now, wall);
-            self.chunk_slots.held.hold_at(at, chunks);
+            // Each round's chunks at its own departure (one batch holds one round but for a catch-up).
+            let mut by_round: Vec<(Round, Vec<Deferred>)> = Vec::new();
+            for c in chunks {
+                let Deferred::Chunk { round, .. } = &c else {
+                    unreachable!("partitioned")
+                };
+                match by_round.iter_mut().find(|(r, _)| r == round) {
+                    Some((_, v)) => v.push(c),
+                    None => by_round.push((*round, vec![c])),
+                }
+            }
+            for (round, chunks) in by_round {
+                let before = self.chunk_slots.period();
+                let at = self.chunk_slots.release_at(now, wall, round);
+                self.chunks.set_note(self.chunk_slots.note().to_bytes());
+                if self.chunk_slots.period() != before {
+                    tracing::debug!(vn = self.index, %round, period = ?self.chunk_slots.period(), "chunk grid");
+                }
+                self.chunk_slots.held.hold_at(at, chunks);
+            }
             held = rest;
             if !self.release.delays() {
                 self.send_released(held, channels, addrs, wake);

@@ -60,8 +60,14 @@ pub struct Timing {
     /// never serves two siblings: what links siblings by same-millisecond packets otherwise (ROC-AUC 0.93-0.98
     /// in the default procs network against 0.51-0.54 with it, `results/linkage-packets/`).
     pub vn_threads: bool,
-    /// Chunks leave in slots of this many ms on the wall clock's grid, shared by every node, each VN at an
-    /// offset of its own in the slot's first half (`net::release::ChunkSlots`); 0: off.
+    /// Chunks leave on a grid of slots on the wall clock, shared by every node, each VN at an offset of its
+    /// own in the slot's first tenth (`net::chunk_slots`), so that when a chunk leaves says nothing about when
+    /// its node finished training: chunk timing linked siblings at ROC-AUC 0.69-0.79 in the default procs
+    /// network without it (`results/linkage-packets/`). On by default; the VN's send jitter
+    /// (`send_jitter_ms`) is then not applied, the grid's offsets take its place.
+    pub chunk_slots: bool,
+    /// The grid's period if fixed, in ms; 0 (the default): each VN adapts it to the work between two of its
+    /// chunks, on a ladder of periods every node shares (`net::chunk_slots`).
     pub chunk_slot_ms: u64,
     /// Start overlay walks that name no origin, their answers relayed back along the path, so that no message shows
     /// its first hop (`sampling::OverlayConfig::hide_origin`; issue 13). It costs answers as many hops as the walk
@@ -90,6 +96,7 @@ impl Default for Timing {
             send_pace_auto: false,
             release_delay_us: DEFAULT_RELEASE_DELAY_US,
             vn_threads: true,
+            chunk_slots: true,
             chunk_slot_ms: 0,
             hide_walk_origin: false,
             warmup_ms: 5000,
@@ -226,6 +233,16 @@ impl Timing {
         self.cyclon().validate().map_err(|e| format!("cyclon: {e}"))
     }
 
+    /// The chunk grid's period ([`Timing::chunk_slots`], [`Timing::chunk_slot_ms`]).
+    pub fn chunk_slot_period(&self) -> crate::net::chunk_slots::Period {
+        use crate::net::chunk_slots::Period;
+        match (self.chunk_slots, self.chunk_slot_ms) {
+            (false, _) => Period::Off,
+            (true, 0) => Period::adaptive(),
+            (true, ms) => Period::Fixed(Duration::from_millis(ms)),
+        }
+    }
+
     /// The mean of each VN's release delay ([`Timing::release_delay_us`]).
     pub fn release_delay(&self) -> Duration {
         Duration::from_micros(self.release_delay_us)
@@ -243,7 +260,13 @@ impl Timing {
                 },
             },
             exchange_timeout: Duration::from_millis(self.exchange_timeout_ms),
-            send_jitter: Duration::from_millis(self.send_jitter_ms),
+            // The chunk grid's offsets replace the jitter: a jitter before the grid only spreads the
+            // nodes' departures over more slots.
+            send_jitter: if self.chunk_slots {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(self.send_jitter_ms)
+            },
             send_pace: SendPace::from_settings(
                 Duration::from_millis(self.send_pace_ms),
                 self.send_pace_auto,

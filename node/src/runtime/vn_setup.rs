@@ -192,8 +192,8 @@ impl VnSetup {
             .into_iter()
             .filter(|b| b.peer != peer)
             .collect();
-        let chunk_slots = crate::net::release::ChunkSlots::new(
-            Duration::from_millis(self.timing.chunk_slot_ms),
+        let chunk_slots = crate::net::chunk_slots::ChunkSlots::new(
+            self.timing.chunk_slot_period(),
             release.fork_rng(),
         );
         let links = crate::net::control_link::ControlLinks::with_delayed_acks(
@@ -282,6 +282,7 @@ impl VnSetup {
             t.send_pace_ms,
             t.warmup_ms,
             t.handshake_timeout_ms,
+            t.chunk_slot_ms,
             s.chunk_request_ms,
             s.control_request_ms,
             s.idle_connection_ms,
