@@ -8,16 +8,17 @@
 # BATCH selects what runs (default: `default`):
 # - default: the issue "Unlinkable by default": the default procs network (`--mode procs --nodes 6 --vns 4
 #   --degree 4 --rounds 15`, loopback timing, no timing flags), seeds 1-3, on loopback (one capture of the
-#   run's ports on `lo`) and with every process in its own namespace (`--netns`), before (`--release-delay-us
-#   0 --shared-vn-threads`: every send and acknowledgement made at once, every VN on the node's shared runtime:
-#   the code before the issue) and after (the defaults: each VN on its own thread and runtime); then the other
-#   lever, each VN's sends and acknowledgements released after random delays of its own (`--release-delay-us`,
-#   off by default), alone and with the threads, on loopback and with --netns. The node
-#   processes run at the default priority (a niced node waits for the CPU behind other jobs, and what waits
-#   goes out together). About 5 minutes. Summary: summary-default.md.
-# - cost: the release delay's round-time cost in the rounds bench's setting (`cargo bench -p testnet --bench
-#   rounds`: MovieLens MF, 8 RNs, k = 2, r = 4, 51 rounds, inproc TCP), one run per delay, interleaved,
-#   REPEAT times (default 2). About 3 minutes a run. Summary: summary-cost.md.
+#   run's ports on `lo`) and with every process in its own namespace (`--netns`): before (`--release-delay-us
+#   0 --shared-vn-threads --no-chunk-slots`: every VN on the node's shared runtime, everything sent at once:
+#   the code before the issue), threads (`--no-chunk-slots`: each VN on its own thread and runtime, chunks
+#   sent when ready) and after (the defaults: the threads and the adaptive chunk grid). The node processes run
+#   at the default priority (a niced node waits for the CPU behind other jobs, and what waits goes out
+#   together). About 5 minutes. Summary: summary-default.md.
+# - levers: each lever alone and together on loopback (release delays, threads, fixed chunk slots, the
+#   adaptive grid). About 10 minutes. Summary: summary-levers.md.
+# - cost: the levers' round-time cost in the rounds bench's setting (`cargo bench -p testnet --bench rounds`:
+#   MovieLens MF, 8 RNs, k = 2, r = 4, 51 rounds, inproc TCP): before, threads and after as above, interleaved,
+#   REPEAT times (default 3). About a minute a repeat. Summary: summary-cost.md.
 # - lan: the batch of issue 13 (8 nodes x 4 VNs, 20 rounds, LAN timing, namespaces; the send-jitter and VN-host
 #   variants). About 20 minutes. Summary: summary.md.
 # VARIANTS="a b" runs only those variants of the batch (into the existing output), then summarises all.
@@ -37,50 +38,45 @@ HERE=results/linkage-packets
 OUT=target/linkage-packets
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 
+runp() {  # output dir, name, extra args: one default procs network per seed 1-3
+  local out=$1 name=$2; shift 2
+  if [ -n "${VARIANTS:-}" ] && [[ " $VARIANTS " != *" $name "* ]]; then return; fi
+  for seed in 1 2 3; do
+    echo "$name seed $seed, load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/load.txt"
+    "$BIN/testnet" --mode procs --nodes 6 --vns 4 --degree 4 --rounds 15 --seed "$seed" \
+      --observe-timing --capture --out "$out/$name/seed-$seed" --plain "$@" > /dev/null
+  done
+}
+header() {  # the summaries' first lines
+  echo "Default procs network (6 nodes x 4 VNs, r = 4, 15 rounds, loopback timing), seeds 1-3; pooled"
+  echo "sibling-linkage ROC-AUC per feature, mean ± sample std (per seed in brackets). Load average"
+  echo "(1/5/15 min) of this invocation, before: $LOAD_BEFORE; after: $(cut -d' ' -f1-3 /proc/loadavg); each run's"
+  echo "at the end. Commands: \`testnet --mode procs --nodes 6 --vns 4 --degree 4 --rounds 15 --seed S"
+  echo "--observe-timing --capture [--netns] [variant flags]\`, the flags of each variant in run.sh. Regenerate:"
+  echo "\`BATCH=$BATCH results/linkage-packets/run.sh\` (BIN=$BIN here)."
+  echo
+}
+
 if [ "$BATCH" = default ]; then
   OUT=target/linkage-packets-default
   [ -z "${VARIANTS:-}" ] && rm -rf "$OUT"
-  runp() {  # name, extra args
-    local name=$1; shift
-    if [ -n "${VARIANTS:-}" ] && [[ " $VARIANTS " != *" $name "* ]]; then return; fi
-    for seed in 1 2 3; do
-      echo "$name seed $seed, load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"
-      "$BIN/testnet" --mode procs --nodes 6 --vns 4 --degree 4 --rounds 15 --seed "$seed" \
-        --observe-timing --capture --out "$OUT/$name/seed-$seed" --plain "$@" > /dev/null
-    done
-  }
   mkdir -p "$OUT"
-  runp lo-before --release-delay-us 0 --shared-vn-threads
-  runp lo-after
-  runp netns-before --netns --release-delay-us 0 --shared-vn-threads
-  runp netns-after --netns
-  runp lo-delay-only --shared-vn-threads --release-delay-us 4000
-  runp lo-delay-16ms-only --shared-vn-threads --release-delay-us 16000
-  runp lo-threads-delay-1ms --release-delay-us 1000
-  runp lo-threads-delay-4ms --release-delay-us 4000
-  runp netns-threads-delay-4ms --netns --release-delay-us 4000
-  runp lo-slot-40ms --chunk-slot-ms 40
-  runp lo-slot-80ms --chunk-slot-ms 80
-  runp netns-slot-80ms --netns --chunk-slot-ms 80
+  # before: the code before the issue "Unlinkable by default" (shared runtime, no delays, no grid);
+  # threads: each VN on its own thread and runtime, chunks sent when ready; after: the defaults (the
+  # threads and the adaptive chunk grid, `node/src/net/chunk_slots.rs`).
+  for where in lo netns; do
+    net=""; [ "$where" = netns ] && net=--netns
+    # shellcheck disable=SC2086
+    runp "$OUT" "$where-before" $net --release-delay-us 0 --shared-vn-threads --no-chunk-slots
+    # shellcheck disable=SC2086
+    runp "$OUT" "$where-threads" $net --no-chunk-slots
+    # shellcheck disable=SC2086
+    runp "$OUT" "$where-after" $net
+  done
   if ip netns list | grep -q '^stn'; then echo "namespaces left behind:"; ip netns list | grep '^stn'; fi
   {
-    echo "Default procs network (6 nodes x 4 VNs, r = 4, 15 rounds, loopback timing), seeds 1-3; pooled"
-    echo "sibling-linkage ROC-AUC per feature, mean ± sample std (per seed in brackets). Load average"
-    echo "(1/5/15 min) of this invocation, before: $LOAD_BEFORE; after: $(cut -d' ' -f1-3 /proc/loadavg); each run's"
-    echo "at the end. Commands: \`testnet --mode procs --nodes 6 --vns 4 --degree 4 --rounds 15 --seed S"
-    echo "--observe-timing --capture [--netns] [variant flags]\`, the flags of each variant in run.sh. Regenerate:"
-    echo "\`results/linkage-packets/run.sh\` (BATCH=default; BIN=$BIN here)."
-    echo
-    python3 "$HERE/summarise.py" "$OUT" lo-before lo-after netns-before netns-after
-    echo
-    echo "Each lever alone and both, loopback (before: neither; after: the VNs' own threads, the default):"
-    echo
-    python3 "$HERE/summarise.py" "$OUT" lo-before lo-delay-only lo-delay-16ms-only lo-after lo-threads-delay-1ms \
-      lo-threads-delay-4ms netns-threads-delay-4ms
-    echo
-    echo "Chunks in shared slots (\`--chunk-slot-ms\`, off by default), with the VNs' own threads:"
-    echo
-    python3 "$HERE/summarise.py" "$OUT" lo-after lo-slot-40ms lo-slot-80ms netns-after netns-slot-80ms
+    header
+    python3 "$HERE/summarise.py" "$OUT" lo-before lo-threads lo-after netns-before netns-threads netns-after
     echo
     echo "Load average (1/5/15 min) at the start of each run:"
     echo
@@ -90,18 +86,46 @@ if [ "$BATCH" = default ]; then
   exit 0
 fi
 
+if [ "$BATCH" = levers ]; then
+  # Each lever alone and together, without the chunk grid unless named (summary-levers.md).
+  OUT=target/linkage-packets-levers
+  [ -z "${VARIANTS:-}" ] && rm -rf "$OUT"
+  mkdir -p "$OUT"
+  runp "$OUT" lo-before --release-delay-us 0 --shared-vn-threads --no-chunk-slots
+  runp "$OUT" lo-threads --no-chunk-slots
+  runp "$OUT" lo-delay-only --shared-vn-threads --release-delay-us 4000 --no-chunk-slots
+  runp "$OUT" lo-delay-16ms-only --shared-vn-threads --release-delay-us 16000 --no-chunk-slots
+  runp "$OUT" lo-threads-delay-1ms --release-delay-us 1000 --no-chunk-slots
+  runp "$OUT" lo-threads-delay-4ms --release-delay-us 4000 --no-chunk-slots
+  runp "$OUT" netns-threads-delay-4ms --netns --release-delay-us 4000 --no-chunk-slots
+  runp "$OUT" lo-slot-40ms --chunk-slot-ms 40
+  runp "$OUT" lo-slot-80ms --chunk-slot-ms 80
+  runp "$OUT" netns-slot-80ms --netns --chunk-slot-ms 80
+  runp "$OUT" lo-grid
+  if ip netns list | grep -q '^stn'; then echo "namespaces left behind:"; ip netns list | grep '^stn'; fi
+  {
+    header
+    python3 "$HERE/summarise.py" "$OUT" lo-before lo-threads lo-delay-only lo-delay-16ms-only \
+      lo-threads-delay-1ms lo-threads-delay-4ms netns-threads-delay-4ms
+    echo
+    python3 "$HERE/summarise.py" "$OUT" lo-threads lo-slot-40ms lo-slot-80ms netns-slot-80ms lo-grid
+    echo
+    sed 's/^/    /' "$OUT/load.txt"
+  } > "$HERE/summary-levers.md"
+  cat "$HERE/summary-levers.md"
+  exit 0
+fi
+
 if [ "$BATCH" = cost ]; then
   OUT=target/linkage-packets-cost
   rm -rf "$OUT"; mkdir -p "$OUT"
   DATA=${DATA:-../shared/data/movielens/ml-latest-small}
-  for rep in $(seq 1 "${REPEAT:-2}"); do
-    for v in before after delay-only threads-delay-4ms slot-80ms; do
+  for rep in $(seq 1 "${REPEAT:-3}"); do
+    for v in before threads after; do
       case $v in
-        before) args="--release-delay-us 0 --shared-vn-threads" ;;
+        before) args="--release-delay-us 0 --shared-vn-threads --no-chunk-slots" ;;
+        threads) args="--no-chunk-slots" ;;
         after) args="" ;;
-        delay-only) args="--shared-vn-threads --release-delay-us 4000" ;;
-        threads-delay-4ms) args="--release-delay-us 4000" ;;
-        slot-80ms) args="--chunk-slot-ms 80" ;;
       esac
       load=$(cut -d' ' -f1-3 /proc/loadavg)
       # shellcheck disable=SC2086

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The release delay's and the VN threads' round-time cost (run.sh, BATCH=cost). usage: summarise_cost.py OUT_DIR BIN"""
+"""The VN threads' and the chunk grid's round-time cost (run.sh, BATCH=cost). usage: summarise_cost.py OUT_DIR BIN"""
 import json, pathlib, statistics as st, sys
 out = pathlib.Path(sys.argv[1])
 loads = {}
@@ -8,7 +8,7 @@ for l in (out / "load.txt").read_text().splitlines():
     loads[(us, rep)] = rest[0] + " → " + rest[3]
 print("| variant | mean round s per run | mean | neighbours / VN | final RMSE | load (1 min) before → after |")
 print("|---|---|---|---|---|---|")
-for name in ["before", "after", "delay-only", "threads-delay-4ms", "slot-80ms"]:
+for name in ["before", "threads", "after"]:
     if not (out / name).is_dir():
         continue
     d = out / name

@@ -72,10 +72,20 @@ pub struct Assembled {
     pub mean_round_max_share: f64,
 }
 
+/// How a pair's gaps over the rounds become its score (the smaller, the likelier siblings).
+#[derive(Debug, Clone, Copy)]
+enum PairScore {
+    MedianGap,
+    MeanGap,
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct LinkageReport {
-    /// Arrival times of chunks.
+    /// Arrival times of chunks, each pair scored by its median gap over the rounds.
     pub chunks: FeatureLinkage,
+    /// The same, each pair scored by its mean gap: rare rounds in which two VNs' chunks leave far apart (two
+    /// nodes on either side of a shared slot boundary, `node::net::chunk_slots`) move a mean, not a median.
+    pub chunks_mean_gap: FeatureLinkage,
     /// Arrival times of first-hop overlay walks (none when walks hide their origin).
     pub walks: FeatureLinkage,
     /// Arrival times of overlay walks at any hop: the first walk each sender passed on in a round, whether it
@@ -109,9 +119,10 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
         let walk_times = self.walks.lock().expect("no panics while recording");
         let any_hop_times = self.walks_any_hop.lock().expect("no panics while recording");
         LinkageReport {
-            chunks: self.pairs(&chunk_times),
-            walks: self.pairs(&walk_times),
-            walks_any_hop: self.pairs(&any_hop_times),
+            chunks: self.pairs(&chunk_times, PairScore::MedianGap),
+            chunks_mean_gap: self.pairs(&chunk_times, PairScore::MeanGap),
+            walks: self.pairs(&walk_times, PairScore::MedianGap),
+            walks_any_hop: self.pairs(&any_hop_times, PairScore::MedianGap),
             assembled: LINK_WINDOWS_MS
                 .iter()
                 .map(|&w| self.assemble(&chunk_times, Duration::from_millis(w)))
@@ -119,7 +130,7 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
         }
     }
 
-    fn pairs(&self, times: &FirstArrivals) -> FeatureLinkage {
+    fn pairs(&self, times: &FirstArrivals, score: PairScore) -> FeatureLinkage {
         let mut pooled: Vec<(f64, bool)> = Vec::new();
         let mut aucs = Vec::new();
         for rounds in times.values() {
@@ -137,8 +148,14 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
             let scored: Vec<(f64, bool)> = gaps
                 .into_iter()
                 .map(|((a, b), mut g)| {
-                    g.sort_by(f64::total_cmp);
-                    (-g[g.len() / 2], self.owner(a) == self.owner(b))
+                    let gap = match score {
+                        PairScore::MedianGap => {
+                            g.sort_by(f64::total_cmp);
+                            g[g.len() / 2]
+                        }
+                        PairScore::MeanGap => g.iter().sum::<f64>() / g.len() as f64,
+                    };
+                    (-gap, self.owner(a) == self.owner(b))
                 })
                 .collect();
             if let Some(auc) = auc(&scored) {
@@ -357,6 +374,38 @@ mod tests {
         // Within 5 ms each node's two chunks form a pure group: the whole model (k = 2) of a victim.
         assert_eq!(rep.assembled[0].max_share, 1.0);
         assert_eq!(rep.assembled[0].window_ms, 5);
+    }
+
+    /// Chunks on a shared slot grid: every VN leaves in its round's slot at an offset of its own, except that
+    /// node 1 (VNs 2, 3) leaves a slot late every fourth round (a straddle). A pair's median gap cannot tell
+    /// siblings from strangers; its mean gap can, and is reported beside it.
+    #[test]
+    fn a_pairs_mean_gap_sees_the_rare_rounds_a_node_leaves_a_slot_late() {
+        let r = LinkageRecorder::new(2, |g: &u32| Some(*g as usize / 2));
+        let us = Duration::from_micros;
+        for round in 0..16u64 {
+            let slot = us(100_000 * round);
+            let late = if round % 4 == 3 { us(100_000) } else { us(0) };
+            // Offsets that do not depend on the node: the same set each round, rotated.
+            for (from, offset) in [(0u32, 1_000), (1, 5_000), (2, 3_000), (3, 7_000)] {
+                let offset = us((offset + 2_000 * round) % 8_000);
+                let node_late = if from >= 2 { late } else { us(0) };
+                r.arrival(
+                    5,
+                    0,
+                    &from,
+                    slot + offset + node_late,
+                    Arrival::Chunk {
+                        round: Round(round),
+                    },
+                );
+            }
+        }
+        let rep = r.finish();
+        let median = rep.chunks.auc_pooled.unwrap();
+        let mean = rep.chunks_mean_gap.auc_pooled.unwrap();
+        assert!(median <= 0.75, "median {median}");
+        assert_eq!(mean, 1.0, "{rep:?}");
     }
 
     #[test]

@@ -172,7 +172,8 @@ pub struct PacketLinkage {
     pub log_lag_us_median: Option<u64>,
     pub log_lag_us_p99: Option<u64>,
     /// Every feature's AUC: the all-packet features (`crate::coincidence`), then the message features on packet
-    /// times (`chunk_last_packet`, `chunk_burst_start`, `walk_first_hop`, `walk_any_hop`; their medians are
+    /// times (`chunk_last_packet`, `chunk_burst_start`, each also scored by a pair's mean gap instead of its
+    /// median, `…_mean_gap`; `walk_first_hop`, `walk_any_hop`; their medians are
     /// gaps in ms, smaller for the more likely siblings).
     pub features: Vec<FeatureAuc>,
     /// The feature with the highest pooled AUC.
@@ -331,6 +332,8 @@ pub fn attack(
     features.extend([
         feature_row("chunk_last_packet", &last_packet.chunks),
         feature_row("chunk_burst_start", &burst_start.chunks),
+        feature_row("chunk_last_packet_mean_gap", &last_packet.chunks_mean_gap),
+        feature_row("chunk_burst_start_mean_gap", &burst_start.chunks_mean_gap),
         feature_row("walk_first_hop", &last_packet.walks),
         feature_row("walk_any_hop", &last_packet.walks_any_hop),
     ]);
