@@ -69,4 +69,6 @@ pub mod sim;
 pub use error::{NodeError, Result};
 pub use events::NodeEvent;
 pub use id::VnAddr;
-pub use runtime::{HostedVn, NodeBuilder, NodeHandle, NodeStatus, RemoteVn, Timing, VnHost};
+pub use runtime::{
+    DEFAULT_ISOLATION_TIMEOUT, HostedVn, NodeBuilder, NodeHandle, NodeStatus, RemoteVn, Timing, VnHost,
+};

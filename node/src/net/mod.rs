@@ -5,6 +5,7 @@ pub mod behaviour;
 pub mod boxed;
 pub mod chunk_link;
 pub mod codec;
+pub mod contact;
 pub mod control_link;
 pub mod limits;
 pub mod link;

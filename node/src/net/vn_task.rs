@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use super::behaviour::VnBehaviourEvent;
 use super::chunk_link::{ChunkEvent, ChunkLinks};
+use super::contact::VnContact;
 use super::control_link::{Closed, ControlLinks, LinkEvent};
 use super::preconnect::Preconnect;
 use super::release::{ChunkSlots, Held};
@@ -155,6 +156,8 @@ pub struct VnTask {
     pub own_thread: bool,
     /// Chunks sent in shared global slots, if on (`release.rs`, [`ChunkSlots`]).
     pub chunk_slots: ChunkSlots<Deferred>,
+    /// What this VN reaches, for its RN (`contact.rs`); none in a VN host, whose node is elsewhere.
+    pub contact: Option<VnContact>,
 }
 
 /// A send the engine asked for, held until its release time.
@@ -297,6 +300,7 @@ impl VnTask {
                         }
                         _ => {}
                     }
+                    self.note_contact(&ev);
                     match self.on_swarm_event(ev, &mut channels, &mut next_token, &mut addrs) {
                         Some(input) => input,
                         None => continue,
@@ -365,6 +369,29 @@ impl VnTask {
                 self.preconnect.dialling(to.peer);
                 return;
             }
+        }
+    }
+
+    /// Tells the RN's contact board (if any) of connections with listed peers and of failed dials.
+    fn note_contact(&mut self, ev: &SwarmEvent<VnBehaviourEvent>) {
+        let Some(c) = self.contact.as_mut() else {
+            return;
+        };
+        match ev {
+            SwarmEvent::ConnectionEstablished { peer_id, .. } if self.peers.is_allowed(peer_id) => {
+                c.established(*peer_id)
+            }
+            SwarmEvent::ConnectionClosed {
+                peer_id,
+                num_established: 0,
+                ..
+            } => c.closed(peer_id),
+            SwarmEvent::OutgoingConnectionError {
+                peer_id: Some(peer_id),
+                error,
+                ..
+            } if self.peers.is_allowed(peer_id) => c.dial_failed(*peer_id, &error.to_string()),
+            _ => {}
         }
     }
 
