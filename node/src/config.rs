@@ -569,7 +569,9 @@ seed = 9
         assert!(e.contains("node.toml: line"), "{e}");
         let c = NodeConfig::parse(
             p,
-            &with("announce = [\"/dns4/node-a.example/tcp/4001\", \"/dns6/node-a.example/tcp/4002\"]"),
+            &with(
+                "announce = [\"/dns4/node-a.example/tcp/4001\", \"/dns6/node-a.example/tcp/4002\"]",
+            ),
         )
         .unwrap();
         assert_eq!(c.announce[1].to_string(), "/dns6/node-a.example/tcp/4002");

@@ -70,5 +70,6 @@ pub use error::{NodeError, Result};
 pub use events::NodeEvent;
 pub use id::VnAddr;
 pub use runtime::{
-    DEFAULT_ISOLATION_TIMEOUT, HostedVn, NodeBuilder, NodeHandle, NodeStatus, RemoteVn, Timing, VnHost,
+    DEFAULT_ISOLATION_TIMEOUT, HostedVn, NodeBuilder, NodeHandle, NodeStatus, RemoteVn, Timing,
+    VnHost,
 };

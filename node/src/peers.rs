@@ -82,7 +82,9 @@ impl PeerList {
                 )
             })?;
             let addr = match &e.addr {
-                Some(a) => Some(parse_addr(a, &id).map_err(|m| NodeError::file(path, field("addr"), m))?),
+                Some(a) => {
+                    Some(parse_addr(a, &id).map_err(|m| NodeError::file(path, field("addr"), m))?)
+                }
                 None => None,
             };
             if allowed.insert(id, addr).is_some() {
@@ -115,9 +117,7 @@ impl PeerList {
                     NodeError::file(path, &at, format!("'{id}' is not a PeerId: {err}"))
                 })?;
                 let addr = match words.next() {
-                    Some(a) => {
-                        Some(parse_addr(a, &id).map_err(|m| NodeError::file(path, &at, m))?)
-                    }
+                    Some(a) => Some(parse_addr(a, &id).map_err(|m| NodeError::file(path, &at, m))?),
                     None => None,
                 };
                 if let Some(extra) = words.next() {
@@ -359,7 +359,10 @@ mod tests {
             ("/dnsaddr/bootstrap.example", "TXT record"),
             ("/tcp/4001", "starts with /tcp/"),
             ("/dns4/localhost/tcp/4001/ws", "unexpected /ws/"),
-            (&format!("/dns4/localhost/tcp/4001/p2p/{other}"), "another peer"),
+            (
+                &format!("/dns4/localhost/tcp/4001/p2p/{other}"),
+                "another peer",
+            ),
         ] {
             let e = PeerList::parse(p, &entry(bad)).unwrap_err().to_string();
             assert!(
@@ -376,11 +379,17 @@ mod tests {
             format!("{a} /dns4/localhost\n"),
         )];
         let e = PeerList::from_id_files(&files).unwrap_err().to_string();
-        assert!(e.contains("a.txt") && e.contains("line 1") && e.contains("no /tcp/PORT"), "{e}");
+        assert!(
+            e.contains("a.txt") && e.contains("line 1") && e.contains("no /tcp/PORT"),
+            "{e}"
+        );
         let files = [(
             std::path::PathBuf::from("a.txt"),
             format!("{a} /dns4/node-a.example/tcp/4001\n"),
         )];
-        assert_eq!(PeerList::from_id_files(&files).unwrap().bootstrap().len(), 1);
+        assert_eq!(
+            PeerList::from_id_files(&files).unwrap().bootstrap().len(),
+            1
+        );
     }
 }

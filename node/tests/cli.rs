@@ -207,7 +207,8 @@ fn node_processes_that_reach_nobody_say_so_and_stop_with_an_error() {
             "node {i}: {log}"
         );
         assert!(
-            dead.iter().any(|p| log.contains(&format!("/ip4/127.0.0.1/tcp/{p}"))),
+            dead.iter()
+                .any(|p| log.contains(&format!("/ip4/127.0.0.1/tcp/{p}"))),
             "node {i} names an address it dialled: {log}"
         );
         assert!(
@@ -241,11 +242,14 @@ fn a_node_told_to_wait_for_peers_warns_every_round_alone_and_finishes() {
         "finished its rounds: {log}"
     );
     assert_eq!(net.metrics(0).len(), 3);
-    let warnings = log.matches("isolated: this node has reached no peer").count();
+    let warnings = log
+        .matches("isolated: this node has reached no peer")
+        .count();
     assert!(warnings >= 2, "a warning every round alone: {log}");
     assert!(log.contains("waits for peers for ever"), "{log}");
     assert!(
-        dead.iter().any(|p| log.contains(&format!("/dns4/localhost/tcp/{p}"))),
+        dead.iter()
+            .any(|p| log.contains(&format!("/dns4/localhost/tcp/{p}"))),
         "names the address it dialled: {log}"
     );
 }

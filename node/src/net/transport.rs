@@ -16,9 +16,9 @@ use std::time::Duration;
 use libp2p::core::transport::MemoryTransport;
 use libp2p::core::transport::upgrade::Version;
 use libp2p::core::{Transport, muxing::StreamMuxerBox, transport::Boxed};
+use libp2p::dns::{ResolverConfig, ResolverOpts};
 use libp2p::identity::Keypair;
 use libp2p::pnet::{PnetConfig, PreSharedKey};
-use libp2p::dns::{ResolverConfig, ResolverOpts};
 use libp2p::{PeerId, Swarm, dns, noise, tcp, yamux};
 
 use super::behaviour::{Timeouts, VnBehaviour};

@@ -390,7 +390,7 @@ impl VnTask {
                 peer_id: Some(peer_id),
                 error,
                 ..
-            } if self.peers.is_allowed(peer_id) => c.dial_failed(*peer_id, &error.to_string()),
+            } if self.peers.is_allowed(peer_id) => c.dial_failed(*peer_id, &dial_error_text(error)),
             _ => {}
         }
     }
@@ -952,6 +952,25 @@ fn dial_addrs(to: &VnAddr, addrs: &HashMap<PeerId, Multiaddr>) -> Vec<Multiaddr>
         v.push(a.clone());
     }
     v
+}
+
+/// A failed dial as an operator reads it: each address tried with the innermost cause of its failure
+/// (libp2p's own text repeats every layer of the transport stack's error around it).
+fn dial_error_text(error: &libp2p::swarm::DialError) -> String {
+    match error {
+        libp2p::swarm::DialError::Transport(tried) => tried
+            .iter()
+            .map(|(addr, e)| {
+                let mut cause: &dyn std::error::Error = e;
+                while let Some(inner) = cause.source() {
+                    cause = inner;
+                }
+                format!("{addr}: {cause}")
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    }
 }
 
 /// How long to wait for a Swarm's first listen address.

@@ -358,7 +358,9 @@ impl NodeBuilder {
             self.peers.bootstrap(),
         );
         if watch.is_none() {
-            tracing::info!("the peer list names only this node's VNs: it runs alone, unwatched for isolation");
+            tracing::info!(
+                "the peer list names only this node's VNs: it runs alone, unwatched for isolation"
+            );
         }
         (board.filter(|_| watch.is_some()), watch)
     }

@@ -43,7 +43,10 @@ pub(crate) struct Isolation {
 pub(crate) enum Finding {
     Reached,
     /// Alone for this long; `stop` once that is the timeout or more.
-    Alone { alone: Duration, stop: bool },
+    Alone {
+        alone: Duration,
+        stop: bool,
+    },
 }
 
 impl Isolation {
@@ -209,7 +212,9 @@ impl IsolationWatch {
                 "it stops at {} s alone (isolation_timeout_s; 0 or `node run --wait-for-peers` waits for ever)",
                 t.as_secs()
             ),
-            None => "it waits for peers for ever (--wait-for-peers or isolation_timeout_s = 0)".into(),
+            None => {
+                "it waits for peers for ever (--wait-for-peers or isolation_timeout_s = 0)".into()
+            }
         };
         format!(
             "isolated: this node has reached no peer outside itself for {:.0} s and trains on its own data \
@@ -310,7 +315,8 @@ mod tests {
         let w = IsolationWatch::new(Some(S), 0 * S, None, &own, [own[0], other], boot)
             .expect("watched");
         assert!(
-            w.what_was_tried().contains("none of the peers outside this node"),
+            w.what_was_tried()
+                .contains("none of the peers outside this node"),
             "its own address is no bootstrap for it: {}",
             w.what_was_tried()
         );
@@ -342,20 +348,34 @@ mod tests {
         assert!(w.warning(3 * S).contains("Connection refused"));
         vn.established(other);
         vn.closed(&other);
-        assert_eq!(w.at_deadline(10 * S), Some(Finding::Reached), "opened and closed since");
+        assert_eq!(
+            w.at_deadline(10 * S),
+            Some(Finding::Reached),
+            "opened and closed since"
+        );
         assert!(matches!(
             w.at_deadline(25 * S),
             Some(Finding::Alone { stop: true, .. })
         ));
         let e = w.error(15 * S).to_string();
-        assert!(e.contains("isolated") && e.contains("--wait-for-peers"), "{e}");
+        assert!(
+            e.contains("isolated") && e.contains("--wait-for-peers"),
+            "{e}"
+        );
 
         let mut hosted =
             IsolationWatch::new(Some(10 * S), 0 * S, None, &own, [own[0], other], boot).unwrap();
         assert_eq!(hosted.deadline(), None, "checked at round ends only");
         assert_eq!(hosted.at_deadline(S), None);
-        assert_eq!(hosted.after_round(2 * S, 0, 0, true), None, "an absent round says nothing");
-        assert_eq!(hosted.after_round(3 * S, 2, 0, false), Some(Finding::Reached));
+        assert_eq!(
+            hosted.after_round(2 * S, 0, 0, true),
+            None,
+            "an absent round says nothing"
+        );
+        assert_eq!(
+            hosted.after_round(3 * S, 2, 0, false),
+            Some(Finding::Reached)
+        );
         assert!(hosted.warning(S).contains("node-b.example"));
     }
 }

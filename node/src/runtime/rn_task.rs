@@ -230,7 +230,12 @@ impl RnTask {
         match w.after_round(now, m.neighbours, m.copies_received, m.absent) {
             Some(Finding::Alone { alone, stop: true }) => Err(w.error(alone)),
             Some(Finding::Alone { alone, .. }) => {
-                tracing::warn!(node = self.index, round = m.round.get(), "{}", w.warning(alone));
+                tracing::warn!(
+                    node = self.index,
+                    round = m.round.get(),
+                    "{}",
+                    w.warning(alone)
+                );
                 Ok(())
             }
             _ => Ok(()),

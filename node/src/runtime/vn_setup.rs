@@ -239,10 +239,7 @@ impl VnSetup {
             own_thread: self.timing.vn_threads,
             chunk_slots,
             contact: place.contact.map(|board| {
-                crate::net::contact::VnContact::new(
-                    board,
-                    place.own.iter().copied().chain([peer]),
-                )
+                crate::net::contact::VnContact::new(board, place.own.iter().copied().chain([peer]))
             }),
         };
         Ok((task, tx, me))

@@ -97,7 +97,9 @@ impl ProcNet {
     /// (Re)writes `peers.toml`: every node's VNs with their addresses (`{host}/tcp/{port}`), then
     /// [`ProcNet::extra_peers`].
     pub fn write_peer_list(&self) {
-        self.write_peer_list_with(|node, vn| Some(format!("{}/tcp/{}", self.host, self.ports[node][vn])));
+        self.write_peer_list_with(|node, vn| {
+            Some(format!("{}/tcp/{}", self.host, self.ports[node][vn]))
+        });
     }
 
     /// (Re)writes `peers.toml` with `addr(node, vn)` as each VN's address (`None`: listed without one), then
@@ -208,16 +210,18 @@ pub fn wait_each(children: &mut [Child], limit: Duration) -> Vec<Option<std::pro
     let start = Instant::now();
     children
         .iter_mut()
-        .map(|c| loop {
-            if let Some(status) = c.try_wait().unwrap() {
-                break Some(status);
+        .map(|c| {
+            loop {
+                if let Some(status) = c.try_wait().unwrap() {
+                    break Some(status);
+                }
+                if start.elapsed() > limit {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(100));
             }
-            if start.elapsed() > limit {
-                let _ = c.kill();
-                let _ = c.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(100));
         })
         .collect()
 }
