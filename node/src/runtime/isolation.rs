@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn alone_from_the_start_warns_then_stops_at_the_timeout() {
-        let mut i = Isolation::new(Some(10 * S), 0 * S);
+        let mut i = Isolation::new(Some(10 * S), Duration::ZERO);
         assert_eq!(i.deadline(), Some(10 * S));
         assert_eq!(
             i.check(4 * S, false),
@@ -267,7 +267,7 @@ mod tests {
 
     #[test]
     fn reaching_anyone_resets_the_clock_and_a_later_silence_counts_from_the_last_contact() {
-        let mut i = Isolation::new(Some(10 * S), 0 * S);
+        let mut i = Isolation::new(Some(10 * S), Duration::ZERO);
         assert_eq!(i.check(9 * S, true), Finding::Reached);
         assert_eq!(i.deadline(), None, "no deadline while reaching someone");
         // Peers gone for a while: alone since the check that last found them, and fine once they are back.
@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn waiting_for_ever_never_stops() {
-        let mut i = Isolation::new(None, 0 * S);
+        let mut i = Isolation::new(None, Duration::ZERO);
         assert_eq!(i.deadline(), None);
         assert_eq!(
             i.check(1000 * S, false),
@@ -310,9 +310,11 @@ mod tests {
     fn a_peer_list_of_only_the_nodes_own_vns_is_not_watched() {
         let own = [PeerId::random(), PeerId::random()];
         let boot = vec![addr(own[0], "/ip4/127.0.0.1/tcp/1")];
-        assert!(IsolationWatch::new(Some(S), 0 * S, None, &own, own, boot.clone()).is_none());
+        assert!(
+            IsolationWatch::new(Some(S), Duration::ZERO, None, &own, own, boot.clone()).is_none()
+        );
         let other = PeerId::random();
-        let w = IsolationWatch::new(Some(S), 0 * S, None, &own, [own[0], other], boot)
+        let w = IsolationWatch::new(Some(S), Duration::ZERO, None, &own, [own[0], other], boot)
             .expect("watched");
         assert!(
             w.what_was_tried()
@@ -330,7 +332,7 @@ mod tests {
         let board = Arc::new(Contact::default());
         let mut w = IsolationWatch::new(
             Some(10 * S),
-            0 * S,
+            Duration::ZERO,
             Some(board.clone()),
             &own,
             [own[0], other],
@@ -363,8 +365,15 @@ mod tests {
             "{e}"
         );
 
-        let mut hosted =
-            IsolationWatch::new(Some(10 * S), 0 * S, None, &own, [own[0], other], boot).unwrap();
+        let mut hosted = IsolationWatch::new(
+            Some(10 * S),
+            Duration::ZERO,
+            None,
+            &own,
+            [own[0], other],
+            boot,
+        )
+        .unwrap();
         assert_eq!(hosted.deadline(), None, "checked at round ends only");
         assert_eq!(hosted.at_deadline(S), None);
         assert_eq!(
