@@ -6,6 +6,7 @@
 //! vns = 4                               # k: virtual nodes (keys vn-0.key .. vn-3.key)
 //! listen = ["/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/tcp/4002", "/ip4/0.0.0.0/tcp/4003", "/ip4/0.0.0.0/tcp/4004"]
 //! announce = ["/ip4/192.0.2.7/tcp/4001", "/ip4/192.0.2.7/tcp/4002", "/ip4/192.0.2.7/tcp/4003", "/ip4/192.0.2.7/tcp/4004"]
+//!                                       # optional; a name works too: "/dns4/node-a.example/tcp/4001"
 //! peer_list = "peers.toml"
 //! psk_file = "swarm.key"                # optional: closes the network to holders of the key
 //! degree = 8                            # r (paper: 8)
@@ -17,6 +18,8 @@
 //! dropout = 0.0                         # optional, experiments: the rate at which this node sits rounds out
 //!                                       #   (default: el with vns = 1, shatter with more)
 //! arrivals = "arrivals.log"             # optional, research: what arrives at the VNs, when (`arrival_log.rs`)
+//! isolation_timeout_s = 60              # optional: reaching no peer outside this node this long stops it
+//!                                       #   with an error (0: wait for ever; every round alone is warned of)
 //!
 //! [learning]
 //! dataset = "movielens"                 # synthetic | synthetic-images | movielens | sent140 | cifar10 | mnist
@@ -49,6 +52,7 @@
 use std::path::{Path, PathBuf};
 
 use libp2p::Multiaddr;
+use libp2p::multiaddr::Protocol;
 use models::data::DatasetSpec;
 use models::data::partition::Partition;
 use models::nn::ModelSpec;
@@ -88,6 +92,7 @@ struct RawConfig {
     values: ValueBounds,
     hosted: Option<RawHosted>,
     arrivals: Option<PathBuf>,
+    isolation_timeout_s: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -169,6 +174,9 @@ pub struct NodeConfig {
     pub index: usize,
     pub timing: Timing,
     pub values: ValueBounds,
+    /// Reaching no peer outside the node this long stops it (`NodeBuilder::isolation_timeout`); `None`:
+    /// never (`isolation_timeout_s = 0`).
+    pub isolation_timeout: Option<std::time::Duration>,
 }
 
 impl NodeConfig {
@@ -222,6 +230,11 @@ impl NodeConfig {
             algorithm: raw.algorithm,
             dropout: raw.dropout,
             values: raw.values,
+            isolation_timeout: match raw.isolation_timeout_s {
+                None => Some(crate::DEFAULT_ISOLATION_TIMEOUT),
+                Some(0) => None,
+                Some(s) => Some(std::time::Duration::from_secs(s)),
+            },
         })
     }
 
@@ -274,6 +287,7 @@ impl NodeConfig {
             .timing(self.timing.clone())
             .value_bounds(self.values)
             .dropout(self.dropout)
+            .isolation_timeout(self.isolation_timeout)
             .metrics_file(self.metrics.clone())
             .checkpoint_dir(self.checkpoints.clone()))
     }
@@ -344,7 +358,28 @@ impl ConfigFile<'_> {
                 ),
             ));
         }
+        // A name is resolved when dialled; a socket binds an address of this host.
+        if let Some((i, a)) = listen.iter().enumerate().find(|(_, a)| {
+            a.iter().any(|p| {
+                matches!(
+                    p,
+                    Protocol::Dns(_) | Protocol::Dns4(_) | Protocol::Dns6(_) | Protocol::Dnsaddr(_)
+                )
+            })
+        }) {
+            return Err(self.err(
+                &format!("listen[{i}]"),
+                format!(
+                    "'{a}': listen on an IP address of this host (/ip4/0.0.0.0/tcp/PORT for all of them); \
+                     a DNS name belongs in `announce` and the peer list"
+                ),
+            ));
+        }
         let announce = self.addrs("announce", &raw.announce)?;
+        for (i, a) in announce.iter().enumerate() {
+            crate::peers::check_addr(a, None)
+                .map_err(|why| self.err(&format!("announce[{i}]"), format!("'{a}': {why}")))?;
+        }
         if !(announce.is_empty() || announce.len() == raw.vns) {
             return Err(self.err(
                 "announce",
@@ -517,6 +552,29 @@ seed = 9
         assert_eq!(c.timing, Timing::default());
         assert_eq!(c.algorithm, None);
         assert_eq!(c.learning.train.clip, None);
+        assert_eq!(c.isolation_timeout, Some(crate::DEFAULT_ISOLATION_TIMEOUT));
+    }
+
+    #[test]
+    fn isolation_timeout_in_seconds_and_zero_waits_for_ever_and_announce_takes_names() {
+        let p = Path::new("node.toml");
+        let with = |line: &str| GOOD.replacen("degree", &format!("{line}\ndegree"), 1);
+        let c = NodeConfig::parse(p, &with("isolation_timeout_s = 5")).unwrap();
+        assert_eq!(c.isolation_timeout, Some(std::time::Duration::from_secs(5)));
+        let c = NodeConfig::parse(p, &with("isolation_timeout_s = 0")).unwrap();
+        assert_eq!(c.isolation_timeout, None);
+        let e = NodeConfig::parse(p, &with("isolation_timeout_s = -1"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("node.toml: line"), "{e}");
+        let c = NodeConfig::parse(
+            p,
+            &with(
+                "announce = [\"/dns4/node-a.example/tcp/4001\", \"/dns6/node-a.example/tcp/4002\"]",
+            ),
+        )
+        .unwrap();
+        assert_eq!(c.announce[1].to_string(), "/dns6/node-a.example/tcp/4002");
     }
 
     #[test]
@@ -565,6 +623,8 @@ seed = 9
             (GOOD.replace("degree = 2", "degree = \"two\""), "line 6"),
             (format!("{GOOD}[timing]\ncyclon_shuffle_len = 21\n"), "timing"),
             (format!("{GOOD}[timing]\ncyclon_shuffle_len = 0\n"), "timing"),
+            (GOOD.replace("listen = [\"/ip4/127.0.0.1/tcp/0\"]", "listen = [\"/dns4/localhost/tcp/4001\"]"), "listen[0]"),
+            (GOOD.replace("vns = 2", "vns = 2\nannounce = [\"/dns4/a.example/tcp/1\", \"/dns4/a.example\"]"), "announce[1]"),
         ];
         for (text, field) in cases {
             let e = NodeConfig::parse(p, &text).unwrap_err().to_string();

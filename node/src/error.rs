@@ -28,6 +28,9 @@ pub enum NodeError {
     /// libp2p could not be set up (transport, listen address).
     #[error("network: {0}")]
     Network(String),
+    /// The node reached no peer outside itself for its isolation timeout (`runtime/isolation.rs`).
+    #[error("isolated: {0}")]
+    Isolated(String),
     /// The node stopped before the operation completed.
     #[error("the node has stopped")]
     Stopped,

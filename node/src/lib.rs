@@ -37,11 +37,12 @@
 //! - `learner.rs`: one real node's model, data and training ([`learner::Learner`]), shared by the drivers.
 //! - `sim.rs`: the in-memory driver (many nodes on a virtual clock), used by tests and `testnet --mode sim`.
 //! - `net/`: the libp2p shell: `behaviour.rs`, `codec.rs`, `transport.rs`, `limits.rs` (connection and stream
-//!   limits, and the bounds they give), and `vn_task.rs` (one task per VN driving its engine with its Swarm;
-//!   its `VnDriver`).
+//!   limits, and the bounds they give), `vn_task.rs` (one task per VN driving its engine with its Swarm;
+//!   its `VnDriver`) and `contact.rs` (what the VNs tell their RN of reaching peers outside the node).
 //! - `runtime/`: the embedding API: `builder.rs` ([`NodeBuilder`]), `handle.rs` ([`NodeHandle`],
 //!   [`NodeStatus`]), `timing.rs` ([`Timing`]), `rn_task.rs` (the RN task; its `RnDriver`), `vn_setup.rs`
-//!   (building a VN, in-process or hosted), `vn_host.rs` and `remote_vn.rs` (VN hosts and their link).
+//!   (building a VN, in-process or hosted), `vn_host.rs` and `remote_vn.rs` (VN hosts and their link),
+//!   `isolation.rs` (a node that reaches nobody warns, then stops).
 //! - `events.rs`: [`NodeEvent`], the event stream.
 //! - `main.rs`: the `node` binary (`keygen`, `peer-list`, `run`, `vn`, `psk`).
 
@@ -69,4 +70,7 @@ pub mod sim;
 pub use error::{NodeError, Result};
 pub use events::NodeEvent;
 pub use id::VnAddr;
-pub use runtime::{HostedVn, NodeBuilder, NodeHandle, NodeStatus, RemoteVn, Timing, VnHost};
+pub use runtime::{
+    DEFAULT_ISOLATION_TIMEOUT, HostedVn, NodeBuilder, NodeHandle, NodeStatus, RemoteVn, Timing,
+    VnHost,
+};

@@ -38,6 +38,11 @@ enum Cmd {
         /// Without a checkpoint there, the run starts at round 0.
         #[arg(long)]
         resume: bool,
+        /// Never stop for want of peers (as `isolation_timeout_s = 0`): a node that reaches nobody still
+        /// warns every round it spends alone, and waits. Without it, it stops with an error once it has
+        /// reached no peer outside itself for the config's `isolation_timeout_s` (default 60).
+        #[arg(long)]
+        wait_for_peers: bool,
     },
     /// Host virtual nodes of real nodes running elsewhere (their configs' `[hosted]` entries name this host),
     /// so that a VN's address says nothing about its real node. Runs until interrupted.
@@ -155,7 +160,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Cmd::Run { config, resume } => {
+        Cmd::Run {
+            config,
+            resume,
+            wait_for_peers,
+        } => {
             // The log's first line: its timestamp is when the process began (start-up phases follow).
             tracing::info!(resume, "start-up: process running");
             let cfg = NodeConfig::load(&config)?;
@@ -175,7 +184,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     config.display()
                 );
             }
-            let builder = cfg.builder()?.resume(resume);
+            let mut builder = cfg.builder()?.resume(resume);
+            if wait_for_peers {
+                builder = builder.isolation_timeout(None);
+            }
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(async move {
                 let (handle, mut events) = builder.spawn().await?;

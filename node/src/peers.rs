@@ -6,7 +6,15 @@
 //! [[peer]]
 //! id = "12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN"
 //! addr = "/ip4/192.0.2.10/tcp/4001"   # optional: makes this VN a bootstrap entry
+//!
+//! [[peer]]
+//! id = "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo"
+//! addr = "/dns4/node-b.example/tcp/4001"  # a name, resolved when dialled (/dns4, /dns6 or /dns)
 //! ```
+//!
+//! An address is a host (`/ip4/`, `/ip6/`, or a name: `/dns4/` for its IPv4 addresses, `/dns6/` for IPv6,
+//! `/dns/` for both) and a TCP port, optionally followed by `/p2p/` and the entry's own PeerId
+//! ([`check_addr`]); anything else is refused when the list is read, not when it is first dialled.
 //!
 //! Every node of a permissioned network uses the same list. A VN that is not on it is refused: it never
 //! receives a chunk or a gossip entry, and what it sends is dropped. Peers with an `addr` seed the Cyclon
@@ -15,6 +23,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use libp2p::multiaddr::Protocol;
 use libp2p::{Multiaddr, PeerId};
 use serde::Deserialize;
 
@@ -73,13 +82,9 @@ impl PeerList {
                 )
             })?;
             let addr = match &e.addr {
-                Some(a) => Some(a.parse::<Multiaddr>().map_err(|err| {
-                    NodeError::file(
-                        path,
-                        field("addr"),
-                        format!("'{a}' is not a multiaddr: {err}"),
-                    )
-                })?),
+                Some(a) => {
+                    Some(parse_addr(a, &id).map_err(|m| NodeError::file(path, field("addr"), m))?)
+                }
                 None => None,
             };
             if allowed.insert(id, addr).is_some() {
@@ -112,9 +117,7 @@ impl PeerList {
                     NodeError::file(path, &at, format!("'{id}' is not a PeerId: {err}"))
                 })?;
                 let addr = match words.next() {
-                    Some(a) => Some(a.parse::<Multiaddr>().map_err(|err| {
-                        NodeError::file(path, &at, format!("'{a}' is not a multiaddr: {err}"))
-                    })?),
+                    Some(a) => Some(parse_addr(a, &id).map_err(|m| NodeError::file(path, &at, m))?),
                     None => None,
                 };
                 if let Some(extra) = words.next() {
@@ -183,6 +186,101 @@ impl PeerList {
     }
 }
 
+/// `text` as the dialable address of VN `id`, or what is wrong with it.
+fn parse_addr(text: &str, id: &PeerId) -> std::result::Result<Multiaddr, String> {
+    let a: Multiaddr = text
+        .parse()
+        .map_err(|e| format!("'{text}' is not a multiaddr: {e}"))?;
+    check_addr(&a, Some(id)).map_err(|why| format!("'{text}': {why}"))?;
+    Ok(a)
+}
+
+/// Whether `a` is an address a VN can be dialled at: `/ip4/`, `/ip6/`, `/dns4/`, `/dns6/` or `/dns/` with a
+/// host, then `/tcp/` with a port other than 0, then optionally `/p2p/` with `id` (when given); or
+/// libp2p's in-process `/memory/N` (tests, the in-process testnet). The error says what is wrong.
+pub fn check_addr(a: &Multiaddr, id: Option<&PeerId>) -> std::result::Result<(), String> {
+    const FORM: &str = "a VN address is /ip4/, /ip6/, /dns4/, /dns6/ or /dns/HOST then /tcp/PORT";
+    let mut parts = a.iter();
+    match parts.next() {
+        Some(Protocol::Ip4(_) | Protocol::Ip6(_)) => {}
+        Some(Protocol::Dns(name) | Protocol::Dns4(name) | Protocol::Dns6(name)) => {
+            check_host_name(&name)?
+        }
+        Some(Protocol::Memory(_)) => return check_peer_suffix(parts.next(), parts.next(), id),
+        Some(Protocol::Dnsaddr(_)) => {
+            return Err(format!(
+                "/dnsaddr/ names a TXT record, not a VN's port: {FORM}"
+            ));
+        }
+        None => return Err(format!("empty: {FORM}")),
+        Some(other) => return Err(format!("starts with /{}/: {FORM}", other.tag())),
+    }
+    match parts.next() {
+        Some(Protocol::Tcp(0)) => {
+            return Err("port 0 cannot be dialled: give the port the VN listens on".into());
+        }
+        Some(Protocol::Tcp(_)) => {}
+        Some(other) => {
+            return Err(format!(
+                "/{}/ where /tcp/PORT belongs: VNs are reached over TCP",
+                other.tag()
+            ));
+        }
+        None => return Err(format!("no /tcp/PORT: {FORM}")),
+    }
+    check_peer_suffix(parts.next(), parts.next(), id)
+}
+
+/// What may follow a VN address's host and port: nothing, or `/p2p/` with the VN's own PeerId.
+fn check_peer_suffix(
+    next: Option<Protocol<'_>>,
+    after: Option<Protocol<'_>>,
+    id: Option<&PeerId>,
+) -> std::result::Result<(), String> {
+    match (next, after) {
+        (None, _) => Ok(()),
+        (Some(Protocol::P2p(p)), None) => match id {
+            Some(id) if p != *id => Err(format!("/p2p/{p} is another peer than this entry's {id}")),
+            _ => Ok(()),
+        },
+        (Some(Protocol::P2p(_)), Some(extra)) | (Some(extra), _) => Err(format!(
+            "unexpected /{}/ after the port (only /p2p/ and the VN's PeerId may follow)",
+            extra.tag()
+        )),
+    }
+}
+
+/// A DNS name as a resolver takes it: dot-separated labels of letters, digits, `-` and `_` (1 to 63
+/// characters each, no `-` at either end), at most 253 characters, an optional final dot.
+fn check_host_name(name: &str) -> std::result::Result<(), String> {
+    let bare = name.strip_suffix('.').unwrap_or(name);
+    let bad = |why: &str| Err(format!("'{name}' is not a host name: {why}"));
+    if bare.is_empty() {
+        return bad("empty");
+    }
+    if bare.len() > 253 {
+        return bad("longer than 253 characters");
+    }
+    for label in bare.split('.') {
+        if label.is_empty() {
+            return bad("an empty label (two dots in a row, or a leading dot)");
+        }
+        if label.len() > 63 {
+            return bad("a label longer than 63 characters");
+        }
+        if let Some(c) = label
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+        {
+            return bad(&format!("'{c}' is not a letter, digit, '-' or '_'"));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return bad("a label starts or ends with '-'");
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,5 +331,65 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("port"), "{err}");
+    }
+
+    #[test]
+    fn names_are_accepted_and_malformed_addresses_say_what_is_wrong() {
+        let p = Path::new("peers.toml");
+        let a = id();
+        let entry = |addr: &str| format!("[[peer]]\nid = \"{a}\"\naddr = \"{addr}\"\n");
+        for good in [
+            "/dns4/localhost/tcp/4001",
+            "/dns6/node-b.example/tcp/4001",
+            "/dns/node_c.svc.cluster.local./tcp/65535",
+            "/ip6/::1/tcp/4001",
+            &format!("/dns4/localhost/tcp/4001/p2p/{a}"),
+        ] {
+            let list = PeerList::parse(p, &entry(good)).unwrap_or_else(|e| panic!("{good}: {e}"));
+            assert_eq!(list.bootstrap()[0].addr.to_string(), good);
+        }
+        let other = id();
+        for (bad, says) in [
+            ("/dns4/localhost", "no /tcp/PORT"),
+            ("/dns4/exa mple/tcp/4001", "' ' is not a letter"),
+            ("/dns4/a..b/tcp/4001", "empty label"),
+            ("/dns4/-a/tcp/4001", "starts or ends with '-'"),
+            ("/dns4/localhost/udp/4001", "/udp/ where /tcp/PORT belongs"),
+            ("/dns4/localhost/tcp/0", "port 0"),
+            ("/dnsaddr/bootstrap.example", "TXT record"),
+            ("/tcp/4001", "starts with /tcp/"),
+            ("/dns4/localhost/tcp/4001/ws", "unexpected /ws/"),
+            (
+                &format!("/dns4/localhost/tcp/4001/p2p/{other}"),
+                "another peer",
+            ),
+        ] {
+            let e = PeerList::parse(p, &entry(bad)).unwrap_err().to_string();
+            assert!(
+                e.contains("peers.toml") && e.contains("peer[0].addr") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
+        let long = format!("/dns4/{}/tcp/1", "a".repeat(64));
+        let e = PeerList::parse(p, &entry(&long)).unwrap_err().to_string();
+        assert!(e.contains("longer than 63"), "{e}");
+        // The keygen-file form is checked alike, naming the file and line.
+        let files = [(
+            std::path::PathBuf::from("a.txt"),
+            format!("{a} /dns4/localhost\n"),
+        )];
+        let e = PeerList::from_id_files(&files).unwrap_err().to_string();
+        assert!(
+            e.contains("a.txt") && e.contains("line 1") && e.contains("no /tcp/PORT"),
+            "{e}"
+        );
+        let files = [(
+            std::path::PathBuf::from("a.txt"),
+            format!("{a} /dns4/node-a.example/tcp/4001\n"),
+        )];
+        assert_eq!(
+            PeerList::from_id_files(&files).unwrap().bootstrap().len(),
+            1
+        );
     }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{ProcNet, node, wait_all};
+use common::{ProcNet, free_port, node, wait_all, wait_each};
 
 #[test]
 fn keygen_prints_one_peer_id_per_vn_and_refuses_to_overwrite() {
@@ -147,4 +147,109 @@ fn two_node_processes_complete_rounds_from_config_files() {
             "chunks crossed between the processes: {rounds:?}"
         );
     }
+}
+
+/// Issue 46: a peer list that names every VN by a DNS name (`/dns4/localhost/tcp/PORT`), VNs that announce
+/// the same names, and a pre-shared key: the names are resolved under the key's handshake and the nodes
+/// learn from each other. Before libp2p's DNS transport was built in, such nodes dialled nobody and ran
+/// every round alone (0 neighbours, 0 copies, exit 0).
+#[test]
+fn node_processes_named_by_dns_reach_each_other_and_learn_together() {
+    let mut net = ProcNet::new(3, 2, 2, true);
+    net.host = "/dns4/localhost".into();
+    net.announce = true;
+    net.write_peer_list();
+    let peers = std::fs::read_to_string(net.path().join("peers.toml")).unwrap();
+    assert!(!peers.contains("/ip4/"), "only names: {peers}");
+    let mut children: Vec<_> = (0..3)
+        .map(|i| {
+            net.write_config(i, 1500);
+            net.spawn_logged(i, &[])
+        })
+        .collect();
+    let ok = wait_all(&mut children, Duration::from_secs(120));
+    assert!(ok, "all three exited successfully in time: {}", net.log(0));
+    for i in 0..3 {
+        let rounds = net.metrics(i);
+        assert_eq!(rounds.len(), 2, "{rounds:?}");
+        let sum = |k: &str| -> u64 { rounds.iter().map(|r| r[k].as_u64().unwrap()).sum() };
+        assert!(
+            sum("neighbours") > 0 && sum("copies_received") > 0,
+            "node {i} had neighbours and received chunks: {rounds:?}"
+        );
+        assert!(!net.log(i).contains("isolated"), "{}", net.log(i));
+    }
+}
+
+/// Issue 46: three node processes whose peer list names the bootstrap VNs (node 0's) at addresses nobody
+/// listens on. They used to run all their rounds alone, without a warning, and exit 0. Now each warns that
+/// it reaches nobody, naming the address it dialled and why that failed, and stops with an error once alone
+/// for `isolation_timeout_s` — well before its 200 rounds.
+#[test]
+fn node_processes_that_reach_nobody_say_so_and_stop_with_an_error() {
+    let mut net = ProcNet::new(3, 2, 200, false);
+    net.top = "isolation_timeout_s = 4\n".into();
+    let dead: Vec<u16> = (0..2).map(|_| free_port()).collect();
+    net.write_peer_list_with(|i, s| (i == 0).then(|| format!("/ip4/127.0.0.1/tcp/{}", dead[s])));
+    let mut children: Vec<_> = (0..3)
+        .map(|i| {
+            net.write_config(i, 1500);
+            net.spawn_logged(i, &[])
+        })
+        .collect();
+    let statuses = wait_each(&mut children, Duration::from_secs(60));
+    for (i, status) in statuses.iter().enumerate() {
+        let log = net.log(i);
+        let status = status.unwrap_or_else(|| panic!("node {i} still ran after 60 s: {log}"));
+        assert!(!status.success(), "node {i} exited 0: {log}");
+        assert!(
+            log.contains("error: isolated: this node reached no peer outside itself in 4 s"),
+            "node {i}: {log}"
+        );
+        assert!(
+            dead.iter()
+                .any(|p| log.contains(&format!("/ip4/127.0.0.1/tcp/{p}"))),
+            "node {i} names an address it dialled: {log}"
+        );
+        assert!(
+            log.to_lowercase().contains("connection refused"),
+            "node {i} says why the dial failed: {log}"
+        );
+        assert!(net.metrics(i).len() < 200, "stopped early");
+    }
+}
+
+/// With `--wait-for-peers` the same isolation is warned of every round, and the node runs its rounds to the
+/// end (the config's `isolation_timeout_s = 1` does not stop it). Its two VNs reach each other: siblings are
+/// not the network.
+#[test]
+fn a_node_told_to_wait_for_peers_warns_every_round_alone_and_finishes() {
+    let mut net = ProcNet::new(2, 2, 3, false);
+    net.top = "isolation_timeout_s = 1\n".into();
+    let dead: Vec<u16> = (0..2).map(|_| free_port()).collect();
+    net.write_peer_list_with(|i, s| {
+        Some(match i {
+            0 => format!("/ip4/127.0.0.1/tcp/{}", net.ports[0][s]),
+            _ => format!("/dns4/localhost/tcp/{}", dead[s]),
+        })
+    });
+    net.write_config(0, 1500);
+    let mut child = [net.spawn_logged(0, &["--wait-for-peers"])];
+    let status = wait_each(&mut child, Duration::from_secs(90));
+    let log = net.log(0);
+    assert!(
+        status[0].is_some_and(|s| s.success()),
+        "finished its rounds: {log}"
+    );
+    assert_eq!(net.metrics(0).len(), 3);
+    let warnings = log
+        .matches("isolated: this node has reached no peer")
+        .count();
+    assert!(warnings >= 2, "a warning every round alone: {log}");
+    assert!(log.contains("waits for peers for ever"), "{log}");
+    assert!(
+        dead.iter()
+            .any(|p| log.contains(&format!("/dns4/localhost/tcp/{p}"))),
+        "names the address it dialled: {log}"
+    );
 }

@@ -6,6 +6,7 @@ pub mod boxed;
 pub mod chunk_link;
 pub mod chunk_slots;
 pub mod codec;
+pub mod contact;
 pub mod control_link;
 pub mod limits;
 pub mod link;

@@ -1,17 +1,25 @@
-//! Building one virtual node's Swarm: TCP + (optional pre-shared-key private network) + noise + yamux.
+//! Building one virtual node's Swarm: TCP (names resolved by DNS) + (optional pre-shared-key private network)
+//! + noise + yamux.
+//!
+//! `/dns4/`, `/dns6/` and `/dns/` addresses (in the peer list, in `announce`, learned through gossip) are
+//! resolved when dialled, by the system's resolver (`/etc/hosts` first, then the servers of
+//! `/etc/resolv.conf`): the resolution sits under the pre-shared key and the handshake timeout, so a name
+//! that does not resolve, or resolves slowly, fails that dial within the same bound as a silent address.
 //!
 //! The same stack also runs over libp2p's in-process memory transport (`/memory/<port>` addresses): a network
 //! whose VNs all live in one process (`testnet --mode inproc` at hundreds of VNs) then needs no socket per
 //! connection. A memory address is reachable only from the same process; deployments listen on TCP.
 
+use std::sync::Once;
 use std::time::Duration;
 
 use libp2p::core::transport::MemoryTransport;
 use libp2p::core::transport::upgrade::Version;
 use libp2p::core::{Transport, muxing::StreamMuxerBox, transport::Boxed};
+use libp2p::dns::{ResolverConfig, ResolverOpts};
 use libp2p::identity::Keypair;
 use libp2p::pnet::{PnetConfig, PreSharedKey};
-use libp2p::{PeerId, Swarm, noise, tcp, yamux};
+use libp2p::{PeerId, Swarm, dns, noise, tcp, yamux};
 
 use super::behaviour::{Timeouts, VnBehaviour};
 use super::boxed::BoxedHandlers;
@@ -25,8 +33,12 @@ pub(crate) fn transport(
     psk: Option<PreSharedKey>,
     handshake: Duration,
 ) -> Result<Boxed<(PeerId, StreamMuxerBox)>> {
-    let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true))
-        .or_transport(MemoryTransport::default());
+    // DNS wraps the raw sockets, innermost: every address it resolves is then dialled through the same
+    // pre-shared key, noise and timeout as one written with its IP address.
+    let tcp = with_dns(|| {
+        tcp::tokio::Transport::new(tcp::Config::default().nodelay(true))
+            .or_transport(MemoryTransport::default())
+    });
     let noise = noise::Config::new(key).map_err(|e| NodeError::Network(format!("noise: {e}")))?;
     let yamux = yamux::Config::default();
     Ok(match psk {
@@ -44,6 +56,25 @@ pub(crate) fn transport(
             .multiplex(yamux)
             .timeout(handshake)
             .boxed(),
+    })
+}
+
+/// The socket transport `make` builds, with names resolved by the system's resolver. Without a readable
+/// `/etc/resolv.conf` (a minimal container) names are still resolved from `/etc/hosts`, and `localhost`
+/// always; the process says so once (a node builds one transport per VN, the in-process testnet hundreds).
+fn with_dns<T>(make: impl Fn() -> T) -> dns::tokio::Transport<T> {
+    static WARNED: Once = Once::new();
+    // `system` drops the transport it was given when it fails: a second one (no socket is opened before
+    // `listen_on` or `dial`) goes to the fallback.
+    dns::tokio::Transport::system(make()).unwrap_or_else(|e| {
+        WARNED.call_once(|| {
+            tracing::warn!(%e, "no DNS servers (/etc/resolv.conf unreadable): names resolve from /etc/hosts only")
+        });
+        dns::tokio::Transport::custom(
+            make(),
+            ResolverConfig::from_parts(None, Vec::new(), Vec::new()),
+            ResolverOpts::default(),
+        )
     })
 }
 

@@ -28,6 +28,7 @@ use tokio::time::Instant;
 use super::behaviour::VnBehaviourEvent;
 use super::chunk_link::{ChunkEvent, ChunkLinks};
 use super::chunk_slots::{ChunkSlots, GridNote};
+use super::contact::VnContact;
 use super::control_link::{Closed, ControlLinks, LinkEvent};
 use super::preconnect::Preconnect;
 use super::release::Held;
@@ -156,6 +157,8 @@ pub struct VnTask {
     pub own_thread: bool,
     /// Chunks sent in slots of a grid every node shares, if on (`chunk_slots.rs`, [`ChunkSlots`]).
     pub chunk_slots: ChunkSlots<Deferred>,
+    /// What this VN reaches, for its RN (`contact.rs`); none in a VN host, whose node is elsewhere.
+    pub contact: Option<VnContact>,
 }
 
 /// A send the engine asked for, held until its release time.
@@ -298,6 +301,7 @@ impl VnTask {
                         }
                         _ => {}
                     }
+                    self.note_contact(&ev);
                     match self.on_swarm_event(ev, &mut channels, &mut next_token, &mut addrs) {
                         Some(input) => input,
                         None => continue,
@@ -366,6 +370,29 @@ impl VnTask {
                 self.preconnect.dialling(to.peer);
                 return;
             }
+        }
+    }
+
+    /// Tells the RN's contact board (if any) of connections with listed peers and of failed dials.
+    fn note_contact(&mut self, ev: &SwarmEvent<VnBehaviourEvent>) {
+        let Some(c) = self.contact.as_mut() else {
+            return;
+        };
+        match ev {
+            SwarmEvent::ConnectionEstablished { peer_id, .. } if self.peers.is_allowed(peer_id) => {
+                c.established(*peer_id)
+            }
+            SwarmEvent::ConnectionClosed {
+                peer_id,
+                num_established: 0,
+                ..
+            } => c.closed(peer_id),
+            SwarmEvent::OutgoingConnectionError {
+                peer_id: Some(peer_id),
+                error,
+                ..
+            } if self.peers.is_allowed(peer_id) => c.dial_failed(*peer_id, &dial_error_text(error)),
+            _ => {}
         }
     }
 
@@ -951,6 +978,25 @@ fn dial_addrs(to: &VnAddr, addrs: &HashMap<PeerId, Multiaddr>) -> Vec<Multiaddr>
         v.push(a.clone());
     }
     v
+}
+
+/// A failed dial as an operator reads it: each address tried with the innermost cause of its failure
+/// (libp2p's own text repeats every layer of the transport stack's error around it).
+fn dial_error_text(error: &libp2p::swarm::DialError) -> String {
+    match error {
+        libp2p::swarm::DialError::Transport(tried) => tried
+            .iter()
+            .map(|(addr, e)| {
+                let mut cause: &dyn std::error::Error = e;
+                while let Some(inner) = cause.source() {
+                    cause = inner;
+                }
+                format!("{addr}: {cause}")
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    }
 }
 
 /// How long to wait for a Swarm's first listen address.

@@ -55,6 +55,8 @@ pub struct NodeBuilder {
     resume: bool,
     /// VNs run by VN hosts (`node vn`), reached over a link with this identity; `keys` is then empty.
     remote: Option<(Keypair, Vec<RemoteVn>)>,
+    /// Alone this long stops the node (`isolation.rs`); `None`: it waits for peers for ever.
+    isolation_timeout: Option<Duration>,
 }
 
 impl NodeBuilder {
@@ -82,7 +84,17 @@ impl NodeBuilder {
             checkpoints: None,
             resume: false,
             remote: None,
+            isolation_timeout: Some(super::isolation::DEFAULT_ISOLATION_TIMEOUT),
         }
+    }
+
+    /// How long the node may reach no peer outside itself before it stops with [`NodeError::Isolated`]
+    /// (default [`super::DEFAULT_ISOLATION_TIMEOUT`], counted from the start); `None` waits for ever. Either
+    /// way every round it spends alone is logged as a warning naming what it dialled and why that failed. A
+    /// node whose peer list names only its own VNs is never isolated.
+    pub fn isolation_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.isolation_timeout = timeout;
+        self
     }
 
     /// Checkpoints every round into this directory (model as safetensors, metadata as JSON;
@@ -233,7 +245,9 @@ impl NodeBuilder {
         #[allow(clippy::disallowed_methods)]
         let epoch = Instant::now();
         let (to_rn, from_vns) = mpsc::channel(TO_RN_CAPACITY);
+        let (contact, isolation) = self.isolation_watch(epoch);
         let start = VnStart {
+            contact,
             engine: &engine,
             resumed_at: resumed
                 .as_ref()
@@ -286,6 +300,7 @@ impl NodeBuilder {
             warmup: Duration::from_millis(self.timing.warmup_ms),
             prepare_lead: self.timing.prepare_lead(self.degree),
             link_stats: vns.link_stats,
+            isolation,
         };
         tokio::spawn(rn.run());
         Ok((
@@ -315,6 +330,39 @@ impl NodeBuilder {
             }
         };
         crate::secret::private_rng(key, purpose)
+    }
+
+    /// The contact board of the node's own VNs (none when they are hosted) and the RN's isolation watch (none
+    /// when the peer list names no VN but the node's own: it runs alone by design).
+    fn isolation_watch(
+        &self,
+        epoch: Instant,
+    ) -> (
+        Option<Arc<crate::net::contact::Contact>>,
+        Option<super::isolation::IsolationWatch>,
+    ) {
+        let own: Vec<PeerId> = match &self.remote {
+            Some((_, r)) => r.iter().map(|v| v.peer).collect(),
+            None => self.keys.iter().map(|k| k.public().to_peer_id()).collect(),
+        };
+        let board = self
+            .remote
+            .is_none()
+            .then(|| Arc::new(crate::net::contact::Contact::default()));
+        let watch = super::isolation::IsolationWatch::new(
+            self.isolation_timeout,
+            epoch.elapsed(),
+            board.clone(),
+            &own,
+            self.peers.allowed().copied(),
+            self.peers.bootstrap(),
+        );
+        if watch.is_none() {
+            tracing::info!(
+                "the peer list names only this node's VNs: it runs alone, unwatched for isolation"
+            );
+        }
+        (board.filter(|_| watch.is_some()), watch)
     }
 
     /// Refuses a configuration no node could run; returns k, the node's number of VNs.
@@ -541,6 +589,7 @@ impl NodeBuilder {
     /// Binds the node's own VNs and starts its hosted ones (over the link).
     async fn start_vns(&mut self, start: VnStart<'_>) -> Result<StartedVns> {
         let VnStart {
+            contact,
             engine,
             resumed_at,
             mut saved_views,
@@ -573,6 +622,7 @@ impl NodeBuilder {
                     restored_view: std::mem::take(&mut saved_views[s]),
                     view_board: view_board.clone(),
                     own: own.clone(),
+                    contact: contact.clone(),
                 })
                 .await?;
             vns.commands.push(tx);
@@ -605,6 +655,8 @@ impl NodeBuilder {
 
 /// What [`NodeBuilder::start_vns`] needs from the rest of start-up.
 struct VnStart<'a> {
+    /// The board the node's own VNs report their connections on, if the RN watches for isolation.
+    contact: Option<Arc<crate::net::contact::Contact>>,
     engine: &'a RnEngine,
     /// The exchange a resumed node starts at: its VNs count it as their own and probe as they join.
     resumed_at: Option<u64>,

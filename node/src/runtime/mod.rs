@@ -10,9 +10,11 @@
 //! - `vn_host.rs`: [`VnHost`], the `node vn` process running VNs for real nodes elsewhere.
 //! - `vn_setup.rs`: what a VN needs from its RN's run, and building a VN from it (in-process or hosted).
 //! - `metrics_file.rs`: the per-round metrics lines, append-only across crashes and restarts.
+//! - `isolation.rs`: noticing a node that reaches nobody (warnings every round, a stop after a timeout).
 
 mod builder;
 mod handle;
+mod isolation;
 mod metrics_file;
 mod remote_vn;
 mod rn_task;
@@ -22,6 +24,7 @@ mod vn_setup;
 
 pub use builder::NodeBuilder;
 pub use handle::{NodeHandle, NodeStatus};
+pub use isolation::DEFAULT_ISOLATION_TIMEOUT;
 pub use remote_vn::RemoteVn;
 pub use timing::{LOOPBACK_LOOKAHEAD, Timing};
 pub use vn_host::{HostedVn, VnHost};

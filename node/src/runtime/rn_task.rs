@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::handle::NodeStatus;
+use super::isolation::{Finding, IsolationWatch};
 use super::metrics_file::MetricsFile;
 use crate::checkpoint::{CheckpointDir, RunIdentity, SavedEntry, ViewBoard};
 use crate::engine::{RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, route_rn};
@@ -47,6 +48,8 @@ pub(super) struct RnTask {
     pub(super) prepare_lead: Duration,
     /// The RN↔VN link's byte counter, when the VNs run in VN hosts.
     pub(super) link_stats: Option<Arc<crate::net::link::LinkStats>>,
+    /// Whether the node reaches anyone (`isolation.rs`); `None` when its peer list names only its own VNs.
+    pub(super) isolation: Option<IsolationWatch>,
 }
 
 type JobHandle = tokio::task::JoinHandle<(Learner, Job)>;
@@ -127,7 +130,14 @@ impl RnTask {
                 return Ok(());
             }
             let mut lost = None;
+            let deadline = self.isolation.as_ref().and_then(|w| w.deadline());
             let input = tokio::select! {
+                _ = tokio::time::sleep_until(self.epoch + deadline.unwrap_or_default()), if deadline.is_some() => {
+                    isolation_deadline(self.isolation.as_mut(), self.epoch)?;
+                    // Nothing for the engine: its last outputs were carried out above.
+                    out = Vec::new();
+                    continue;
+                }
                 Some(joined) = self.vn_tasks.join_next_with_id(), if !self.vn_tasks.is_empty() => {
                     let (id, reason) = match joined {
                         Ok((id, ())) => (id, "its task ended".to_string()),
@@ -211,6 +221,27 @@ impl RnTask {
         Ok(finished)
     }
 
+    /// The check at a round's end: a warning every round the node stays alone, and the stop at the timeout.
+    fn isolation_after(&mut self, m: &RoundMetrics) -> Result<()> {
+        let now = self.epoch.elapsed();
+        let Some(w) = self.isolation.as_mut() else {
+            return Ok(());
+        };
+        match w.after_round(now, m.neighbours, m.copies_received, m.absent) {
+            Some(Finding::Alone { alone, stop: true }) => Err(w.error(alone)),
+            Some(Finding::Alone { alone, .. }) => {
+                tracing::warn!(
+                    node = self.index,
+                    round = m.round.get(),
+                    "{}",
+                    w.warning(alone)
+                );
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Marks VN `vn` gone and tells the embedder; the engine then stops waiting for it.
     fn lose(&mut self, vn: usize, reason: String) {
         tracing::error!(node = self.index, vn, %reason, "virtual node lost; the node goes on without it");
@@ -258,8 +289,21 @@ impl RnTask {
             s.rounds_completed += 1;
             s.last = Some(m.clone());
         });
+        let checked = self.isolation_after(&m);
         self.events.send_reliably(NodeEvent::RoundFinished(m)).await;
-        Ok(())
+        checked
+    }
+}
+
+/// The isolation deadline came between rounds: stops the node if it still reaches nobody. (A function of the
+/// one field, as the round loop's other branches hold borrows of the others.)
+fn isolation_deadline(watch: Option<&mut IsolationWatch>, epoch: Instant) -> Result<()> {
+    let Some(w) = watch else {
+        return Ok(());
+    };
+    match w.at_deadline(epoch.elapsed()) {
+        Some(Finding::Alone { alone, stop: true }) => Err(w.error(alone)),
+        _ => Ok(()),
     }
 }
 

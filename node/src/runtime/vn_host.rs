@@ -202,6 +202,7 @@ impl VnHost {
                 restored_view: Vec::new(),
                 view_board: None,
                 own: Vec::new(),
+                contact: None,
             })
             .await?;
         let task = tokio::spawn(task.run());

@@ -88,6 +88,8 @@ pub(crate) struct VnPlace {
     /// them together for whoever runs the host), so its VN may ask a sibling, which answers as the VN's own
     /// node would and so only ever holds a jump back.
     pub own: Vec<PeerId>,
+    /// The node's contact board (`net::contact`), where the node runs its VNs itself; none in a VN host.
+    pub contact: Option<Arc<crate::net::contact::Contact>>,
 }
 
 impl VnSetup {
@@ -236,6 +238,9 @@ impl VnSetup {
             release: crate::net::release::Held::new(release),
             own_thread: self.timing.vn_threads,
             chunk_slots,
+            contact: place.contact.map(|board| {
+                crate::net::contact::VnContact::new(board, place.own.iter().copied().chain([peer]))
+            }),
         };
         Ok((task, tx, me))
     }
@@ -390,6 +395,7 @@ mod tests {
             restored_view: Vec::new(),
             view_board: None,
             own: Vec::new(),
+            contact: None,
         };
         let err = s.build(place).await.err().expect("refused");
         assert!(err.to_string().contains("the setup is for VN"), "{err}");

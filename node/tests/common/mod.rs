@@ -37,6 +37,12 @@ pub struct ProcNet {
     pub psk: bool,
     /// Extra `[timing]` lines (e.g. `handshake_timeout_ms = 2000`).
     pub timing: String,
+    /// Extra top-level config lines (e.g. `isolation_timeout_s = 5`).
+    pub top: String,
+    /// How the peer list and `announce` name the VNs' host: `/ip4/127.0.0.1`, or a name (`/dns4/localhost`).
+    pub host: String,
+    /// Each VN announces `{host}/tcp/{port}` (else the address it binds).
+    pub announce: bool,
 }
 
 impl ProcNet {
@@ -80,19 +86,32 @@ impl ProcNet {
             rounds,
             psk,
             timing: String::new(),
+            top: String::new(),
+            host: "/ip4/127.0.0.1".into(),
+            announce: false,
         };
         net.write_peer_list();
         net
     }
 
-    /// (Re)writes `peers.toml`: every node's VNs with their addresses, then [`ProcNet::extra_peers`].
+    /// (Re)writes `peers.toml`: every node's VNs with their addresses (`{host}/tcp/{port}`), then
+    /// [`ProcNet::extra_peers`].
     pub fn write_peer_list(&self) {
+        self.write_peer_list_with(|node, vn| {
+            Some(format!("{}/tcp/{}", self.host, self.ports[node][vn]))
+        });
+    }
+
+    /// (Re)writes `peers.toml` with `addr(node, vn)` as each VN's address (`None`: listed without one), then
+    /// [`ProcNet::extra_peers`].
+    pub fn write_peer_list_with(&self, addr: impl Fn(usize, usize) -> Option<String>) {
         let mut peers = String::new();
-        for (ids, ports) in self.peer_ids.iter().zip(&self.ports) {
-            for (id, port) in ids.iter().zip(ports) {
-                peers.push_str(&format!(
-                    "[[peer]]\nid = \"{id}\"\naddr = \"/ip4/127.0.0.1/tcp/{port}\"\n"
-                ));
+        for (i, ids) in self.peer_ids.iter().enumerate() {
+            for (s, id) in ids.iter().enumerate() {
+                peers.push_str(&format!("[[peer]]\nid = \"{id}\"\n"));
+                if let Some(a) = addr(i, s) {
+                    peers.push_str(&format!("addr = \"{a}\"\n"));
+                }
             }
         }
         for id in &self.extra_peers {
@@ -120,14 +139,24 @@ impl ProcNet {
         } else {
             ""
         };
+        let announce = if self.announce {
+            let a: Vec<String> = self.ports[i]
+                .iter()
+                .map(|p| format!("\"{}/tcp/{p}\"", self.host))
+                .collect();
+            format!("announce = [{}]\n", a.join(", "))
+        } else {
+            String::new()
+        };
         let text = format!(
-            "key_dir = \"keys{i}\"\nvns = {}\nlisten = [{}]\npeer_list = \"peers.toml\"\n{psk}degree = 2\nrounds = {}\n\
+            "key_dir = \"keys{i}\"\nvns = {}\nlisten = [{}]\n{announce}{}peer_list = \"peers.toml\"\n{psk}degree = 2\nrounds = {}\n\
              metrics = \"metrics{i}.jsonl\"\n[learning]\ndataset = \"synthetic\"\nmodel = \"mlp:16\"\nnodes = {}\nindex = {i}\n\
              lr = 0.05\nlocal_epochs = 1\nseed = 5\nmax_test_samples = 200\n\
              [timing]\ncyclon_period_ms = 250\nshuffle_timeout_ms = 500\nsubstep_ms = 100\nexchange_timeout_ms = 5000\n\
              send_jitter_ms = 200\nwarmup_ms = {warmup_ms}\n{}",
             self.vns,
             listen.join(", "),
+            self.top,
             self.rounds,
             self.ports.len(),
             self.timing,
@@ -146,6 +175,25 @@ impl ProcNet {
             .unwrap()
     }
 
+    /// Starts node `i` from its config file with `args` added, its log (standard error) written to
+    /// [`ProcNet::log`].
+    pub fn spawn_logged(&self, i: usize, args: &[&str]) -> Child {
+        let log = std::fs::File::create(self.path().join(format!("node{i}.log"))).unwrap();
+        node()
+            .args(["run", "--config"])
+            .arg(self.config_path(i))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    }
+
+    /// What node `i` started by [`ProcNet::spawn_logged`] logged.
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.path().join(format!("node{i}.log"))).unwrap_or_default()
+    }
+
     /// The metrics lines node `i` wrote, one per round.
     pub fn metrics(&self, i: usize) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.path().join(format!("metrics{i}.jsonl")))
@@ -154,6 +202,28 @@ impl ProcNet {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
+}
+
+/// Waits for every child to exit, killing those still running after `limit`: each one's exit status, `None`
+/// for one killed.
+pub fn wait_each(children: &mut [Child], limit: Duration) -> Vec<Option<std::process::ExitStatus>> {
+    let start = Instant::now();
+    children
+        .iter_mut()
+        .map(|c| {
+            loop {
+                if let Some(status) = c.try_wait().unwrap() {
+                    break Some(status);
+                }
+                if start.elapsed() > limit {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+        .collect()
 }
 
 /// Waits for every child to exit, killing those still running after `limit`. True when all exited
