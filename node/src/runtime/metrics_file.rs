@@ -109,14 +109,14 @@ impl MetricsFile {
         m.metrics_lines_lost = self.lines_lost;
         let mut l = line(node, m).into_bytes();
         l.push(b'\n');
-        if self.pending.len() >= self.max_pending {
-            self.pending.pop_front();
-            self.lines_lost += 1;
-        }
         self.pending.push_back(l);
         let r = self.write_pending();
         if r.is_err() {
             self.write_failures += 1;
+            while self.pending.len() > self.max_pending {
+                self.pending.pop_front();
+                self.lines_lost += 1;
+            }
         }
         r
     }
