@@ -588,8 +588,7 @@ mod tests {
     /// Rewrites `checkpoint.json` with `edit` applied to its JSON.
     fn tamper(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
         let p = dir.join(CHECKPOINT_FILE);
-        let mut v: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
         edit(&mut v);
         std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
     }
@@ -619,7 +618,9 @@ mod tests {
             let e = ck.latest().unwrap_err();
             assert_eq!(field_of(e), "model_file", "{bad}");
         }
-        tamper(dir.path(), |v| v["model_file"] = "model-r000002.safetensors".into());
+        tamper(dir.path(), |v| {
+            v["model_file"] = "model-r000002.safetensors".into()
+        });
         let meta = ck.latest().unwrap().unwrap();
         // restore() checks again: a meta built by hand cannot point outside either.
         let mut l = learner();
@@ -637,7 +638,9 @@ mod tests {
             v["train_rng"]["seed"] = format!("aé{}", "0".repeat(61)).into()
         });
         assert_eq!(field_of(ck.latest().unwrap_err()), "train_rng");
-        tamper(dir.path(), |v| v["train_rng"]["seed"] = "0".repeat(64).into());
+        tamper(dir.path(), |v| {
+            v["train_rng"]["seed"] = "0".repeat(64).into()
+        });
 
         // A model file that is not a regular file, or larger than the model can be.
         let model = dir.path().join("model-r000002.safetensors");

@@ -252,7 +252,10 @@ mod tests {
             want.push_str(&format!("{{\"round\":{i}}}\n"));
         }
         assert!(c.flush(Duration::from_secs(10)));
-        assert_eq!(String::from_utf8(got.lock().unwrap().clone()).unwrap(), want);
+        assert_eq!(
+            String::from_utf8(got.lock().unwrap().clone()).unwrap(),
+            want
+        );
         assert_eq!(c.lines_dropped(), 0);
     }
 }

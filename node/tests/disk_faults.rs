@@ -109,7 +109,11 @@ async fn a_full_disk_costs_no_round_and_a_power_loss_no_line_before_the_checkpoi
     let keys: Vec<Vec<Keypair>> = (0..NODES)
         .map(|_| (0..K).map(|_| Keypair::generate_ed25519()).collect())
         .collect();
-    let ids: Vec<PeerId> = keys.iter().flatten().map(|k| k.public().to_peer_id()).collect();
+    let ids: Vec<PeerId> = keys
+        .iter()
+        .flatten()
+        .map(|k| k.public().to_peer_id())
+        .collect();
     let mut boot: Vec<(PeerId, Multiaddr)> = Vec::new();
     let (mut handles, mut events) = (Vec::new(), Vec::new());
     for (i, ks) in keys.into_iter().enumerate() {
@@ -117,7 +121,10 @@ async fn a_full_disk_costs_no_round_and_a_power_loss_no_line_before_the_checkpoi
         let (split, parts) = lc.load().unwrap();
         let learner = lc.learners(&split, &parts, [i]).unwrap().remove(0);
         let peers = PeerList::from_entries(ids.iter().map(|p| {
-            (*p, boot.iter().find(|(q, _)| q == p).map(|(_, a)| a.clone()))
+            (
+                *p,
+                boot.iter().find(|(q, _)| q == p).map(|(_, a)| a.clone()),
+            )
         }));
         let (h, ev) = NodeBuilder::new(ks, lc, i)
             .learner(learner)
@@ -132,7 +139,11 @@ async fn a_full_disk_costs_no_round_and_a_power_loss_no_line_before_the_checkpoi
             .await
             .unwrap();
         if i == 0 {
-            boot = h.addresses().iter().map(|a| (a.peer, a.addr.clone())).collect();
+            boot = h
+                .addresses()
+                .iter()
+                .map(|a| (a.peer, a.addr.clone()))
+                .collect();
         }
         handles.push(h);
         events.push(ev);
@@ -175,10 +186,17 @@ async fn a_full_disk_costs_no_round_and_a_power_loss_no_line_before_the_checkpoi
             "{kind:?} failure reported: {failed:?}"
         );
     }
-    assert_eq!(reported[0].unsaved_checkpoints, 1, "round 0's checkpoint failed");
+    assert_eq!(
+        reported[0].unsaved_checkpoints, 1,
+        "round 0's checkpoint failed"
+    );
     let file = lines(&std::fs::read_to_string(metrics(0)).unwrap());
     let rounds: Vec<u64> = file.iter().map(|l| l["round"].as_u64().unwrap()).collect();
-    assert_eq!(rounds, (0..ROUNDS).collect::<Vec<_>>(), "every round's line, in order");
+    assert_eq!(
+        rounds,
+        (0..ROUNDS).collect::<Vec<_>>(),
+        "every round's line, in order"
+    );
     assert_eq!(file[0]["unsaved_checkpoints"], 1);
     assert!(file[1]["metrics_write_failures"].as_u64().unwrap() >= 1);
     let last = file.last().unwrap();

@@ -57,6 +57,8 @@ fn a_stalled_stdout_and_stderr_leave_the_node_running_to_its_last_round() {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
     });
+    #[allow(clippy::disallowed_methods)]
+    // a wall-clock bound on a whole process, not an engine input
     let start = Instant::now();
     while (net.metrics(0).len() as u64) < ROUNDS {
         assert!(
@@ -80,7 +82,11 @@ fn a_stalled_stdout_and_stderr_leave_the_node_running_to_its_last_round() {
     assert!(wait_all(&mut children, LIMIT), "both exited successfully");
     let out = String::from_utf8(out.join().unwrap()).unwrap();
     let err = err.join().unwrap();
-    assert!(err.len() > 64 << 10, "the log outgrew the pipe: {} bytes", err.len());
+    assert!(
+        err.len() > 64 << 10,
+        "the log outgrew the pipe: {} bytes",
+        err.len()
+    );
     // What was printed is whole lines; the ones that did not fit were dropped, not cut.
     for l in out.lines() {
         serde_json::from_str::<serde_json::Value>(l).unwrap();

@@ -360,10 +360,7 @@ mod tests {
         let r = f.sync_job()();
         assert_eq!(f.synced(&r), 0);
         let lines = parsed(&p);
-        let rounds: Vec<u64> = lines
-            .iter()
-            .map(|v| v["round"].as_u64().unwrap())
-            .collect();
+        let rounds: Vec<u64> = lines.iter().map(|v| v["round"].as_u64().unwrap()).collect();
         assert_eq!(rounds, vec![0, 2, 3, 4, 5]);
         assert_eq!(last.metrics_write_failures, 5, "4 writes and a sync");
         assert_eq!(last.metrics_lines_lost, 1);

@@ -239,13 +239,7 @@ impl RnTask {
                 .map_err(|e| NodeError::Config(format!("metrics sync task failed: {e}")))?;
             metrics_unsaved = f.synced(&r);
             if let Err(e) = r {
-                report_write_failure(
-                    &self.events,
-                    self.index,
-                    DurableFile::Metrics,
-                    f.path(),
-                    &e,
-                );
+                report_write_failure(&self.events, self.index, DurableFile::Metrics, f.path(), &e);
             }
         }
         let Some(c) = &self.checkpoints else {
@@ -272,7 +266,11 @@ impl RnTask {
         match saved {
             Ok(_) => {
                 if self.unsaved_checkpoints > 0 {
-                    tracing::info!(node = self.index, unsaved = self.unsaved_checkpoints, "checkpoints are saved again");
+                    tracing::info!(
+                        node = self.index,
+                        unsaved = self.unsaved_checkpoints,
+                        "checkpoints are saved again"
+                    );
                 }
                 self.unsaved_checkpoints = 0;
             }
@@ -282,13 +280,7 @@ impl RnTask {
                     NodeError::Io { path, .. } => path.clone(),
                     _ => c.dir.path().to_path_buf(),
                 };
-                report_write_failure(
-                    &self.events,
-                    self.index,
-                    DurableFile::Checkpoint,
-                    &path,
-                    &e,
-                );
+                report_write_failure(&self.events, self.index, DurableFile::Checkpoint, &path, &e);
             }
         }
         Ok(())
