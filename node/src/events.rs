@@ -1,5 +1,6 @@
 //! The node's event stream for embedders: finished rounds, refused peers, errors.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -27,10 +28,26 @@ pub enum NodeEvent {
     /// Virtual node `vn`'s task ended unexpectedly (a panic, or aborted); the node goes on without it: its
     /// chunk is no longer shared and its rounds count as done with nothing received.
     VnLost { vn: usize, reason: String },
+    /// A checkpoint or metrics write failed (a full or failing disk). The node goes on training, counts it in
+    /// the round's metrics (`unsaved_checkpoints`, `metrics_write_failures`) and tries again on later rounds.
+    WriteFailed {
+        file: DurableFile,
+        path: PathBuf,
+        error: String,
+    },
     /// The node stopped on an error.
     Error(String),
     /// All rounds are done (or the node was stopped).
     Finished,
+}
+
+/// Which of the node's durable files a [`NodeEvent::WriteFailed`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DurableFile {
+    /// The round's checkpoint (`checkpoint.json` or its model file): a resume would start from an older one.
+    Checkpoint,
+    /// The metrics file: the line is kept and written when the disk takes it again.
+    Metrics,
 }
 
 /// Sending half of the event stream, shared by the node's tasks.

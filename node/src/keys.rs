@@ -41,16 +41,8 @@ fn write_key(path: &Path, key: &Keypair) -> Result<()> {
     let bytes = key
         .to_protobuf_encoding()
         .map_err(|e| NodeError::file(path, "key", e))?;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    use std::io::Write;
-    let mut f = options.open(path).map_err(|e| NodeError::io(path, e))?;
-    f.write_all(&bytes).map_err(|e| NodeError::io(path, e))
+    // 0600 from creation, published whole, never over an existing file (`private_file.rs`).
+    crate::private_file::create_new(path, &bytes).map_err(|e| NodeError::io(path, e))
 }
 
 /// Loads the keys of VNs `0..vns` from `dir`.
@@ -89,6 +81,15 @@ mod tests {
         let mut unique = ids(&made);
         unique.dedup();
         assert_eq!(unique.len(), 3);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(key_path(dir.path(), 0))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "a key is its owner's only");
+        }
     }
 
     #[test]

@@ -19,7 +19,10 @@
 //! - `checkpoint.rs`: per-round checkpoints (model as safetensors, metadata as JSON) for `node run --resume`.
 //! - `error.rs`: [`NodeError`].
 //! - `id.rs`: [`VnAddr`], how VNs name each other on the wire.
-//! - `keys.rs`: VN key generation and loading.
+//! - `keys.rs`: VN key generation and loading; `psk.rs`: the pre-shared key file of a private network.
+//! - `private_file.rs`: files only their owner reads (keys, checkpoints), created 0600 and renamed into place.
+//! - `disk.rs`: the file layer of checkpoints and metrics lines, a trait so tests can fail it on demand.
+//! - `console.rs`: the binary's standard output and error, written by a thread that never blocks the node.
 //! - `peers.rs`: the peer list file (permissioning and bootstrap).
 //! - `secret.rs`: the node secret its private randomness comes from (noise, duals, choices, dropout).
 //! - `algo/`: [`algo::Algorithm`] (and [`algo::PerEdge`] for algorithms with state on edges), one file per
@@ -51,6 +54,10 @@ pub mod algo;
 pub mod arrival_log;
 mod checkpoint;
 pub mod config;
+#[doc(hidden)]
+pub mod console;
+#[doc(hidden)]
+pub mod disk;
 pub mod engine;
 mod error;
 pub mod events;
@@ -63,6 +70,8 @@ pub mod limits;
 pub mod net;
 pub mod observe;
 pub mod peers;
+mod private_file;
+pub mod psk;
 mod runtime;
 pub mod secret;
 pub mod sim;

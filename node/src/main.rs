@@ -4,10 +4,26 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use node::NodeEvent;
 use node::config::NodeConfig;
+use node::console::Console;
+
+/// Round lines waiting for a slow standard output (one per round: minutes of rounds).
+const STDOUT_LINES: usize = 1024;
+/// Log lines waiting for a slow standard error (a burst of warnings).
+const STDERR_LINES: usize = 8192;
+/// How long an exiting process waits for what it printed to be written (a stalled reader does not hold it).
+const EXIT_FLUSH: Duration = Duration::from_secs(5);
+
+/// What the process prints: never through `println!`/`eprintln!`, which panic on a closed pipe and block on
+/// a stalled one (`node::console`).
+struct Out {
+    stdout: Console,
+    stderr: Console,
+}
 
 #[derive(Parser)]
 #[command(
@@ -70,6 +86,10 @@ enum Cmd {
 fn main() -> ExitCode {
     // First, before any thread or socket: Candle's matmul thread count, fixed for the process.
     let reexec = models::threads::reexec_with_matmul_threads();
+    let out = Out {
+        stdout: Console::stdout(STDOUT_LINES),
+        stderr: Console::stderr(STDERR_LINES),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -77,33 +97,46 @@ fn main() -> ExitCode {
                 // loop would write the log. The node's own refusal events are rate-limited instead.
                 .unwrap_or_else(|_| "info,libp2p=warn,libp2p_request_response=error".into()),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(out.stderr.clone())
         .init();
     if let Err(e) = reexec {
         tracing::warn!(%e, "could not restart with RAYON_NUM_THREADS set: matmuls will read /proc/cpuinfo each time");
     }
-    match run(Cli::parse()) {
+    let code = match run(Cli::parse(), &out) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            out.stderr.line(&format!("error: {e:#}"));
             ExitCode::FAILURE
         }
+    };
+    let dropped = out.stdout.lines_dropped();
+    if dropped > 0 {
+        tracing::warn!(
+            dropped,
+            "lines not printed: standard output was closed, failing or too slow"
+        );
     }
+    out.stdout.flush(EXIT_FLUSH);
+    out.stderr.flush(EXIT_FLUSH);
+    code
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli, out: &Out) -> anyhow::Result<()> {
     match cli.cmd {
         Cmd::Keygen { dir, vns } => {
             for k in node::keys::generate(&dir, vns)? {
-                println!("{}", k.public().to_peer_id());
+                out.stdout.line(&k.public().to_peer_id().to_string());
             }
-            eprintln!(
+            out.stderr.line(&format!(
                 "wrote {vns} keys to {}; add the PeerIds above to the network's peer list",
                 dir.display()
-            );
+            ));
             Ok(())
         }
-        Cmd::PeerList { files, out } => {
+        Cmd::PeerList {
+            files,
+            out: out_file,
+        } => {
             let texts = files
                 .into_iter()
                 .map(|f| {
@@ -113,17 +146,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let list = node::peers::PeerList::from_id_files(&texts)?;
-            match out {
+            match out_file {
                 Some(path) => {
                     std::fs::write(&path, list.to_toml())
                         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-                    eprintln!(
+                    out.stderr.line(&format!(
                         "wrote {} peers to {}, in PeerId order; give the same file to every node",
                         list.len(),
                         path.display()
-                    );
+                    ));
                 }
-                None => print!("{}", list.to_toml()),
+                None => {
+                    for l in list.to_toml().lines() {
+                        out.stdout.line(l);
+                    }
+                }
             }
             Ok(())
         }
@@ -143,21 +180,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Ok(())
             })
         }
-        Cmd::Psk { out } => {
-            if out.exists() {
-                anyhow::bail!(
-                    "{} already exists; refusing to overwrite a network key",
-                    out.display()
-                );
-            }
-            let key: [u8; 32] = rand::random();
-            let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-            std::fs::write(&out, format!("/key/swarm/psk/1.0.0/\n/base16/\n{hex}\n"))
-                .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
-            eprintln!(
+        Cmd::Psk { out: path } => {
+            node::psk::generate(&path)?;
+            out.stderr.line(&format!(
                 "wrote a pre-shared key to {}; give it to every node of the network (psk_file)",
-                out.display()
-            );
+                path.display()
+            ));
             Ok(())
         }
         Cmd::Run {
@@ -203,7 +231,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 });
                 while let Some(ev) = events.recv().await {
                     match ev {
-                        NodeEvent::RoundFinished(m) => println!("{}", serde_json::to_string(&m)?),
+                        NodeEvent::RoundFinished(m) => out.stdout.line(&serde_json::to_string(&m)?),
                         NodeEvent::PeerRefused { vn, peer, reason } => {
                             tracing::warn!(vn, %peer, %reason, "peer refused")
                         }
@@ -214,6 +242,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                             tracing::error!(vn, %reason, "virtual node lost; going on without it")
                         }
                         NodeEvent::Error(e) => tracing::error!(%e, "node error"),
+                        // Logged where it happened; the metrics lines count it too.
+                        NodeEvent::WriteFailed { .. } => {}
                         NodeEvent::Finished => break,
                     }
                 }

@@ -253,3 +253,32 @@ fn a_node_told_to_wait_for_peers_warns_every_round_alone_and_finishes() {
         "names the address it dialled: {log}"
     );
 }
+
+/// `node psk` writes a key only its owner reads (it was 0644), never over anything already at `--out`: a
+/// file, or a dangling symlink planted there (checked with `exists()` first, the old code followed it and
+/// created the link's target).
+#[cfg(unix)]
+#[test]
+fn psk_is_private_and_never_written_over_or_through_anything() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("swarm.key");
+    let psk = |out: &std::path::Path| node().arg("psk").arg("--out").arg(out).output().unwrap();
+    assert!(psk(&key).status.success());
+    let text = std::fs::read_to_string(&key).unwrap();
+    assert!(
+        text.starts_with("/key/swarm/psk/1.0.0/\n/base16/\n"),
+        "{text}"
+    );
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let again = psk(&key);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("refusing"));
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), text, "the key kept");
+    let planted = dir.path().join("planted.key");
+    let target = dir.path().join("elsewhere");
+    std::os::unix::fs::symlink(&target, &planted).unwrap();
+    assert!(!psk(&planted).status.success());
+    assert!(!target.exists(), "the symlink was not followed");
+}

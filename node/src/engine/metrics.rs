@@ -34,6 +34,20 @@ pub struct RoundMetrics {
     /// The first round of a run resumed from a checkpoint (`node run --resume`). Left out when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resumed: bool,
+    /// Rounds, this one included, since the last checkpoint that could be saved (a full or failing disk;
+    /// the node trains on and tries again every round): 0 when this round's checkpoint was saved. A resume
+    /// would go back that many rounds. Left out when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unsaved_checkpoints: u64,
+    /// Writes and syncs of the metrics file that failed so far in this process (a line refused is kept and
+    /// written, late, once the disk takes it). Left out when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub metrics_write_failures: u64,
+    /// This node's metrics lines that may be missing from the file before this one: dropped after the disk
+    /// refused them longer than the node keeps lines, or not yet durable at a checkpoint a resumed run
+    /// started from. Left out when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub metrics_lines_lost: u64,
     /// Chunk frames sent (payload + prefix): the cost model's 4·d·r plus headers for a full overlay.
     pub chunk_bytes_sent: u64,
     pub bytes_sent: u64,

@@ -53,6 +53,8 @@ pub struct NodeBuilder {
     dropout: f64,
     checkpoints: Option<PathBuf>,
     resume: bool,
+    /// The file layer of checkpoints and metrics lines.
+    disk: Arc<dyn crate::disk::Disk>,
     /// VNs run by VN hosts (`node vn`), reached over a link with this identity; `keys` is then empty.
     remote: Option<(Keypair, Vec<RemoteVn>)>,
     /// Alone this long stops the node (`isolation.rs`); `None`: it waits for peers for ever.
@@ -83,6 +85,7 @@ impl NodeBuilder {
             dropout: 0.0,
             checkpoints: None,
             resume: false,
+            disk: Arc::new(crate::disk::OsDisk),
             remote: None,
             isolation_timeout: Some(super::isolation::DEFAULT_ISOLATION_TIMEOUT),
         }
@@ -94,6 +97,14 @@ impl NodeBuilder {
     /// node whose peer list names only its own VNs is never isolated.
     pub fn isolation_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.isolation_timeout = timeout;
+        self
+    }
+
+    /// Writes checkpoints and metrics lines through `disk` instead of the OS's filesystem: for tests that
+    /// fail them on demand (`node::disk::FullDisk`).
+    #[doc(hidden)]
+    pub fn disk(mut self, disk: Arc<dyn crate::disk::Disk>) -> Self {
+        self.disk = disk;
         self
     }
 
@@ -230,7 +241,7 @@ impl NodeBuilder {
         let checkpoints = self
             .checkpoints
             .take()
-            .map(crate::checkpoint::CheckpointDir::new);
+            .map(|d| crate::checkpoint::CheckpointDir::new(d).with_disk(self.disk.clone()));
         let (learner, resumed) = self
             .resume_from(checkpoints.as_ref(), &run, learner, started)
             .await?;
@@ -290,6 +301,8 @@ impl NodeBuilder {
             status: status_tx,
             stop: stop_rx,
             metrics_file,
+            unsaved_checkpoints: 0,
+            metrics_failing: false,
             checkpoints: checkpoints.map(|dir| super::rn_task::Checkpoints {
                 dir,
                 run,
@@ -546,11 +559,15 @@ impl NodeBuilder {
         let Some(p) = &self.metrics_path else {
             return Ok(None);
         };
-        let mut f = MetricsFile::open(p)?;
-        if let Some(meta) = resumed
-            && f.last_round(self.index)?.is_none_or(|r| r < meta.round)
-        {
-            f.append(self.index, &meta.metrics)?;
+        let mut f = MetricsFile::open(p, self.disk.clone())?;
+        if let Some(meta) = resumed {
+            f.count_lost(meta.metrics_lines_unsaved);
+            if f.last_round(self.index)?.is_none_or(|r| r < meta.round)
+                && let Err(e) = f.append(self.index, &mut meta.metrics.clone())
+            {
+                // Kept, and written before the next line when the disk takes it.
+                tracing::warn!(path = %p.display(), error = %e, "could not write the resumed round's metrics line yet");
+            }
         }
         Ok(Some(f))
     }

@@ -16,7 +16,7 @@ use super::isolation::{Finding, IsolationWatch};
 use super::metrics_file::MetricsFile;
 use crate::checkpoint::{CheckpointDir, RunIdentity, SavedEntry, ViewBoard};
 use crate::engine::{RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, route_rn};
-use crate::events::{EventSink, NodeEvent};
+use crate::events::{DurableFile, EventSink, NodeEvent};
 use crate::learner::{Learner, Trained};
 use crate::observe::{Observer, notify_round_start};
 use crate::{NodeError, Result};
@@ -50,6 +50,10 @@ pub(super) struct RnTask {
     pub(super) link_stats: Option<Arc<crate::net::link::LinkStats>>,
     /// Whether the node reaches anyone (`isolation.rs`); `None` when its peer list names only its own VNs.
     pub(super) isolation: Option<IsolationWatch>,
+    /// Rounds since the last checkpoint saved (0 when the last round's was): the metrics' gauge.
+    pub(super) unsaved_checkpoints: u64,
+    /// The last metrics write failed (so that its recovery is logged once).
+    pub(super) metrics_failing: bool,
 }
 
 type JobHandle = tokio::task::JoinHandle<(Learner, Job)>;
@@ -251,8 +255,24 @@ impl RnTask {
         self.events.send(NodeEvent::VnLost { vn, reason });
     }
 
-    /// Saves the checkpoint of round `m.round` (model, training RNG, VN views), off the event loop.
+    /// Saves the checkpoint of round `m.round` (model, training RNG, VN views), off the event loop, after
+    /// syncing the metrics file (its durability rule, `metrics_file.rs`). A failed save or sync — a full or
+    /// failing disk — is reported and counted, not fatal: the next round tries again.
     async fn checkpoint(&mut self, m: RoundMetrics) -> Result<()> {
+        if self.checkpoints.is_none() {
+            return Ok(());
+        }
+        let mut metrics_unsaved = 0;
+        if let Some(f) = self.metrics_file.as_mut() {
+            let sync = f.sync_job();
+            let r = tokio::task::spawn_blocking(sync)
+                .await
+                .map_err(|e| NodeError::Config(format!("metrics sync task failed: {e}")))?;
+            metrics_unsaved = f.synced(&r);
+            if let Err(e) = r {
+                report_write_failure(&self.events, self.index, DurableFile::Metrics, f.path(), &e);
+            }
+        }
         let Some(c) = &self.checkpoints else {
             return Ok(());
         };
@@ -268,21 +288,58 @@ impl RnTask {
             .unwrap_or_default();
         let (dir, run) = (c.dir.clone(), c.run.clone());
         let (learner, saved) = tokio::task::spawn_blocking(move || {
-            let r = dir.save(&run, &learner, &m, views);
+            let r = dir.save(&run, &learner, &m, views, metrics_unsaved);
             (learner, r)
         })
         .await
         .map_err(|e| NodeError::Config(format!("checkpoint task failed: {e}")))?;
         self.learner = Some(learner);
-        saved.map(|_| ())
+        match saved {
+            Ok(_) => {
+                if self.unsaved_checkpoints > 0 {
+                    tracing::info!(
+                        node = self.index,
+                        unsaved = self.unsaved_checkpoints,
+                        "checkpoints are saved again"
+                    );
+                }
+                self.unsaved_checkpoints = 0;
+            }
+            Err(e) => {
+                self.unsaved_checkpoints += 1;
+                let path = match &e {
+                    NodeError::Io { path, .. } => path.clone(),
+                    _ => c.dir.path().to_path_buf(),
+                };
+                report_write_failure(&self.events, self.index, DurableFile::Checkpoint, &path, &e);
+            }
+        }
+        Ok(())
     }
 
     async fn record(&mut self, mut m: RoundMetrics) -> Result<()> {
         if let Some(s) = &self.link_stats {
             m.link_bytes = s.take();
         }
+        m.unsaved_checkpoints = self.unsaved_checkpoints;
         if let Some(f) = self.metrics_file.as_mut() {
-            f.append(self.index, &m)?;
+            match f.append(self.index, &mut m) {
+                Ok(()) if self.metrics_failing => {
+                    tracing::info!(node = self.index, path = %f.path().display(), "the metrics file is written again");
+                    self.metrics_failing = false;
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    self.metrics_failing = true;
+                    report_write_failure(
+                        &self.events,
+                        self.index,
+                        DurableFile::Metrics,
+                        f.path(),
+                        &e,
+                    );
+                }
+            }
         }
         tracing::info!(node = self.index, round = m.round.get(), metric = m.test_metric, name = %m.metric_name, "round finished");
         self.status.send_modify(|s| {
@@ -305,6 +362,22 @@ fn isolation_deadline(watch: Option<&mut IsolationWatch>, epoch: Instant) -> Res
         Some(Finding::Alone { alone, stop: true }) => Err(w.error(alone)),
         _ => Ok(()),
     }
+}
+
+/// Logs a failed durable write and tells the embedder; the node goes on (the caller counts it).
+fn report_write_failure(
+    events: &EventSink,
+    node: usize,
+    file: DurableFile,
+    path: &std::path::Path,
+    error: &dyn std::fmt::Display,
+) {
+    tracing::warn!(node, ?file, path = %path.display(), %error, "write failed; training goes on and the write is tried again next round");
+    events.send(NodeEvent::WriteFailed {
+        file,
+        path: path.to_path_buf(),
+        error: error.to_string(),
+    });
 }
 
 /// What must wait on a channel, kept in the engine's order.

@@ -327,6 +327,13 @@ impl Reported {
             }
             NodeEvent::PeerRefused { .. } => self.refused += 1,
             NodeEvent::ConnectionFailed { .. } => {}
+            // The node trains on and counts it in its metrics; shown, not an error of the run.
+            NodeEvent::WriteFailed { file, path, error } => {
+                progress.note(&format!(
+                    "node {i}: {file:?} write failed ({}: {error}); training goes on",
+                    path.display()
+                ));
+            }
             NodeEvent::VnLost { vn, reason } => {
                 progress.note(&format!("node {i}: virtual node {vn} lost ({reason})"));
                 self.errors
