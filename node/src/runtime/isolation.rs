@@ -36,6 +36,9 @@ pub(crate) struct Isolation {
     alone_since: Option<Duration>,
     /// When the last check found it reaching someone.
     last_reached: Duration,
+    /// Checks in a row that found it alone, and whether any check found it reaching someone.
+    alone_checks: u32,
+    ever_reached: bool,
 }
 
 /// A check's finding.
@@ -56,7 +59,17 @@ impl Isolation {
             timeout,
             alone_since: Some(start),
             last_reached: start,
+            alone_checks: 0,
+            ever_reached: false,
         }
+    }
+
+    /// Whether the last finding of "alone" is not worth a warning yet: the first check alone after the node
+    /// reached someone. At a run's end the peers that finished first have gone, and the last nodes' last
+    /// round found nobody (measured: the rounds bench's setting warned "alone for 0 s" at its last round); a
+    /// node that stays alone is warned of from the next round, and one alone from its start from its first.
+    pub(crate) fn quiet(&self) -> bool {
+        self.ever_reached && self.alone_checks < 2
     }
 
     /// At `now`: whether the node reached anyone since the last check (`reached`).
@@ -64,8 +77,11 @@ impl Isolation {
         if reached {
             self.alone_since = None;
             self.last_reached = now;
+            self.alone_checks = 0;
+            self.ever_reached = true;
             return Finding::Reached;
         }
+        self.alone_checks += 1;
         // It was reaching someone at the last check, and nobody since.
         let since = *self.alone_since.get_or_insert(self.last_reached);
         let alone = now.saturating_sub(since);
@@ -287,6 +303,20 @@ mod tests {
                 stop: true
             }
         );
+    }
+
+    /// The first round alone after contact (peers that finished the run first) is not warned of; the next
+    /// is, and a node alone from its start is warned of from its first check.
+    #[test]
+    fn the_first_round_alone_after_contact_is_quiet() {
+        let mut i = Isolation::new(Some(60 * S), Duration::ZERO);
+        i.check(S, false);
+        assert!(!i.quiet(), "alone from the start");
+        i.check(2 * S, true);
+        i.check(3 * S, false);
+        assert!(i.quiet());
+        i.check(4 * S, false);
+        assert!(!i.quiet());
     }
 
     #[test]

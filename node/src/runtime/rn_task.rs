@@ -233,6 +233,7 @@ impl RnTask {
         };
         match w.after_round(now, m.neighbours, m.copies_received, m.absent) {
             Some(Finding::Alone { alone, stop: true }) => Err(w.error(alone)),
+            Some(Finding::Alone { .. }) if w.state.quiet() => Ok(()),
             Some(Finding::Alone { alone, .. }) => {
                 tracing::warn!(
                     node = self.index,
