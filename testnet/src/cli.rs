@@ -808,7 +808,7 @@ mod tests {
     }
 
     /// Every option that only some modes read, with arguments that parse.
-    const MODE_BOUND: [&[&str]; 21] = [
+    const MODE_BOUND: [&[&str]; 22] = [
         &["--transport", "memory"],
         &["--timing", "lan"],
         &["--substep-ms", "100"],
@@ -816,6 +816,7 @@ mod tests {
         &["--release-delay-us", "2000"],
         &["--shared-vn-threads"],
         &["--chunk-slot-ms", "40"],
+        &["--no-chunk-slots"],
         &["--warmup-ms", "1000"],
         &["--audit"],
         &["--audit-chunks", "4"],
@@ -838,7 +839,7 @@ mod tests {
 
     #[test]
     fn procs_only_options_are_refused_in_the_other_modes() {
-        let procs_only = &MODE_BOUND[12..];
+        let procs_only = &MODE_BOUND[13..];
         assert_eq!(procs_only.len(), 9);
         for args in procs_only {
             let flag = args[0];
@@ -870,10 +871,11 @@ mod tests {
             (MODE_BOUND[5], &[Mode::Sim]),
             (MODE_BOUND[6], &[Mode::Sim]),
             (MODE_BOUND[7], &[Mode::Sim]),
-            (MODE_BOUND[8], &[Mode::Procs]),
+            (MODE_BOUND[8], &[Mode::Sim]),
             (MODE_BOUND[9], &[Mode::Procs]),
             (MODE_BOUND[10], &[Mode::Procs]),
             (MODE_BOUND[11], &[Mode::Procs]),
+            (MODE_BOUND[12], &[Mode::Procs]),
         ] {
             let o = parse(args);
             for mode in [Mode::Inproc, Mode::Procs, Mode::Sim] {
@@ -1013,7 +1015,7 @@ mod tests {
             .into_iter()
             .flat_map(|(_, k)| k)
             .collect();
-        assert_eq!(keys.len(), 49, "51 flags less --scenario and --plain");
+        assert_eq!(keys.len(), 50, "52 flags less --scenario and --plain");
         for key in keys {
             let e = Options::from_toml(Path::new("k.toml"), &format!("{key} = {{}}"))
                 .unwrap_err()
