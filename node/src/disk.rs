@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// What the node's durable writes need from the filesystem.
 pub trait Disk: Send + Sync + std::fmt::Debug + 'static {
     /// Replaces `path` with `bytes`, readable by the owner only, atomically and durably
-    /// ([`private_file::replace`](crate::private_file::replace)).
+    /// (`private_file::replace`).
     fn replace(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
     /// One `write(2)` of `bytes` at the end of `file` (opened with `O_APPEND`); how many bytes it took.
     fn append(&self, file: &File, bytes: &[u8]) -> io::Result<usize>;
