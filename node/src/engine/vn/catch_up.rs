@@ -11,7 +11,9 @@
 //! sending one `Drop` each made every node of a real network jump to its last round. A VN in step with the
 //! network has the proof in its own exchanges (neighbours' copies arrive), and a VN that has not exchanged
 //! yet is not behind anyone; a probe's answers come from peers the VN chose at random, so a liar moves it
-//! only when it holds most of the peers drawn.
+//! only when it holds most of the peers drawn. A resumed VN's join probe starts without that proof (it has
+//! not exchanged since its restart), so a jump beyond its window takes a second draw of other peers that
+//! agrees ([`ProbeDecision::Confirm`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -46,6 +48,9 @@ pub(crate) enum ProbeDecision {
     Behind { at: Round, margin: u64 },
     /// A resumed node found nothing beyond its own round: it starts where it is.
     StartHere,
+    /// A resumed node's join probe found the network beyond its window: ask other peers before jumping
+    /// ([`CatchUp::start_probe`] asks them at once).
+    Confirm,
 }
 
 /// One catch-up probe: whom it asked, what they answered, when it gives up waiting.
@@ -53,6 +58,8 @@ pub(crate) enum ProbeDecision {
 struct Probe<I> {
     /// Started as a resumed VN joined (rather than on evidence while running): see [`CatchUp::decide`].
     at_join: bool,
+    /// A join probe that confirms another's finding: that probe's median.
+    confirming: Option<Round>,
     /// How many peers were asked: a decision needs answers from most of them.
     asked: usize,
     waiting: BTreeSet<I>,
@@ -71,6 +78,10 @@ struct Probing<I> {
     last: Option<Duration>,
     /// A resumed VN probes as it joins: `Pending` until it joins, then when (see [`JOIN_PROBE_SPREAD`]).
     join: JoinProbe,
+    /// The peers the last join probe asked, and the median it found beyond the window, while a second
+    /// probe is to confirm it.
+    first_join: Vec<I>,
+    to_confirm: Option<Round>,
 }
 
 /// A resumed VN's probe as it joins.
@@ -149,6 +160,8 @@ impl<I: Ord + Clone> CatchUp<I> {
             } else {
                 JoinProbe::None
             },
+            first_join: Vec::new(),
+            to_confirm: None,
         });
     }
 
@@ -248,7 +261,11 @@ impl<I: Ord + Clone> CatchUp<I> {
         let Some(p) = self.probing.as_mut() else {
             return Vec::new();
         };
-        if p.current.is_some() || p.last.is_some_and(|t| now < t + timeout) {
+        // A confirming probe follows the probe it confirms at once.
+        let confirming = p.to_confirm.take().filter(|_| at_join);
+        if p.current.is_some()
+            || (confirming.is_none() && p.last.is_some_and(|t| now < t + timeout))
+        {
             return Vec::new();
         }
         let mut candidates: Vec<I> = p
@@ -263,16 +280,42 @@ impl<I: Ord + Clone> CatchUp<I> {
         if candidates.is_empty() {
             return Vec::new();
         }
-        let asked: Vec<I> = rand::seq::IndexedRandom::choose_multiple(
-            candidates.as_slice(),
-            &mut self.rng,
-            PROBE_PEERS,
-        )
-        .cloned()
-        .collect();
+        // A confirming probe asks peers the first did not, topped up from those in a network too small
+        // for two disjoint draws.
+        let fresh: Vec<I> = match confirming {
+            Some(_) => candidates
+                .iter()
+                .filter(|c| !p.first_join.contains(c))
+                .cloned()
+                .collect(),
+            None => candidates.clone(),
+        };
+        let mut asked: Vec<I> =
+            rand::seq::IndexedRandom::choose_multiple(fresh.as_slice(), &mut self.rng, PROBE_PEERS)
+                .cloned()
+                .collect();
+        if asked.len() < PROBE_PEERS {
+            let rest: Vec<I> = candidates
+                .iter()
+                .filter(|c| !asked.contains(c))
+                .cloned()
+                .collect();
+            asked.extend(
+                rand::seq::IndexedRandom::choose_multiple(
+                    rest.as_slice(),
+                    &mut self.rng,
+                    PROBE_PEERS - asked.len(),
+                )
+                .cloned(),
+            );
+        }
+        if at_join && confirming.is_none() {
+            p.first_join = asked.clone();
+        }
         p.last = Some(now);
         p.current = Some(Probe {
             at_join,
+            confirming,
             asked: asked.len(),
             waiting: asked.iter().cloned().collect(),
             answers: BTreeMap::new(),
@@ -356,6 +399,20 @@ impl<I: Ord + Clone> CatchUp<I> {
         answers.sort_unstable();
         let at = answers[(answers.len() - 1) / 2];
         let at = last_round.map_or(at, |last| at.min(last));
+        // A resumed node's jump beyond its window takes two probes of different peers that agree (the lower
+        // of their medians): a node holding 8 of 32 listed identities holds five of nine peers drawn with
+        // probability 0.023, and five of nine in each of two disjoint draws never (that takes ten).
+        let at = match p.confirming {
+            Some(first) => at.min(first),
+            None if at_join && at > newest + MAX_FUTURE_ROUNDS => {
+                tracing::info!(%at, %newest, "probe: the network is ahead; asking other peers to confirm");
+                if let Some(probing) = self.probing.as_mut() {
+                    probing.to_confirm = Some(at);
+                }
+                return Some(ProbeDecision::Confirm);
+            }
+            None => at,
+        };
         if at > newest + MAX_FUTURE_ROUNDS && self.ahead.reported().is_none_or(|r| r < at) {
             tracing::info!(%at, %newest, answers = answers.len(), "probe: the network is ahead");
             // Where to land. A resumed node's first round back is slower than the others' (the overlays of

@@ -811,6 +811,7 @@ impl<I: VnIdentity> VnEngine<I> {
             Some(ProbeDecision::StartHere) => {
                 out.push(VnOutput::ToRn(FromVirtualNode::Behind { exchange: newest }))
             }
+            Some(ProbeDecision::Confirm) => self.start_probe(now, true, out),
             None => {}
         }
     }

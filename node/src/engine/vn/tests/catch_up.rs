@@ -103,8 +103,38 @@ fn a_resumed_node_asks_peers_and_adopts_the_median_round() {
             assert!(behind(&out).is_none(), "decided only once all answered");
         }
     }
-    // The lower median is 10; the RN rejoins min(lookahead, MAX_FUTURE_ROUNDS) past it.
+    // The lower median is 10, beyond the window: before jumping, the VN asks again, the peer it did not
+    // ask first among them (ten candidates: the rest are asked again).
+    assert!(behind(&out).is_none(), "a jump waits for a second probe");
+    let second = queries(&out);
+    assert_eq!(second.len(), PROBE_PEERS);
+    assert!(second.contains(&stranger), "{second:?}");
+    for (i, &p) in second.iter().enumerate() {
+        out = answer(&mut e, t, p, Some(if i < 5 { 11 } else { 12 }));
+    }
+    // The lower of the two medians; the RN rejoins min(lookahead, MAX_FUTURE_ROUNDS) past it.
     assert_eq!(behind(&out), Some(Round(10 + MAX_FUTURE_ROUNDS)));
+}
+
+/// Issue 44: a resumed VN whose first probe drew five identities of one rogue node among its nine (claiming
+/// round 40 while the network is at 8) does not jump there: the jump waits for a second probe of other
+/// peers, and takes the lower of the two medians. Before, the first probe's median moved it to round 42.
+#[test]
+fn a_resumed_node_jumps_only_as_far_as_two_draws_of_peers_agree() {
+    let mut e = probing(Some(3));
+    let (t, first) = join_probe(&mut e, Duration::ZERO);
+    let mut out = Vec::new();
+    for (i, &p) in first.iter().enumerate() {
+        out = answer(&mut e, t, p, Some(if i < 5 { 40 } else { 8 }));
+    }
+    assert!(behind(&out).is_none(), "no jump on one draw");
+    let second = queries(&out);
+    assert_eq!(second.len(), PROBE_PEERS);
+    for (i, &p) in second.iter().enumerate() {
+        // The rogue's identities are asked again where the network is this small; they hold three here.
+        out = answer(&mut e, t, p, Some(if i < 3 { 40 } else { 8 }));
+    }
+    assert_eq!(behind(&out), Some(Round(8 + MAX_FUTURE_ROUNDS)));
 }
 
 /// Issue 43: the join probes of a resumed node's VNs leave at independent instants, not as they join.
