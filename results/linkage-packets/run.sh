@@ -20,7 +20,7 @@
 #   MovieLens MF, 8 RNs, k = 2, r = 4, 51 rounds, inproc TCP): before, threads and after as above, interleaved,
 #   REPEAT times (default 3). About a minute a repeat. Summary: summary-cost.md.
 # - lan: the batch of issue 13 (8 nodes x 4 VNs, 20 rounds, LAN timing, namespaces; the send-jitter and VN-host
-#   variants). About 20 minutes. Summary: summary.md.
+#   variants, without the chunk grid that replaced the jitter since). About 20 minutes. Summary: summary.md.
 # VARIANTS="a b" runs only those variants of the batch (into the existing output), then summarises all.
 set -euo pipefail
 if ! command -v tcpdump > /dev/null; then
@@ -146,7 +146,8 @@ run() {  # name, extra args
   if [ -n "${VARIANTS:-}" ] && [[ " $VARIANTS " != *" $name "* ]]; then return; fi
   for seed in 1 2 3; do
     nice -n 10 "$BIN/testnet" --mode procs --nodes 8 --vns 4 --degree 4 --rounds 20 --seed "$seed" \
-      --timing lan --netns --observe-timing --capture --out "$OUT/$name/seed-$seed" --plain "$@" > /dev/null
+      --timing lan --netns --observe-timing --capture --out "$OUT/$name/seed-$seed" --plain --no-chunk-slots \
+      "$@" > /dev/null
   done
 }
 run no-pace --send-jitter-ms 20

@@ -10,11 +10,12 @@ set -euo pipefail
 cargo build -q --release -p node -p testnet
 OUT=target/linkage-procs
 rm -rf "$OUT"
-run() {  # name, extra args
+run() {  # name, extra args (the jitter and pace variants of issue 13, without the chunk grid that replaced
+  # the jitter since: --no-chunk-slots)
   local name=$1; shift
   for seed in 1 2 3; do
     target/release/testnet --mode procs --nodes 8 --vns 4 --degree 4 --rounds 20 --seed "$seed" \
-      --observe-timing --out "$OUT/$name/seed-$seed" --plain "$@" > /dev/null
+      --observe-timing --out "$OUT/$name/seed-$seed" --plain --no-chunk-slots "$@" > /dev/null
   done
 }
 run no-pace

@@ -320,9 +320,10 @@ pub struct Options {
     #[serde(alias = "warmup-ms")]
     pub warmup_ms: Option<u64>,
 
-    /// Upper bound of each VN's random delay before it sends its chunk, in ms (every mode; sim default
-    /// 1000, the libp2p timings' own otherwise). Sibling VNs get their chunks at the same instant: a longer
-    /// delay spreads their sends, at the cost of round time (`summary.json` → `linkage` with --audit).
+    /// Upper bound of each VN's random delay before it sends its chunk, in ms (sim, default 1000; inproc and
+    /// procs only with --no-chunk-slots, where the chunk grid's offsets replace it). Sibling VNs get their
+    /// chunks at the same instant: a longer delay spreads their sends, at the cost of round time
+    /// (`summary.json` → `linkage` with --audit).
     #[arg(long, value_name = "MS", help_heading = TIMING)]
     #[serde(alias = "send-jitter-ms")]
     pub send_jitter_ms: Option<u64>,
@@ -680,6 +681,15 @@ impl Options {
                 );
             }
         }
+        // On a real network the chunk grid replaces the send jitter (`node::net::chunk_slots`): a jitter
+        // given there would be silently ignored.
+        if mode != Mode::Sim && self.send_jitter_ms.is_some() && !self.no_chunk_slots {
+            bail!(
+                "--send-jitter-ms is not applied with --mode {mode}: chunks leave on the shared grid of slots \
+                 there (each VN at an offset of its own in place of the jitter); add --no-chunk-slots to send \
+                 them after the jitter instead"
+            );
+        }
         Ok(())
     }
 
@@ -892,15 +902,21 @@ mod tests {
             }
         }
         // The send options and the value bounds act in every mode.
-        let o = parse(&[
-            "--send-jitter-ms",
-            "5",
-            "--send-pace-ms",
-            "5",
-            "--send-pace-auto",
-        ]);
+        let o = parse(&["--send-pace-ms", "5", "--send-pace-auto"]);
         for mode in [Mode::Inproc, Mode::Procs, Mode::Sim] {
             assert!(o.check_mode(mode).is_ok());
+        }
+        // The send jitter only where no chunk grid replaces it: the simulator, or with --no-chunk-slots.
+        let jitter = parse(&["--send-jitter-ms", "5"]);
+        assert!(jitter.check_mode(Mode::Sim).is_ok());
+        for mode in [Mode::Inproc, Mode::Procs] {
+            let e = jitter.check_mode(mode).unwrap_err().to_string();
+            assert!(e.contains("--no-chunk-slots"), "{e}");
+            assert!(
+                parse(&["--send-jitter-ms", "5", "--no-chunk-slots"])
+                    .check_mode(mode)
+                    .is_ok()
+            );
         }
     }
 

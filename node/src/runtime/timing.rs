@@ -43,7 +43,8 @@ pub struct Timing {
     /// How long a VN waits for its neighbours' chunks after sending its own.
     pub exchange_timeout_ms: u64,
     /// Upper bound of each VN's random delay before sending its chunk, so sibling VNs do not all send at the
-    /// instant their node finishes training (DESIGN §5).
+    /// instant their node finishes training (DESIGN §5). Not applied while `chunk_slots` is on (the default):
+    /// the grid's offsets replace it.
     pub send_jitter_ms: u64,
     /// The earliest each VN sends its chunk, counted from its node's start of the round (`VnConfig::send_pace`, [`SendPace`]):
     /// about the slowest node's training time makes chunk timing say nothing about siblings. 0: off.
