@@ -6,7 +6,7 @@
 pub const CHUNK: &str = "/shatter/chunk/1";
 
 /// Chunk exchange on one long-lived stream per pair of virtual nodes and direction: length-prefixed
-/// [`crate::ChunkFrame`]s one way, each after the sender's two-byte grid note (since version 2), a
+/// [`crate::ChunkFrame`]s one way, each followed by the sender's two-byte grid note (since version 2), a
 /// length-prefixed [`crate::ChunkReply`] for each, in order, the other.
 pub const CHUNK_STREAM: &str = "/shatter/chunk-stream/2";
 

@@ -8,8 +8,9 @@
 //! sends 64 of them.
 //!
 //! Framing: a chunk is one length-prefixed frame ([`super::codec`]'s framing, at most the run's largest chunk
-//! frame and [`NOTE_BYTES`]): the sender's note (its chunk grid, `super::chunk_slots::GridNote`; version 2 of
-//! the stream), then the chunk frame. The receiver answers every chunk, in order, with the engine's reply (`protocol::ChunkReply`) as a
+//! frame and [`NOTE_BYTES`]): the chunk frame, then the sender's note (its chunk grid,
+//! `super::chunk_slots::GridNote`; version 2 of the stream), last so that the receiver takes it off without
+//! moving the chunk. The receiver answers every chunk, in order, with the engine's reply (`protocol::ChunkReply`) as a
 //! length-prefixed frame of at most [`MAX_REPLY_BYTES`]; the sender matches replies to its chunks in order.
 //!
 //! Tasks: a writer per peer we send to (opens the stream, writes what its queue holds, reads the replies) and,
@@ -48,7 +49,7 @@ use crate::peers::PeerList;
 /// one chunk per round and accepts chunks at most `MAX_FUTURE_ROUNDS` rounds ahead of its own.
 pub const QUEUE_PER_PEER: usize = 2 * (protocol::control::MAX_FUTURE_ROUNDS as usize + 1);
 
-/// Bytes of the note before each chunk frame (`super::chunk_slots::GridNote`).
+/// Bytes of the note after each chunk frame (`super::chunk_slots::GridNote`).
 pub const NOTE_BYTES: usize = 2;
 
 /// Events (received chunks, replies, failures) waiting for the VN's event loop.
@@ -88,7 +89,7 @@ pub enum ChunkEvent {
     Chunk {
         peer: PeerId,
         bytes: Vec<u8>,
-        /// The note the sender put before it.
+        /// The note the sender put after it.
         note: [u8; NOTE_BYTES],
         reply: oneshot::Sender<Vec<u8>>,
     },
@@ -132,7 +133,7 @@ pub struct ChunkLinks {
     failed_now: VecDeque<ChunkEvent>,
     /// Accepts streams from peers: started by the first `send` or `next` (on the VN's runtime).
     accept: Lazy,
-    /// The note sent before each chunk from now on.
+    /// The note sent after each chunk from now on.
     note: [u8; NOTE_BYTES],
 }
 
@@ -202,7 +203,7 @@ impl ChunkLinks {
         }
     }
 
-    /// The note put before each chunk sent from now on.
+    /// The note put after each chunk sent from now on.
     pub fn set_note(&mut self, note: [u8; NOTE_BYTES]) {
         self.note = note;
     }
@@ -250,11 +251,12 @@ async fn read_link(
     let mut prefix = Vec::with_capacity(protocol::frame::LENGTH_PREFIX_BYTES + MAX_REPLY_BYTES);
     // A frame over `max_frame` is refused from its prefix, before anything is allocated: the stream closes.
     while let Ok(mut bytes) = super::codec::read_frame(&mut rd, max_frame + NOTE_BYTES).await {
-        // A frame too short for its note: the peer does not speak this version; close the stream.
-        let Some(&note) = bytes.first_chunk::<NOTE_BYTES>() else {
+        // A frame too short for its note: the peer does not speak this version; close the stream. The
+        // note trails the chunk, so taking it off moves nothing.
+        let Some(&note) = bytes.last_chunk::<NOTE_BYTES>() else {
             return;
         };
-        bytes.drain(..NOTE_BYTES);
+        bytes.truncate(bytes.len() - NOTE_BYTES);
         let (reply, answer) = oneshot::channel();
         if events
             .send(ChunkEvent::Chunk {
@@ -460,7 +462,7 @@ impl Writer {
         }
     }
 
-    /// Writes one chunk frame: its length prefix and note, then the shared frame itself (no copy into a buffer). A peer
+    /// Writes one chunk frame: its length prefix, the shared frame itself, then the note (no copy into a buffer). A peer
     /// that stops reading fails it after the reply timeout, as a reply that never comes would.
     async fn write(&self, wr: &mut futures::io::WriteHalf<Stream>, c: &Outgoing) -> io::Result<()> {
         let prefix =
@@ -468,8 +470,8 @@ impl Writer {
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let write = async {
             wr.write_all(&prefix).await?;
-            wr.write_all(&c.note).await?;
             wr.write_all(&c.bytes).await?;
+            wr.write_all(&c.note).await?;
             wr.flush().await
         };
         tokio::time::timeout(self.reply_timeout, write)

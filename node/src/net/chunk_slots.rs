@@ -26,7 +26,7 @@
 //!
 //! Nodes must share one grid: two rungs' boundaries do not meet, and siblings always share their node's
 //! rung. Each VN therefore tells the neighbours it sends chunks to the highest rung it knows is needed, and
-//! for how many more rounds ([`GridNote`], two bytes before each chunk); a VN uses the highest of its own
+//! for how many more rounds ([`GridNote`], two bytes after each chunk); a VN uses the highest of its own
 //! rung and the rungs it heard of in its last [`NOTE_ROUNDS`] rounds. Rounds are in lock step, so the whole
 //! network waits for its slowest node anyway: the grid follows that node's work within a few rounds
 //! (relayed one hop a round over random overlays of a few hops' diameter), and comes down a few rounds
@@ -93,7 +93,7 @@ pub fn rung_at_least(d: Duration) -> u32 {
         .unwrap_or(TOP_RUNG)
 }
 
-/// What a VN tells the neighbours it sends chunks to about its grid (two bytes before each chunk on the
+/// What a VN tells the neighbours it sends chunks to about its grid (two bytes after each chunk on the
 /// chunk stream, `super::chunk_link`): the highest rung it knows a VN needs, and for how many more rounds
 /// that holds (0: nothing to tell, a fixed or no grid).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -127,8 +127,8 @@ pub const NOTE_ROUNDS: u8 = 4;
 pub struct AdaptiveGrid {
     own: u32,
     works: VecDeque<Duration>,
-    /// The rungs needed in the last rounds in a row whose work fit a lower rung.
-    below: Vec<u32>,
+    /// Rounds in a row whose work fit a lower rung, and the highest rung they needed.
+    below: (usize, u32),
     /// The highest rung heard of, and the last of this VN's rounds it holds for.
     heard: Option<(u32, u64)>,
     /// This VN's rounds so far (rounds given a departure).
@@ -192,12 +192,12 @@ impl AdaptiveGrid {
         let fits = rung_at_least(median.mul_f64(WORK_MARGIN / (1.0 - OFFSET_FRACTION)));
         if fits >= self.own {
             self.own = fits;
-            self.below.clear();
+            self.below = (0, 0);
         } else {
-            self.below.push(fits);
-            if self.below.len() >= ROUNDS_TO_GO_DOWN {
-                self.own = self.below.iter().copied().max().unwrap_or(fits);
-                self.below.clear();
+            self.below = (self.below.0 + 1, self.below.1.max(fits));
+            if self.below.0 >= ROUNDS_TO_GO_DOWN {
+                self.own = self.below.1;
+                self.below = (0, 0);
             }
         }
     }
@@ -217,7 +217,7 @@ impl Period {
         Self::Adaptive(AdaptiveGrid {
             own: FIRST_RUNG,
             works: VecDeque::new(),
-            below: Vec::new(),
+            below: (0, 0),
             heard: None,
             rounds: 0,
         })
@@ -299,7 +299,7 @@ impl<T> ChunkSlots<T> {
         at
     }
 
-    /// The note to send before each chunk now.
+    /// The note to send after each chunk now.
     pub fn note(&self) -> GridNote {
         match &self.period {
             Period::Adaptive(g) => g.note(),
