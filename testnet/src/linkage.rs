@@ -77,6 +77,11 @@ pub struct Assembled {
 enum PairScore {
     MedianGap,
     MeanGap,
+    /// The mean over the rounds both were heard in of the product of their lateness (arrival minus the
+    /// round's median arrival at that observer), negated: a node that leaves late in some rounds makes its
+    /// siblings late together there, whatever the size of the delay and whether the other rounds are
+    /// calm. The score the straddles of a slot grid feed most directly.
+    CoLateness,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -86,6 +91,8 @@ pub struct LinkageReport {
     /// The same, each pair scored by its mean gap: rare rounds in which two VNs' chunks leave far apart (two
     /// nodes on either side of a shared slot boundary, `node::net::chunk_slots`) move a mean, not a median.
     pub chunks_mean_gap: FeatureLinkage,
+    /// The same, each pair scored by how late the two were together ([`PairScore::CoLateness`]).
+    pub chunks_co_late: FeatureLinkage,
     /// Arrival times of first-hop overlay walks (none when walks hide their origin).
     pub walks: FeatureLinkage,
     /// Arrival times of overlay walks at any hop: the first walk each sender passed on in a round, whether it
@@ -121,6 +128,7 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
         LinkageReport {
             chunks: self.pairs(&chunk_times, PairScore::MedianGap),
             chunks_mean_gap: self.pairs(&chunk_times, PairScore::MeanGap),
+            chunks_co_late: self.pairs(&chunk_times, PairScore::CoLateness),
             walks: self.pairs(&walk_times, PairScore::MedianGap),
             walks_any_hop: self.pairs(&any_hop_times, PairScore::MedianGap),
             assembled: LINK_WINDOWS_MS
@@ -138,9 +146,18 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
             let mut gaps: BTreeMap<(u32, u32), Vec<f64>> = BTreeMap::new();
             for senders in rounds.values() {
                 let v: Vec<(&u32, &Duration)> = senders.iter().collect();
+                let mut sorted: Vec<Duration> = v.iter().map(|(_, t)| **t).collect();
+                sorted.sort_unstable();
+                let median = sorted[sorted.len() / 2].as_secs_f64();
                 for (i, (a, ta)) in v.iter().enumerate() {
                     for (b, tb) in &v[i + 1..] {
-                        let gap = ta.abs_diff(**tb).as_secs_f64();
+                        let gap = match score {
+                            PairScore::CoLateness => {
+                                // Stored negated, so that the smaller is the likelier pair of siblings.
+                                -(ta.as_secs_f64() - median) * (tb.as_secs_f64() - median)
+                            }
+                            _ => ta.abs_diff(**tb).as_secs_f64(),
+                        };
                         gaps.entry((**a, **b)).or_default().push(gap);
                     }
                 }
@@ -153,7 +170,9 @@ impl<I: Ord + Clone> LinkageRecorder<I> {
                             g.sort_by(f64::total_cmp);
                             g[g.len() / 2]
                         }
-                        PairScore::MeanGap => g.iter().sum::<f64>() / g.len() as f64,
+                        PairScore::MeanGap | PairScore::CoLateness => {
+                            g.iter().sum::<f64>() / g.len() as f64
+                        }
                     };
                     (-gap, self.owner(a) == self.owner(b))
                 })
@@ -406,6 +425,10 @@ mod tests {
         let mean = rep.chunks_mean_gap.auc_pooled.unwrap();
         assert!(median <= 0.75, "median {median}");
         assert_eq!(mean, 1.0, "{rep:?}");
+        // Half the senders late: the round's median is a late one, and the early pair is "late together"
+        // too; still above the median gap's.
+        let co_late = rep.chunks_co_late.auc_pooled.unwrap();
+        assert!(co_late > median, "co-late {co_late}");
     }
 
     #[test]

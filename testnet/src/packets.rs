@@ -173,7 +173,8 @@ pub struct PacketLinkage {
     pub log_lag_us_p99: Option<u64>,
     /// Every feature's AUC: the all-packet features (`crate::coincidence`), then the message features on packet
     /// times (`chunk_last_packet`, `chunk_burst_start`, each also scored by a pair's mean gap instead of its
-    /// median, `…_mean_gap`; `walk_first_hop`, `walk_any_hop`; their medians are
+    /// median, `…_mean_gap`, and by how late both were together, `chunk_last_packet_co_late`, whose medians are
+    /// products of lateness in ms·s; `walk_first_hop`, `walk_any_hop`; the others' medians are
     /// gaps in ms, smaller for the more likely siblings).
     pub features: Vec<FeatureAuc>,
     /// The feature with the highest pooled AUC.
@@ -334,6 +335,7 @@ pub fn attack(
         feature_row("chunk_burst_start", &burst_start.chunks),
         feature_row("chunk_last_packet_mean_gap", &last_packet.chunks_mean_gap),
         feature_row("chunk_burst_start_mean_gap", &burst_start.chunks_mean_gap),
+        feature_row("chunk_last_packet_co_late", &last_packet.chunks_co_late),
         feature_row("walk_first_hop", &last_packet.walks),
         feature_row("walk_any_hop", &last_packet.walks_any_hop),
     ]);
