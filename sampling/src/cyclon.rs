@@ -556,7 +556,10 @@ mod tests {
         // One of the two taken back is the target (removed while its shuffle is pending), the other stays.
         assert_eq!(c.entries().len(), cfg.shuffle_len - 1);
         let back: Vec<u32> = c.peers().into_iter().chain(sent).collect();
-        assert!(back.iter().all(|p| [1, 2, 3, 4, 5, 6].contains(p)), "{back:?}");
+        assert!(
+            back.iter().all(|p| [1, 2, 3, 4, 5, 6].contains(p)),
+            "{back:?}"
+        );
         assert_ne!(back[0], back[1]);
         // Without bootstrap peers an emptied view stays empty and nothing is sent.
         let mut lone = Cyclon::new(0u32, cfg, derive_rng(1, 1)).unwrap();

@@ -80,6 +80,11 @@
 //! * **Shunning**: a walk that hides its origin shows who it was for only at its `Confirm`; a capped origin is
 //!   refused then, and the peer that handed over the walk (and the origin) hands this VN no walk it takes for
 //!   a window (it forwards them), so a node's hidden walks cannot keep taking up its acceptances.
+//! * **Withheld chunks**: a neighbour whose chunk did not come by the exchange's deadline
+//!   ([`OverlayInput::Withheld`]) is shunned as well, and a walk naming a shunned origin is not taken (nor,
+//!   for a hidden walk, confirmed): a node whose identities take edges and send nothing on them makes each
+//!   victim VN wait out its exchange timeout once per window, not every round it can get in. An honest
+//!   neighbour that missed a deadline (it crashed, or fell far behind) is taken again after the window.
 //! * **First hops**: a VN starts no walk at a peer at the cap or shunned (that peer could only waste it).
 //! * **Answers from the peer that could send them**: an `Accept`/`SpliceOffer` for a walk that names us is
 //!   taken only from the acceptor itself, one for a walk that hides us only from a peer we sent the walk to.
@@ -321,6 +326,9 @@ pub enum OverlayInput<I> {
     SendFailed { to: I },
     /// `peer` refused our chunk for `round` (it does not count the edge): stop counting it.
     EdgeRefused { round: Round, peer: I },
+    /// `peer`, this VN's neighbour in `round`, sent no chunk by the exchange's deadline: it is shunned for a
+    /// window ([`OverlayBuilder::shun`]).
+    Withheld { round: Round, peer: I },
     /// Time passed; due timers fire. Any input fires due timers first.
     Tick,
 }
@@ -645,6 +653,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                     out.push(OverlayOutput::EdgeDropped { round, peer });
                 }
             }
+            OverlayInput::Withheld { round, peer } => self.shun(round, peer),
             OverlayInput::Message { from, msg } => {
                 if msg.validate().is_err() || from == self.me || self.walk_too_long(&msg) {
                     out.push(OverlayOutput::Invalid { from });
@@ -1236,7 +1245,8 @@ impl<I: PeerId> OverlayBuilder<I> {
     ) {
         let degree = self.cfg.degree;
         let (back, named) = self.answer_to(round, nonce, &from, &msg);
-        let capped = named.is_some_and(|o| self.at_cap(round, o)) || self.shunned(round, &from);
+        let capped = named.is_some_and(|o| self.at_cap(round, o) || self.shunned(round, o))
+            || self.shunned(round, &from);
         let s = self.rounds.get_mut(&round).expect("checked by on_message");
         let until = now + s.timing.reserve_timeout;
         // `role` is Acceptor only inside a sub-step of this VN's own clock (reset at each boundary).
@@ -1356,7 +1366,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     fn on_confirm(&mut self, round: Round, from: I, key: u64, out: &mut Vec<OverlayOutput<I>>) {
         let nonce = walk_nonce(key);
         let degree = self.cfg.degree;
-        let capped = self.at_cap(round, &from);
+        let capped = self.at_cap(round, &from) || self.shunned(round, &from);
         let s = self.state(round);
         let open = !s.frozen;
         let linked = s.links.contains_key(&from);
@@ -1535,7 +1545,7 @@ impl<I: PeerId> OverlayBuilder<I> {
     ) {
         let nonce = walk_nonce(key);
         let degree = self.cfg.degree;
-        let capped = self.at_cap(round, &from);
+        let capped = self.at_cap(round, &from) || self.shunned(round, &from);
         let s = self.state(round);
         // The origin, known only now, must not be a neighbour already (nor the far end of the edge), nor
         // one that was our neighbour as often as the cap allows.
@@ -1736,6 +1746,68 @@ mod tests {
     /// A peer that was our neighbour as often as the cap allows is refused at its `Confirm` (and its
     /// reservation freed), and the peer that handed us its hidden walk is shunned: its next walk is forwarded,
     /// not taken. One round later, with the window past, it is taken again.
+    /// Issue 44: a neighbour that sent no chunk by a round's deadline (`Withheld`) is shunned: a walk it
+    /// proposes straight at us naming itself is forwarded, not taken, in the next rounds of the window, as is
+    /// one relayed by an honest peer that names it; a walk of another peer is taken.
+    #[test]
+    fn a_neighbour_that_withheld_its_chunk_is_not_taken_again_within_the_window() {
+        let cfg = OverlayConfig {
+            network_size: Some(40),
+            ..OverlayConfig::new(2, Duration::from_millis(10))
+        };
+        let mut b = OverlayBuilder::new(0u32, cfg, derive_rng(5, 2)).unwrap();
+        let (view, mut out) = ([1, 2, 3], Vec::new());
+        let t = Duration::ZERO;
+        b.handle(
+            t,
+            OverlayInput::Withheld {
+                round: Round(3),
+                peer: 7,
+            },
+            &view,
+            &mut out,
+        );
+        let r = Round(5);
+        b.handle(t, OverlayInput::StartRound { round: r }, &view, &mut out);
+        let mut offer = |b: &mut OverlayBuilder<u32>, from: u32, origin: u32, nonce: u64| {
+            let s = b.rounds.get_mut(&r).unwrap();
+            s.role = Role::Acceptor;
+            s.accepted = false;
+            let mut out = Vec::new();
+            let walk = OverlayMsg::Propose {
+                round: r,
+                origin: Some(origin),
+                nonce,
+                ttl: 0,
+            };
+            b.handle(
+                t,
+                OverlayInput::Message { from, msg: walk },
+                &view,
+                &mut out,
+            );
+            out.iter().any(|o| {
+                matches!(
+                    o,
+                    OverlayOutput::Send {
+                        msg: OverlayMsg::Accept { .. },
+                        ..
+                    }
+                )
+            })
+        };
+        assert!(!offer(&mut b, 7, 7, 11), "its own walk, straight at us");
+        assert!(
+            !offer(&mut b, 2, 7, 12),
+            "its walk, relayed by an honest peer"
+        );
+        assert!(offer(&mut b, 8, 8, 13), "another peer's walk");
+        assert!(
+            !b.shunned(Round(3 + REPEAT_WINDOW + 1), &7),
+            "the window ends"
+        );
+    }
+
     #[test]
     fn a_capped_origin_is_refused_and_its_relay_shunned() {
         let cfg = OverlayConfig {

@@ -52,6 +52,8 @@ pub enum SamplerInput<I> {
     SendFailed { to: I },
     /// `peer` refused our chunk for `round` because it does not count the edge (half-open): stop counting it.
     EdgeRefused { round: Round, peer: I },
+    /// `peer`, a neighbour in `round`, sent no chunk by the exchange's deadline.
+    Withheld { round: Round, peer: I },
     /// Time passed: due timers fire.
     Tick,
 }
@@ -203,6 +205,9 @@ impl<I: PeerId> Sampler<I> {
             }
             SamplerInput::EdgeRefused { round, peer } => {
                 self.overlay_input(now, OverlayInput::EdgeRefused { round, peer })
+            }
+            SamplerInput::Withheld { round, peer } => {
+                self.overlay_input(now, OverlayInput::Withheld { round, peer })
             }
             SamplerInput::Tick => {
                 self.cyclon

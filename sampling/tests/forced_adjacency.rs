@@ -57,8 +57,15 @@ fn run(strategy: Option<Strategy>, seed: u64) -> Outcome {
             multi[w] += usize::from(per_round[w] >= 2);
         }
     }
-    let rate = edges.iter().map(|&e| e as f64 / (ROUNDS as f64 * K as f64)).collect();
-    Outcome { rate, multi, pushed: sim.pushed }
+    let rate = edges
+        .iter()
+        .map(|&e| e as f64 / (ROUNDS as f64 * K as f64))
+        .collect();
+    Outcome {
+        rate,
+        multi,
+        pushed: sim.pushed,
+    }
 }
 
 /// Checks the bound for one strategy over `seeds` (the rogue's rate averaged over them; the chunk
@@ -68,7 +75,12 @@ fn check(strategy: Strategy, seeds: &[u64]) -> (f64, f64, usize, usize) {
     let mut sum = (0.0, 0.0, 0, 0);
     for &seed in seeds {
         let (rogue, honest, multi, honest_max) = one_seed(strategy, seed);
-        sum = (sum.0 + rogue, sum.1 + honest, sum.2 + multi, sum.3 + honest_max);
+        sum = (
+            sum.0 + rogue,
+            sum.1 + honest,
+            sum.2 + multi,
+            sum.3 + honest_max,
+        );
     }
     let n = seeds.len() as f64;
     let (rogue, honest) = (sum.0 / n, sum.1 / n);
@@ -76,14 +88,21 @@ fn check(strategy: Strategy, seeds: &[u64]) -> (f64, f64, usize, usize) {
     if seeds.len() > 1 {
         eprintln!("{strategy:?} over seeds {seeds:?}: rogue {rogue:.4}, honest mean {honest:.4}");
     }
-    assert!(rogue <= 1.5 * uniform, "{strategy:?}: rogue {rogue:.4} vs r/(N-1) {uniform:.4}");
+    assert!(
+        rogue <= 1.5 * uniform,
+        "{strategy:?}: rogue {rogue:.4} vs r/(N-1) {uniform:.4}"
+    );
     (rogue, honest, sum.2, sum.3)
 }
 
 /// One seed of `check`: prints the figures and checks the chunk count.
 fn one_seed(strategy: Strategy, seed: u64) -> (f64, f64, usize, usize) {
     let o = run(Some(strategy), seed);
-    assert!(o.pushed > 5_000, "{strategy:?}: the rogue pushed only {} messages", o.pushed);
+    assert!(
+        o.pushed > 5_000,
+        "{strategy:?}: the rogue pushed only {} messages",
+        o.pushed
+    );
     // Honest VNs outside the victim node.
     let honest = K as usize..ROGUE;
     let honest_rate = honest.clone().map(|w| o.rate[w]).sum::<f64>() / honest.len() as f64;
@@ -98,7 +117,11 @@ fn one_seed(strategy: Strategy, seed: u64) -> (f64, f64, usize, usize) {
     );
     // Two of a victim's chunks in one round happen by chance to honest VNs too (each of the k victim VNs
     // picks r of N − 1 others): the rogue must not do it more often than the luckiest honest VN.
-    assert!(o.multi[ROGUE] <= honest_max, "{strategy:?}: rogue {} vs {honest_max}", o.multi[ROGUE]);
+    assert!(
+        o.multi[ROGUE] <= honest_max,
+        "{strategy:?}: rogue {} vs {honest_max}",
+        o.multi[ROGUE]
+    );
     (rogue, honest_rate, o.multi[ROGUE], honest_max)
 }
 
@@ -124,6 +147,10 @@ fn every_push_strategy_against_the_quiet_baseline() {
     ] {
         check(s, &SEEDS);
     }
-    let quiet = SEEDS.iter().map(|&seed| run(None, seed).rate[ROGUE]).sum::<f64>() / SEEDS.len() as f64;
+    let quiet = SEEDS
+        .iter()
+        .map(|&seed| run(None, seed).rate[ROGUE])
+        .sum::<f64>()
+        / SEEDS.len() as f64;
     eprintln!("the same VN without pushing, over seeds {SEEDS:?}: {quiet:.4}");
 }

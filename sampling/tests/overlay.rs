@@ -126,7 +126,12 @@ fn rounds_negotiated_ahead_are_as_good_as_rounds_alone() {
         cfg
     };
     let (alone, ahead) = (quality(config(0), rounds), quality(config(8), rounds));
-    let (d0, l0, d8, l8) = (alone.deficient, alone.lambda2, ahead.deficient, ahead.lambda2);
+    let (d0, l0, d8, l8) = (
+        alone.deficient,
+        alone.lambda2,
+        ahead.deficient,
+        ahead.lambda2,
+    );
     let uniform = uniform_lambda2(n, r, rounds, 33);
     eprintln!(
         "deficient {d8:.6} (alone {d0:.6}); λ₂ {l8:.6} (alone {l0:.6}, uniform {uniform:.6})"
@@ -160,7 +165,10 @@ fn slowly_changing_views_build_graphs_as_good_and_contact_fewer_peers() {
         }
         cfg
     };
-    let (default, slow) = (quality(config(false), rounds), quality(config(true), rounds));
+    let (default, slow) = (
+        quality(config(false), rounds),
+        quality(config(true), rounds),
+    );
     let (d0, l0, c0) = (default.deficient, default.lambda2, default.contacts);
     let (d1, l1, c1) = (slow.deficient, slow.lambda2, slow.contacts);
     let uniform = uniform_lambda2(n, r, rounds, 5);
@@ -168,12 +176,18 @@ fn slowly_changing_views_build_graphs_as_good_and_contact_fewer_peers() {
         "slow views: deficient {d1:.4}, λ₂ {l1:.4}, {c1:.1} peers contacted per VN; default: {d0:.4}, \
          {l0:.4}, {c0:.1}; uniform λ₂ {uniform:.4}"
     );
-    assert!(d1 <= 0.01 && d1 <= d0 + 0.005, "deficient {d1} vs default {d0}");
+    assert!(
+        d1 <= 0.01 && d1 <= d0 + 0.005,
+        "deficient {d1} vs default {d0}"
+    );
     assert!(
         (l1 - uniform).abs() <= 0.015 + (l0 - uniform).abs(),
         "λ₂ {l1:.4} vs default {l0:.4}, uniform {uniform:.4}"
     );
-    assert!(c1 <= 0.7 * c0, "peers contacted per VN: {c1:.1} vs default {c0:.1}");
+    assert!(
+        c1 <= 0.7 * c0,
+        "peers contacted per VN: {c1:.1} vs default {c0:.1}"
+    );
     // With the repeat cap, slow views keep the same partners round after round, and in 8 rounds some pairs
     // reach the cap (4 in 50 rounds at n = 128, r = 8): 0.98 % of VN-rounds short of r instead of 0.39 %
     // (seed 5), the graphs as close to uniform.
@@ -187,7 +201,11 @@ fn slowly_changing_views_build_graphs_as_good_and_contact_fewer_peers() {
         "slow views with the repeat cap: deficient {:.4}, λ₂ {:.4}",
         slow_capped.deficient, slow_capped.lambda2
     );
-    assert!(slow_capped.deficient <= 0.0125, "deficient {}", slow_capped.deficient);
+    assert!(
+        slow_capped.deficient <= 0.0125,
+        "deficient {}",
+        slow_capped.deficient
+    );
     assert!((slow_capped.lambda2 - uniform).abs() <= 0.015 + (l0 - uniform).abs());
 }
 
@@ -210,12 +228,20 @@ fn walks_capped_at_the_network_size_build_graphs_as_good_with_fewer_messages() {
     };
     assert_eq!(config(true).overlay.walk_ttl(), 15);
     assert_eq!(config(false).overlay.walk_ttl(), 30);
-    let (full, capped) = (quality(config(false), rounds), quality(config(true), rounds));
+    let (full, capped) = (
+        quality(config(false), rounds),
+        quality(config(true), rounds),
+    );
     let uniform = uniform_lambda2(n, r, rounds, 8);
     eprintln!(
         "capped walks: deficient {:.4}, λ₂ {:.4}, {:.1} messages per VN and round; full budget: {:.4}, {:.4}, \
          {:.1}; uniform λ₂ {uniform:.4}",
-        capped.deficient, capped.lambda2, capped.messages, full.deficient, full.lambda2, full.messages
+        capped.deficient,
+        capped.lambda2,
+        capped.messages,
+        full.deficient,
+        full.lambda2,
+        full.messages
     );
     assert!(
         capped.deficient <= full.deficient + 0.01,
@@ -348,7 +374,14 @@ fn future_round_walks_are_forwarded_and_hidden_ones_answered_back_along_the_path
     );
     assert!(matches!(
         sends(&out)[..],
-        [(2, OverlayMsg::Propose { ttl: 2, origin: Some(9), .. })]
+        [(
+            2,
+            OverlayMsg::Propose {
+                ttl: 2,
+                origin: Some(9),
+                ..
+            }
+        )]
     ));
     out.clear();
     let p = |ttl| OverlayMsg::Propose {
@@ -411,7 +444,10 @@ fn future_round_walks_are_forwarded_and_hidden_ones_answered_back_along_the_path
     };
     b.handle(
         Duration::ZERO,
-        OverlayInput::Message { from: 3, msg: direct },
+        OverlayInput::Message {
+            from: 3,
+            msg: direct,
+        },
         &view,
         &mut out,
     );
@@ -785,9 +821,11 @@ fn a_hidden_walk_shows_neither_its_origin_nor_its_first_hop() {
     let ttl = cfg.ttl;
     let started = walks_started(&mut origin, &view);
     assert!(!started.is_empty());
-    assert!(started.iter().all(
-        |(_, m)| matches!(m, OverlayMsg::Propose { origin: None, ttl: t, .. } if *t == ttl)
-    ));
+    assert!(
+        started.iter().all(
+            |(_, m)| matches!(m, OverlayMsg::Propose { origin: None, ttl: t, .. } if *t == ttl)
+        )
+    );
     // A relay (no round open) forwarding 400 full-budget walks keeps the full budget on about 300.
     let mut relay = OverlayBuilder::new(1u32, cfg, derive_rng(5, 1)).unwrap();
     let mut out = Vec::new();
@@ -798,13 +836,21 @@ fn a_hidden_walk_shows_neither_its_origin_nor_its_first_hop() {
             nonce,
             ttl,
         };
-        relay.handle(Duration::ZERO, OverlayInput::Message { from: 2, msg }, &view, &mut out);
+        relay.handle(
+            Duration::ZERO,
+            OverlayInput::Message { from: 2, msg },
+            &view,
+            &mut out,
+        );
     }
     let kept = sends(&out)
         .iter()
         .filter(|(_, m)| matches!(m, OverlayMsg::Propose { ttl: t, .. } if *t == ttl))
         .count();
-    assert!((250..=350).contains(&kept), "{kept} of 400 kept the full budget");
+    assert!(
+        (250..=350).contains(&kept),
+        "{kept} of 400 kept the full budget"
+    );
 }
 
 /// A VN that knows its network has fewer VNs than the hop budget starts its walks with one hop per other VN
@@ -830,23 +876,53 @@ fn a_small_network_starts_walks_with_one_hop_per_other_vn() {
     origin.handle(Duration::ZERO, start, &view, &mut Vec::new());
     let started = walks_started(&mut origin, &view);
     assert!(!started.is_empty());
-    assert!(started.iter().all(|(_, m)| matches!(m, OverlayMsg::Propose { ttl: 4, .. })));
+    assert!(
+        started
+            .iter()
+            .all(|(_, m)| matches!(m, OverlayMsg::Propose { ttl: 4, .. }))
+    );
 
     // A relay (no round open) passes on a full-budget walk of a VN that does not know the size, with this
     // network's budget.
     let mut relay = OverlayBuilder::new(1u32, cfg.clone(), derive_rng(3, 1)).unwrap();
     let mut out = Vec::new();
-    let msg = OverlayMsg::Propose { round: Round(0), origin: Some(2), nonce: 7, ttl: 30 };
-    relay.handle(Duration::ZERO, OverlayInput::Message { from: 2, msg }, &view, &mut out);
-    assert!(matches!(sends(&out)[..], [(_, OverlayMsg::Propose { ttl: 3, .. })]));
+    let msg = OverlayMsg::Propose {
+        round: Round(0),
+        origin: Some(2),
+        nonce: 7,
+        ttl: 30,
+    };
+    relay.handle(
+        Duration::ZERO,
+        OverlayInput::Message { from: 2, msg },
+        &view,
+        &mut out,
+    );
+    assert!(matches!(
+        sends(&out)[..],
+        [(_, OverlayMsg::Propose { ttl: 3, .. })]
+    ));
 
     // Hidden walks received at this network's budget keep it about three times in four.
-    let hidden = OverlayConfig { hide_origin: true, ..cfg };
+    let hidden = OverlayConfig {
+        hide_origin: true,
+        ..cfg
+    };
     let mut relay = OverlayBuilder::new(1u32, hidden, derive_rng(3, 2)).unwrap();
     let mut out = Vec::new();
     for nonce in 0..400u64 {
-        let msg = OverlayMsg::Propose { round: Round(0), origin: None, nonce, ttl: 4 };
-        relay.handle(Duration::ZERO, OverlayInput::Message { from: 2, msg }, &view, &mut out);
+        let msg = OverlayMsg::Propose {
+            round: Round(0),
+            origin: None,
+            nonce,
+            ttl: 4,
+        };
+        relay.handle(
+            Duration::ZERO,
+            OverlayInput::Message { from: 2, msg },
+            &view,
+            &mut out,
+        );
     }
     let kept = sends(&out)
         .iter()
@@ -888,14 +964,30 @@ fn a_relay_cannot_commit_to_an_offer_in_the_origins_place() {
         round: Round(0),
         key: walk_nonce(key),
     };
-    a.handle(at, OverlayInput::Message { from: 2, msg: stolen }, &view, &mut out);
+    a.handle(
+        at,
+        OverlayInput::Message {
+            from: 2,
+            msg: stolen,
+        },
+        &view,
+        &mut out,
+    );
     assert!(!a.is_neighbour(Round(0), &2));
     // The origin (7, unknown to 1 until now) confirms with the key: the edge is its.
     let confirm = OverlayMsg::Confirm {
         round: Round(0),
         key,
     };
-    a.handle(at, OverlayInput::Message { from: 7, msg: confirm }, &view, &mut out);
+    a.handle(
+        at,
+        OverlayInput::Message {
+            from: 7,
+            msg: confirm,
+        },
+        &view,
+        &mut out,
+    );
     assert!(a.is_neighbour(Round(0), &7));
     a.check_invariants().unwrap();
 }

@@ -75,6 +75,9 @@ pub(crate) struct Exchange<I> {
     pub(crate) awaiting_reply: BTreeSet<I>,
     /// Neighbours whose chunk came (or was spent on values we refused).
     pub(crate) received_from: BTreeSet<I>,
+    /// The deadline was brought forward because the network left this exchange behind (catch-up): the
+    /// neighbours missing then withheld nothing, they had moved on.
+    pub(crate) cut_short: bool,
     /// Chunks that came before the freeze (counted in [`Exchanges`]).
     pending: Vec<(I, ChunkFrame, ReplyToken)>,
     pub(crate) summary: RoundSummary,
@@ -93,6 +96,7 @@ impl<I: Ord + Clone> Exchange<I> {
             last_copy_at: None,
             awaiting_reply: BTreeSet::new(),
             received_from: BTreeSet::new(),
+            cut_short: false,
             pending: Vec::new(),
             summary: RoundSummary {
                 round,
@@ -123,6 +127,16 @@ impl<I: Ord + Clone> Exchange<I> {
             (Phase::Waiting, Negotiation::Due(at)) => Some(at),
             (Phase::Waiting, _) => None,
         }
+    }
+
+    /// The frozen neighbours that sent no chunk (delivered or held).
+    pub(crate) fn silent_neighbours(&self) -> Vec<I> {
+        self.neighbours
+            .iter()
+            .flatten()
+            .filter(|p| !self.heard_from(p))
+            .cloned()
+            .collect()
     }
 
     /// Whether `peer` already sent its chunk, delivered or held.

@@ -627,6 +627,7 @@ impl<I: VnIdentity> VnEngine<I> {
             } else {
                 now + self.cfg.exchange_timeout
             };
+            x.cut_short = left_behind;
             x.phase = Phase::Collecting { deadline };
             for (n, bytes) in sends {
                 if !(self.allowed)(&n) {
@@ -742,6 +743,7 @@ impl<I: VnIdentity> VnEngine<I> {
         for (_, x) in self.exchanges.before_mut(exchange - MAX_FUTURE_ROUNDS) {
             if let Phase::Collecting { deadline } = &mut x.phase {
                 *deadline = now;
+                x.cut_short = true;
             }
         }
     }
@@ -1215,6 +1217,7 @@ impl<I: VnIdentity> VnEngine<I> {
         let degree = self.cfg.sampler.overlay.degree;
         let push = self.cfg.push();
         let mut cut_off = false;
+        let mut withheld = Vec::new();
         for (&round, x) in self.exchanges.iter_mut() {
             let Phase::Collecting { deadline } = x.phase else {
                 continue;
@@ -1234,6 +1237,12 @@ impl<I: VnIdentity> VnEngine<I> {
             let held = all_in && short && self.catch_up.network_behind(now, round - lag, fresh);
             if (all_in && x.awaiting_reply.is_empty() && !held) || now >= deadline {
                 x.phase = Phase::Done;
+                // Neighbours that took the edge and sent nothing by the deadline are shunned for a window
+                // (issue 44: a node whose identities crowd a victim and withhold their chunks made it wait
+                // out the exchange timeout every round they got in, until it fell behind the network).
+                if !push && !all_in && !x.cut_short {
+                    withheld.extend(x.silent_neighbours().into_iter().map(|p| (round, p)));
+                }
                 // A round complete before its deadline tells when the slowest neighbour's chunk came.
                 if all_in && let (Some(start), Some(last)) = (x.rn_started, x.last_copy_at) {
                     self.sends.learn(start, last);
@@ -1252,6 +1261,11 @@ impl<I: VnIdentity> VnEngine<I> {
                 let copies = x.received_from.iter().any(|p| !self.catch_up.is_own(p));
                 self.catch_up.exchange_done(round, copies);
                 cut_off |= !copies;
+            }
+        }
+        for (round, peer) in withheld {
+            if !self.catch_up.is_own(&peer) {
+                self.sampler_input(now, SamplerInput::Withheld { round, peer }, out);
             }
         }
         // An exchange that got nothing, with peers beyond our window heard lately: ask where the network is.
