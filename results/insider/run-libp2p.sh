@@ -36,7 +36,8 @@ for key, name in [("rogue_most_crowded_victim_vn", "rogue node: neighbour of the
     xs = [r[key] for r in rows]
     print(f"| {name} | {' '.join(f'{x:.3f}' for x in xs)} | {ms(xs)} |")
 print(f"| rounds skipped by any honest node | {' '.join(str(sum(r['rounds_skipped'])) for r in rows)} | |")
-print(f"| wall time, s | {' '.join(f'{r['wall_s']:.0f}' for r in rows)} | |")
+walls = " ".join("%.0f" % r["wall_s"] for r in rows)
+print(f"| wall time, s | {walls} | |")
 print("\nLoad average (1/5/15 min) at each run's start: " + "; ".join(r["load"] for r in rows))
 PY
 cat results/insider/summary-libp2p.md
