@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use common::{ProcNet, free_port, wait_all};
 
 /// The text as OpenMetrics: it ends with `# EOF`, every family has HELP and TYPE once, and every sample
-/// belongs to a family declared before it. Returns each sample (name with labels) and its value.
+/// belongs to a family declared before it. Returns each sample (name with labels) and its value, and (under
+/// `# family NAME` keys, value 0) each family declared.
 fn parse_openmetrics(text: &str) -> BTreeMap<String, f64> {
     assert!(text.ends_with("# EOF\n"), "no # EOF at the end");
     let mut helps = BTreeSet::new();
@@ -51,6 +52,7 @@ fn parse_openmetrics(text: &str) -> BTreeMap<String, f64> {
         types.keys().cloned().collect(),
         "every family has HELP and TYPE"
     );
+    samples.extend(helps.into_iter().map(|f| (format!("# family {f}"), 0.0)));
     samples
 }
 
@@ -156,6 +158,31 @@ async fn a_nodes_metrics_endpoint_serves_openmetrics_that_move_with_the_rounds()
             > sum(&first, "libp2p_bandwidth_bytes_total{"),
         "bandwidth grew"
     );
+    // Every series the Grafana dashboard queries is served.
+    let dashboard = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/shatter.json"),
+    )
+    .unwrap();
+    let mut queried = BTreeSet::new();
+    for (i, _) in dashboard.match_indices("shatter_").chain(dashboard.match_indices("libp2p_")) {
+        let name: String = dashboard[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        queried.insert(name);
+    }
+    assert!(queried.len() > 10, "{queried:?}");
+    for name in &queried {
+        assert!(
+            second
+                .keys()
+                .filter_map(|k| k.strip_prefix("# family "))
+                .any(|f| name.strip_prefix(f).is_some_and(|rest| {
+                    ["", "_total", "_bucket", "_count", "_sum"].contains(&rest)
+                })),
+            "the dashboard queries {name}, which the node does not serve"
+        );
+    }
     assert!(
         wait_all(&mut children, Duration::from_secs(90)),
         "both nodes finished"
