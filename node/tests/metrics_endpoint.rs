@@ -164,7 +164,10 @@ async fn a_nodes_metrics_endpoint_serves_openmetrics_that_move_with_the_rounds()
     )
     .unwrap();
     let mut queried = BTreeSet::new();
-    for (i, _) in dashboard.match_indices("shatter_").chain(dashboard.match_indices("libp2p_")) {
+    for (i, _) in dashboard
+        .match_indices("shatter_")
+        .chain(dashboard.match_indices("libp2p_"))
+    {
         let name: String = dashboard[i..]
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
