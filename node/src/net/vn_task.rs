@@ -1040,6 +1040,17 @@ pub async fn listen<B: libp2p::swarm::NetworkBehaviour>(
         })?
 }
 
+/// Counts one Swarm event, and what identify and ping report, in libp2p's metrics.
+fn record_swarm_event(m: &libp2p::metrics::Metrics, ev: &SwarmEvent<VnBehaviourEvent>) {
+    use libp2p::metrics::Recorder;
+    m.record(ev);
+    match ev {
+        SwarmEvent::Behaviour(VnBehaviourEvent::Identify(e)) => m.record(e),
+        SwarmEvent::Behaviour(VnBehaviourEvent::Ping(e)) => m.record(e),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1071,16 +1082,5 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-    }
-}
-
-/// Counts one Swarm event, and what identify and ping report, in libp2p's metrics.
-fn record_swarm_event(m: &libp2p::metrics::Metrics, ev: &SwarmEvent<VnBehaviourEvent>) {
-    use libp2p::metrics::Recorder;
-    m.record(ev);
-    match ev {
-        SwarmEvent::Behaviour(VnBehaviourEvent::Identify(e)) => m.record(e),
-        SwarmEvent::Behaviour(VnBehaviourEvent::Ping(e)) => m.record(e),
-        _ => {}
     }
 }
