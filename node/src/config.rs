@@ -13,6 +13,8 @@
 //! rounds = 100
 //! metrics = "metrics.jsonl"             # optional: one JSON line per round (appended, never truncated)
 //! checkpoints = "checkpoints"           # optional: a checkpoint every round, for `node run --resume`
+//! metrics_addr = "127.0.0.1:9464"       # optional: serve Prometheus/OpenMetrics at http://ADDR/metrics
+//!                                       #   (off by default; keep it on localhost or a private network)
 //! algorithm = "shatter"                 # optional: shatter | el | el-local | dpsgd | chunking:K |
 //!                                       #   sparsify-random:F | muffliato:SIGMA | ghp:SIGMA | random:SIGMA
 //! dropout = 0.0                         # optional, experiments: the rate at which this node sits rounds out
@@ -80,6 +82,7 @@ struct RawConfig {
     degree: usize,
     rounds: u64,
     metrics: Option<PathBuf>,
+    metrics_addr: Option<std::net::SocketAddr>,
     checkpoints: Option<PathBuf>,
     /// Checked by serde (`AlgoSpec`'s parser), so a bad name is reported with this field.
     algorithm: Option<AlgoSpec>,
@@ -164,6 +167,8 @@ pub struct NodeConfig {
     pub degree: usize,
     pub rounds: u64,
     pub metrics: Option<PathBuf>,
+    /// Where `node run` serves its Prometheus metrics (`crate::telemetry`); `None`: nowhere (the default).
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// Checkpoint directory (`NodeBuilder::checkpoint_dir`): one checkpoint per round, the last one kept.
     pub checkpoints: Option<PathBuf>,
     /// `None`: EL with one VN, Shatter with more.
@@ -223,6 +228,7 @@ impl NodeConfig {
             degree: raw.degree,
             rounds: raw.rounds,
             metrics: raw.metrics.as_deref().map(|p| file.rel(p)),
+            metrics_addr: raw.metrics_addr,
             checkpoints: raw.checkpoints.as_deref().map(|p| file.rel(p)),
             learning,
             index,
@@ -553,6 +559,19 @@ seed = 9
         assert_eq!(c.algorithm, None);
         assert_eq!(c.learning.train.clip, None);
         assert_eq!(c.isolation_timeout, Some(crate::DEFAULT_ISOLATION_TIMEOUT));
+        assert_eq!(c.metrics_addr, None, "no metrics endpoint unless asked for");
+    }
+
+    #[test]
+    fn metrics_addr_is_a_socket_address() {
+        let p = Path::new("node.toml");
+        let with = |line: &str| GOOD.replacen("degree", &format!("{line}\ndegree"), 1);
+        let c = NodeConfig::parse(p, &with("metrics_addr = \"127.0.0.1:9464\"")).unwrap();
+        assert_eq!(c.metrics_addr, Some("127.0.0.1:9464".parse().unwrap()));
+        let e = NodeConfig::parse(p, &with("metrics_addr = \"localhost\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("socket address"), "{e}");
     }
 
     #[test]

@@ -47,6 +47,8 @@
 //!   (building a VN, in-process or hosted), `vn_host.rs` and `remote_vn.rs` (VN hosts and their link),
 //!   `isolation.rs` (a node that reaches nobody warns, then stops).
 //! - `events.rs`: [`NodeEvent`], the event stream.
+//! - `telemetry/`: [`telemetry`], the Prometheus/OpenMetrics endpoint (`metrics_addr`): our families and
+//!   libp2p's swarm metrics in one registry, served over HTTP.
 //! - `main.rs`: the `node` binary (`keygen`, `peer-list`, `run`, `vn`, `psk`).
 
 pub mod algo;
@@ -75,6 +77,7 @@ pub mod psk;
 mod runtime;
 pub mod secret;
 pub mod sim;
+pub mod telemetry;
 
 pub use error::{NodeError, Result};
 pub use events::NodeEvent;

@@ -216,8 +216,17 @@ fn run(cli: Cli, out: &Out) -> anyhow::Result<()> {
             if wait_for_peers {
                 builder = builder.isolation_timeout(None);
             }
+            let registry = node::telemetry::SharedRegistry::default();
+            if cfg.metrics_addr.is_some() {
+                builder = builder.telemetry(node::telemetry::Telemetry::new(registry.clone()));
+            }
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(async move {
+                // Bound before the node starts: a taken port stops it with the address in the error.
+                let _endpoint = match cfg.metrics_addr {
+                    Some(addr) => Some(node::telemetry::serve(addr, registry).await?),
+                    None => None,
+                };
                 let (handle, mut events) = builder.spawn().await?;
                 for a in handle.addresses() {
                     tracing::info!(peer = %a.peer, addr = %a.addr, "virtual node listening");

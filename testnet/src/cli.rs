@@ -178,6 +178,12 @@ pub struct Options {
     #[serde(skip)]
     pub plain: bool,
 
+    /// Serve a live view of the run at http://ADDR/ (progress, curves, bytes, the overlay; `/events` and
+    /// `/metrics` too), kept up after the run until Ctrl-C. `testnet view DIR` serves a finished run.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip)]
+    pub ui: Option<std::net::SocketAddr>,
+
     // ---- Network: who takes part and what they send ----
     /// Real nodes (RNs). [default: 8]
     #[arg(long, short = 'n', help_heading = NETWORK)]
@@ -499,7 +505,7 @@ mod text {
 }
 
 /// Fields of [`Options`] a scenario file cannot set (and clap's own flags).
-const NOT_IN_FILES: [&str; 4] = ["scenario", "plain", "help", "version"];
+const NOT_IN_FILES: [&str; 5] = ["scenario", "plain", "ui", "help", "version"];
 
 impl Options {
     /// Fills every option not given here from `file`.
@@ -510,6 +516,7 @@ impl Options {
             seed: self.seed.or(file.seed),
             out: self.out.or(file.out),
             plain: self.plain || file.plain,
+            ui: self.ui,
             // Network.
             nodes: self.nodes.or(file.nodes),
             vns: self.vns.or(file.vns),

@@ -28,6 +28,8 @@
 //! - `report.rs`: [`report::Summary`], `metrics.jsonl`, `summary.json`, the printed tables.
 //! - `plots.rs`: `metric.svg`, `bytes.svg`, `round_time.svg` (plotters, SVG only).
 //! - `rss.rs`: peak resident memory from `/proc`.
+//! - `live/`: `--ui ADDR` and `testnet view DIR`, the live view in a browser (server-sent events, an
+//!   embedded page) and the in-process nodes' Prometheus metrics.
 //! - `tests/smoke.rs`: tiny inproc and sim runs through the library, checking every output file.
 //! - `tests/golden.rs` (+ `tests/golden/`): sim `metrics.jsonl` pinned byte for byte (wall-clock fields zeroed).
 //! - `tests/cli.rs`: the binary's command line: grouped `--help`, refused values and mode-bound options.
@@ -43,6 +45,7 @@ pub mod cli;
 pub mod coincidence;
 pub mod cpu;
 pub mod linkage;
+pub mod live;
 pub mod packets;
 pub mod pdmm_view;
 pub mod plots;
@@ -91,6 +94,8 @@ pub struct Report {
     pub tables: String,
     /// Some node stopped on an error (the report still covers what ran).
     pub failed: bool,
+    /// `--ui`: the live view, still serving.
+    pub live: Option<live::LiveServer>,
 }
 
 /// One line describing the run, printed before it starts.
@@ -153,6 +158,27 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
         initial.0, initial.1
     );
 
+    // `--ui`: the page's feed, the in-process nodes' metrics registry, and the server (bound before the run).
+    let feed = live::LiveFeed::default();
+    let registry = node::telemetry::SharedRegistry::default();
+    let server =
+        s.ui.map(|addr| live::LiveServer::start(addr, feed.clone(), registry.clone()))
+            .transpose()?;
+    if let Some(srv) = &server {
+        eprintln!("live view: {}", srv.url());
+        feed.publish(&live::LiveEvent::Run {
+            description: describe(s),
+            mode: s.mode.to_string(),
+            nodes: s.nodes,
+            rounds: s.rounds,
+            degree: s.degree,
+            ks: s.settings.iter().map(|x| x.vns).collect(),
+            d,
+            audit: s.audit.is_some(),
+            overlay_known: s.mode != Mode::Procs,
+        });
+    }
+
     let audit_data = s
         .audit
         .is_some()
@@ -163,7 +189,21 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
     let mut failed = false;
     for (i, &setting) in s.settings.iter().enumerate() {
         let reset = rss::reset_peak();
-        let mut progress = Progress::new(setting.label(), s.nodes, s.rounds, bar);
+        let live = server.as_ref().map(|_| {
+            feed.publish(&live::LiveEvent::Setting {
+                k: setting.vns,
+                label: setting.label(),
+                cost_model_bytes: report::cost_model_bytes(s, setting, d),
+            });
+            live::LiveSetting {
+                feed: feed.clone(),
+                k: setting.vns,
+                exchanges_per_round: setting.algo.steps() as u64,
+                overlay: None,
+                registry: registry.clone(),
+            }
+        });
+        let mut progress = Progress::new(setting.label(), s.nodes, s.rounds, bar).with_live(live);
         let out = run::setting(
             s,
             setting,
@@ -185,6 +225,9 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
             );
         }
         failed |= !out.errors.is_empty();
+        if server.is_some() {
+            live::publish_setting_end(&feed, setting.vns, &out);
+        }
         summaries.push(summary);
         runs.push(out.metrics);
         // Written after every setting, so a long sweep stopped midway keeps what it finished.
@@ -200,11 +243,17 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
         report::settings_table(&summaries),
         report::per_rn_table(&summaries, &refs)
     );
+    if server.is_some() {
+        feed.publish(&live::LiveEvent::Finished {
+            out: s.out.display().to_string(),
+        });
+    }
     Ok(Report {
         out: s.out.clone(),
         summaries,
         plots,
         tables,
         failed,
+        live: server,
     })
 }

@@ -30,6 +30,17 @@ fn main() -> ExitCode {
     if let Err(e) = reexec {
         tracing::warn!(%e, "could not restart with RAYON_NUM_THREADS set: matmuls will read /proc/cpuinfo each time");
     }
+    // `testnet view DIR`: a finished run's directory, served as the live view.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "view") {
+        let opts = testnet::live::view::ViewOptions::parse_from(std::env::args_os().skip(1));
+        return match testnet::live::view::serve(&opts) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run(Options::parse()) {
         Ok(code) => code,
         Err(e) => {
@@ -70,6 +81,10 @@ fn run(opts: Options) -> anyhow::Result<ExitCode> {
                 _ => "",
             }
         );
+    }
+    if let Some(live) = &report.live {
+        eprintln!("live view still at {} (Ctrl-C to exit)", live.url());
+        testnet::live::wait_for_ctrl_c();
     }
     if report.failed {
         eprintln!("some nodes stopped on an error: see `errors` in summary.json");

@@ -25,6 +25,8 @@ pub struct Progress {
     total_rounds: u64,
     rounds: BTreeMap<u64, RoundAgg>,
     started: Instant,
+    /// `--ui`: the live view's feed of this setting.
+    live: Option<crate::live::LiveSetting>,
 }
 
 /// Whether a bar can be drawn: stderr is a terminal and the user did not ask for plain lines.
@@ -59,11 +61,24 @@ impl Progress {
             total_rounds: rounds,
             rounds: BTreeMap::new(),
             started,
+            live: None,
         }
     }
 
+    /// Also tells the live view (`--ui`) every round.
+    pub fn with_live(mut self, live: Option<crate::live::LiveSetting>) -> Self {
+        self.live = live;
+        self
+    }
+
+    /// The live view's setting, if the run has one: a mode that knows the overlay hands it its recorder, and
+    /// in-process nodes register their metrics in its registry.
+    pub fn live_mut(&mut self) -> Option<&mut crate::live::LiveSetting> {
+        self.live.as_mut()
+    }
+
     /// One RN finished one round.
-    pub fn on_round(&mut self, _rn: usize, m: &RoundMetrics) {
+    pub fn on_round(&mut self, rn: usize, m: &RoundMetrics) {
         let agg = self.rounds.entry(m.round.get()).or_default();
         agg.count += 1;
         agg.metric += m.test_metric;
@@ -71,6 +86,12 @@ impl Progress {
         agg.secs += m.round_secs;
         agg.name = m.metric_name.to_string();
         let complete = agg.count == self.nodes;
+        if let Some(live) = &self.live {
+            live.round(rn, m);
+            if complete {
+                live.round_complete(m.round.get());
+            }
+        }
         let line = complete.then(|| {
             let n = self.nodes as f64;
             format!(

@@ -175,11 +175,7 @@ impl Summary {
             rounds_to_target,
             wire_bytes_per_rn_per_round: mean(&|m| m.bytes_sent as f64),
             chunk_bytes_per_rn_per_round: mean(&|m| m.chunk_bytes_sent as f64),
-            cost_model_bytes_per_rn_per_round: 4.0
-                * d as f64
-                * s.degree as f64
-                * setting.algo.payload_fraction(setting.vns)
-                * setting.algo.steps() as f64,
+            cost_model_bytes_per_rn_per_round: cost_model_bytes(s, setting, d),
             messages_per_rn_per_round: mean(&|m| m.messages_sent as f64),
             // Per exchange: a round of several exchanges sums them.
             neighbours_per_vn: mean(&|m| m.neighbours as f64)
@@ -673,4 +669,13 @@ mod tests {
         );
         assert_eq!(t, "a    bb\n-------\nxyz   1\n");
     }
+}
+
+/// Chunk bytes an RN sends per round by the cost model: 4·d·r (f32 values, every VN at full degree) per
+/// exchange for the whole model, × the share the algorithm sends × its exchanges per round.
+pub fn cost_model_bytes(s: &Settings, setting: Setting, d: usize) -> f64 {
+    4.0 * d as f64
+        * s.degree as f64
+        * setting.algo.payload_fraction(setting.vns)
+        * setting.algo.steps() as f64
 }

@@ -114,6 +114,8 @@ pub struct Settings {
     /// `--audit`: the privacy audit's settings.
     pub audit: Option<crate::audit::AuditSettings>,
     pub plain: bool,
+    /// `--ui ADDR`: serve the live view there.
+    pub ui: Option<std::net::SocketAddr>,
 }
 
 impl Settings {
@@ -177,6 +179,7 @@ impl Settings {
             transport: o.transport.unwrap_or(TransportChoice::Tcp),
             audit,
             plain: o.plain,
+            ui: o.ui,
         })
     }
 

@@ -89,7 +89,25 @@ pub fn build_swarm(
     timeouts: Timeouts,
     max_chunk_frame: usize,
 ) -> Result<VnSwarm> {
+    build_swarm_with_metrics(key, psk, timeouts, max_chunk_frame, None)
+}
+
+/// [`build_swarm`], counting the connections' bytes by direction and transport protocol in `bandwidth`
+/// (libp2p's `libp2p_bandwidth_bytes_total`, noise and yamux framing included) when given.
+pub fn build_swarm_with_metrics(
+    key: Keypair,
+    psk: Option<PreSharedKey>,
+    timeouts: Timeouts,
+    max_chunk_frame: usize,
+    bandwidth: Option<&mut prometheus_client::registry::Registry>,
+) -> Result<VnSwarm> {
     let t = transport(&key, psk, timeouts.handshake)?;
+    let t = match bandwidth {
+        Some(registry) => libp2p::metrics::BandwidthTransport::new(t, registry)
+            .map(|(peer, conn), _| (peer, StreamMuxerBox::new(conn)))
+            .boxed(),
+        None => t,
+    };
     Ok(libp2p::SwarmBuilder::with_existing_identity(key)
         .with_tokio()
         .with_other_transport(|_| t)

@@ -118,6 +118,8 @@ macro_rules! swarm_port {
 
 pub struct VnTask {
     pub index: usize,
+    /// libp2p's swarm metrics of this VN (connections, identify, ping), where its node serves metrics.
+    pub swarm_metrics: Option<libp2p::metrics::Metrics>,
     pub swarm: VnSwarm,
     pub engine: VnEngine<VnAddr>,
     pub bootstrap: Vec<VnAddr>,
@@ -294,6 +296,9 @@ impl VnTask {
                     None => continue,
                 },
                 ev = self.swarm.select_next_some() => {
+                    if let Some(m) = &self.swarm_metrics {
+                        record_swarm_event(m, &ev);
+                    }
                     match &ev {
                         SwarmEvent::ConnectionEstablished { peer_id, .. }
                         | SwarmEvent::OutgoingConnectionError { peer_id: Some(peer_id), .. } => {
@@ -1033,6 +1038,17 @@ pub async fn listen<B: libp2p::swarm::NetworkBehaviour>(
                 "no listen address for {addr} within {LISTEN_TIMEOUT:?}"
             ))
         })?
+}
+
+/// Counts one Swarm event, and what identify and ping report, in libp2p's metrics.
+fn record_swarm_event(m: &libp2p::metrics::Metrics, ev: &SwarmEvent<VnBehaviourEvent>) {
+    use libp2p::metrics::Recorder;
+    m.record(ev);
+    match ev {
+        SwarmEvent::Behaviour(VnBehaviourEvent::Identify(e)) => m.record(e),
+        SwarmEvent::Behaviour(VnBehaviourEvent::Ping(e)) => m.record(e),
+        _ => {}
+    }
 }
 
 #[cfg(test)]

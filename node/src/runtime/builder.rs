@@ -59,6 +59,8 @@ pub struct NodeBuilder {
     remote: Option<(Keypair, Vec<RemoteVn>)>,
     /// Alone this long stops the node (`isolation.rs`); `None`: it waits for peers for ever.
     isolation_timeout: Option<Duration>,
+    /// Where the node registers its Prometheus metrics, if anywhere (`crate::telemetry`).
+    telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 impl NodeBuilder {
@@ -88,7 +90,15 @@ impl NodeBuilder {
             disk: Arc::new(crate::disk::OsDisk),
             remote: None,
             isolation_timeout: Some(super::isolation::DEFAULT_ISOLATION_TIMEOUT),
+            telemetry: None,
         }
+    }
+
+    /// Registers the node's metrics — ours (`shatter_*`) and its VN swarms' (`libp2p_*`, by `vn` label) — in
+    /// `telemetry`'s registry, for an endpoint to serve (`crate::telemetry::serve`). Default: none kept.
+    pub fn telemetry(mut self, telemetry: crate::telemetry::Telemetry) -> Self {
+        self.telemetry = Some(telemetry);
+        self
     }
 
     /// How long the node may reach no peer outside itself before it stops with [`NodeError::Isolated`]
@@ -251,6 +261,7 @@ impl NodeBuilder {
             .as_ref()
             .map(|_| Arc::new(std::sync::Mutex::new(vec![Vec::new(); k])));
 
+        let node_metrics = self.telemetry.as_ref().map(|t| t.node_metrics(k));
         let (events, events_rx) = EventSink::new(EVENT_CAPACITY);
         // The libp2p shell's clock: engines get `epoch.elapsed()` as their `now`.
         #[allow(clippy::disallowed_methods)]
@@ -314,6 +325,7 @@ impl NodeBuilder {
             prepare_lead: self.timing.prepare_lead(self.degree),
             link_stats: vns.link_stats,
             isolation,
+            metrics: node_metrics,
         };
         tokio::spawn(rn.run());
         Ok((
@@ -640,6 +652,7 @@ impl NodeBuilder {
                     view_board: view_board.clone(),
                     own: own.clone(),
                     contact: contact.clone(),
+                    telemetry: self.telemetry.clone(),
                 })
                 .await?;
             vns.commands.push(tx);

@@ -19,6 +19,7 @@ use crate::engine::{RnDriver, RnEngine, RnInput, RnOutput, RoundMetrics, route_r
 use crate::events::{DurableFile, EventSink, NodeEvent};
 use crate::learner::{Learner, Trained};
 use crate::observe::{Observer, notify_round_start};
+use crate::telemetry::{NodeMetrics, Phase};
 use crate::{NodeError, Result};
 
 enum Job {
@@ -54,6 +55,8 @@ pub(super) struct RnTask {
     pub(super) unsaved_checkpoints: u64,
     /// The last metrics write failed (so that its recovery is logged once).
     pub(super) metrics_failing: bool,
+    /// The Prometheus families this task keeps up to date, when the node serves them.
+    pub(super) metrics: Option<crate::telemetry::NodeMetrics>,
 }
 
 type JobHandle = tokio::task::JoinHandle<(Learner, Job)>;
@@ -66,6 +69,12 @@ pub(super) struct Checkpoints {
 }
 
 impl RnTask {
+    fn set_phase(&self, phase: Phase) {
+        if let Some(m) = &self.metrics {
+            m.set_phase(phase);
+        }
+    }
+
     pub(super) async fn run(mut self) {
         let result = self.rounds().await;
         for tx in &self.vn_cmds {
@@ -73,6 +82,7 @@ impl RnTask {
         }
         // They end on Stop; dropping the set would abort them mid-reply.
         self.vn_tasks.detach_all();
+        self.set_phase(Phase::Finished);
         if let Err(e) = &result {
             tracing::error!(node = self.index, error = %e, "node stopped");
             self.events
@@ -154,6 +164,9 @@ impl RnTask {
                 }
                 msg = self.from_vns.recv() => {
                     let (vn, msg) = msg.ok_or(NodeError::Stopped)?;
+                    if let (Some(m), FromVirtualNode::Done(summary)) = (&self.metrics, &msg) {
+                        m.vn_done(vn, summary);
+                    }
                     RnInput::FromVn { vn, msg }
                 }
                 done = async { job.as_mut().expect("guarded").await }, if job.is_some() => {
@@ -163,6 +176,9 @@ impl RnTask {
                     match j {
                         Job::Trained(round, t) => {
                             let t = t?;
+                            if let Some(m) = &self.metrics {
+                                m.set_phase(Phase::Exchange);
+                            }
                             RnInput::Trained { round, params: t.params, train_loss: t.train_loss, secs: t.secs }
                         }
                         Job::Evaluated(round, e) => {
@@ -204,6 +220,7 @@ impl RnTask {
             job,
             status: &self.status,
             observer: self.observer.clone(),
+            metrics: self.metrics.as_ref(),
             effects: Vec::new(),
             finished: false,
         };
@@ -253,6 +270,9 @@ impl RnTask {
         if !self.lost.contains(&vn) {
             self.lost.push(vn);
         }
+        if let Some(m) = &self.metrics {
+            m.vn_lost();
+        }
         self.events.send(NodeEvent::VnLost { vn, reason });
     }
 
@@ -271,7 +291,14 @@ impl RnTask {
                 .map_err(|e| NodeError::Config(format!("metrics sync task failed: {e}")))?;
             metrics_unsaved = f.synced(&r);
             if let Err(e) = r {
-                report_write_failure(&self.events, self.index, DurableFile::Metrics, f.path(), &e);
+                report_write_failure(
+                    &self.events,
+                    self.metrics.as_ref(),
+                    self.index,
+                    DurableFile::Metrics,
+                    f.path(),
+                    &e,
+                );
             }
         }
         let Some(c) = &self.checkpoints else {
@@ -312,7 +339,14 @@ impl RnTask {
                     NodeError::Io { path, .. } => path.clone(),
                     _ => c.dir.path().to_path_buf(),
                 };
-                report_write_failure(&self.events, self.index, DurableFile::Checkpoint, &path, &e);
+                report_write_failure(
+                    &self.events,
+                    self.metrics.as_ref(),
+                    self.index,
+                    DurableFile::Checkpoint,
+                    &path,
+                    &e,
+                );
             }
         }
         Ok(())
@@ -334,6 +368,7 @@ impl RnTask {
                     self.metrics_failing = true;
                     report_write_failure(
                         &self.events,
+                        self.metrics.as_ref(),
                         self.index,
                         DurableFile::Metrics,
                         f.path(),
@@ -347,6 +382,9 @@ impl RnTask {
             s.rounds_completed += 1;
             s.last = Some(m.clone());
         });
+        if let Some(metrics) = &self.metrics {
+            metrics.round_finished(&m);
+        }
         let checked = self.isolation_after(&m);
         self.events.send_reliably(NodeEvent::RoundFinished(m)).await;
         checked
@@ -368,12 +406,16 @@ fn isolation_deadline(watch: Option<&mut IsolationWatch>, epoch: Instant) -> Res
 /// Logs a failed durable write and tells the embedder; the node goes on (the caller counts it).
 fn report_write_failure(
     events: &EventSink,
+    metrics: Option<&NodeMetrics>,
     node: usize,
     file: DurableFile,
     path: &std::path::Path,
     error: &dyn std::fmt::Display,
 ) {
     tracing::warn!(node, ?file, path = %path.display(), %error, "write failed; training goes on and the write is tried again next round");
+    if let Some(m) = metrics {
+        m.write_failed(file);
+    }
     events.send(NodeEvent::WriteFailed {
         file,
         path: path.to_path_buf(),
@@ -395,6 +437,7 @@ struct TaskPort<'a> {
     job: &'a mut Option<JobHandle>,
     status: &'a watch::Sender<NodeStatus>,
     observer: Option<Arc<dyn Observer<PeerId>>>,
+    metrics: Option<&'a NodeMetrics>,
     effects: Vec<Effect>,
     finished: bool,
 }
@@ -409,6 +452,7 @@ impl RnDriver for TaskPort<'_> {
 
     fn idle(&mut self, round: Round, wait: Duration) -> Result<()> {
         self.status.send_modify(|s| s.round = round);
+        self.metrics.inspect(|m| m.set_phase(Phase::Absent));
         let mut l = self.learner.take().ok_or(NodeError::Stopped)?;
         *self.job = Some(tokio::spawn(async move {
             tokio::time::sleep(wait).await;
@@ -425,6 +469,7 @@ impl RnDriver for TaskPort<'_> {
 
     fn train(&mut self, round: Round) -> Result<()> {
         self.status.send_modify(|s| s.round = round);
+        self.metrics.inspect(|m| m.set_phase(Phase::Training));
         let mut l = self.learner.take().ok_or(NodeError::Stopped)?;
         let (observer, node) = (self.observer.clone(), self.index);
         *self.job = Some(tokio::task::spawn_blocking(move || {
@@ -437,6 +482,7 @@ impl RnDriver for TaskPort<'_> {
     }
 
     fn evaluate(&mut self, round: Round, params: Vec<f32>) -> Result<()> {
+        self.metrics.inspect(|m| m.set_phase(Phase::Evaluation));
         let mut l = self.learner.take().ok_or(NodeError::Stopped)?;
         *self.job = Some(tokio::task::spawn_blocking(move || {
             let r = l.load_and_evaluate(&params);

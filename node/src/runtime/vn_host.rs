@@ -203,6 +203,8 @@ impl VnHost {
                 view_board: None,
                 own: Vec::new(),
                 contact: None,
+                // A VN host serves no metrics endpoint (yet): its VNs' traffic is in their node's metrics.
+                telemetry: None,
             })
             .await?;
         let task = tokio::spawn(task.run());

@@ -23,7 +23,7 @@ use crate::engine::{ValueBounds, VnConfig, VnEngine, VnRun};
 use crate::events::EventSink;
 use crate::net::behaviour::Timeouts;
 use crate::net::preconnect::Preconnect;
-use crate::net::transport::build_swarm;
+use crate::net::transport::build_swarm_with_metrics;
 use crate::net::vn_task::{RefusalLog, VnTask, listen};
 use crate::observe::Observer;
 use crate::peers::PeerList;
@@ -90,6 +90,8 @@ pub(crate) struct VnPlace {
     pub own: Vec<PeerId>,
     /// The node's contact board (`net::contact`), where the node runs its VNs itself; none in a VN host.
     pub contact: Option<Arc<crate::net::contact::Contact>>,
+    /// The node's metrics registry, where it serves one (`metrics_addr`): the VN's swarm metrics go there.
+    pub telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 impl VnSetup {
@@ -141,12 +143,30 @@ impl VnSetup {
             self.timing.release_delay(),
             crate::secret::private_rng(&place.key, crate::secret::Purpose::Release)?,
         );
-        let mut swarm = build_swarm(
-            place.key,
-            place.psk,
-            self.timeouts(),
-            self.max_chunk_frame(),
-        )?;
+        // libp2p's swarm metrics (connections, bandwidth, identify, ping) of this VN, under its `vn` label.
+        let (mut swarm, swarm_metrics) = match &place.telemetry {
+            Some(t) => t.with_vn_registry(place.index, |registry| {
+                let metrics = libp2p::metrics::Metrics::new(registry);
+                let swarm = build_swarm_with_metrics(
+                    place.key,
+                    place.psk,
+                    self.timeouts(),
+                    self.max_chunk_frame(),
+                    Some(registry),
+                )?;
+                Ok::<_, NodeError>((swarm, Some(metrics)))
+            })?,
+            None => (
+                build_swarm_with_metrics(
+                    place.key,
+                    place.psk,
+                    self.timeouts(),
+                    self.max_chunk_frame(),
+                    None,
+                )?,
+                None,
+            ),
+        };
         for p in place.peers.allowed() {
             swarm.behaviour_mut().allow.allow_peer(*p);
         }
@@ -238,6 +258,7 @@ impl VnSetup {
             release: crate::net::release::Held::new(release),
             own_thread: self.timing.vn_threads,
             chunk_slots,
+            swarm_metrics,
             contact: place.contact.map(|board| {
                 crate::net::contact::VnContact::new(board, place.own.iter().copied().chain([peer]))
             }),
@@ -396,6 +417,7 @@ mod tests {
             view_board: None,
             own: Vec::new(),
             contact: None,
+            telemetry: None,
         };
         let err = s.build(place).await.err().expect("refused");
         assert!(err.to_string().contains("the setup is for VN"), "{err}");

@@ -6,6 +6,7 @@
 // Wall-clock waits for whole processes; no engine reads them.
 #![allow(clippy::disallowed_methods)]
 
+pub mod http;
 pub mod swarms;
 
 use std::path::{Path, PathBuf};

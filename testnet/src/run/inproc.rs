@@ -64,14 +64,39 @@ async fn run_async(
         .map(|k| k.public().to_peer_id())
         .collect();
     let observers = observers(audit, &ids, k)?;
+    let audit_observer: Option<Arc<dyn node::observe::Observer<PeerId>>> = observers
+        .as_ref()
+        .map(|(a, l)| Arc::new(node::observe::Tee(a.clone(), l.clone())) as _);
+    let telemetry = progress.live_mut().map(|live| {
+        // `--ui`: the overlay as the testnet sees it (it made every key), and every node's metrics.
+        let index: HashMap<PeerId, u32> = ids
+            .iter()
+            .enumerate()
+            .map(|(g, p)| (*p, g as u32))
+            .collect();
+        let overlay = Arc::new(crate::live::OverlayRecorder::new(
+            n,
+            k,
+            move |p: &PeerId| index.get(p).copied(),
+        ));
+        live.overlay = Some(overlay.clone());
+        let telemetry = node::telemetry::Telemetry::new(live.registry.clone()).with_label("k", k);
+        (overlay, telemetry)
+    });
+    let (overlay, telemetry) = telemetry.unzip();
+    let observer = match (audit_observer, overlay) {
+        (Some(a), Some(o)) => Some(Arc::new(node::observe::Tee(a, o)) as _),
+        (Some(a), None) => Some(a),
+        (None, Some(o)) => Some(o as _),
+        (None, None) => None,
+    };
     let common = Common {
         s,
         setting,
         partition,
-        observer: observers
-            .as_ref()
-            .map(|(a, l)| Arc::new(node::observe::Tee(a.clone(), l.clone())) as _),
+        observer,
         listen: listen_address(memory),
+        telemetry,
     };
     let (handles, rx) = start_nodes(&common, keys, learners, &ids, clock.t0).await?;
     let spawn_secs = clock.t0.elapsed().as_secs_f64();
@@ -172,6 +197,8 @@ struct Common<'a> {
     partition: Arc<ChunkPartition>,
     observer: Option<Arc<dyn node::observe::Observer<PeerId>>>,
     listen: Multiaddr,
+    /// `--ui`: where every node registers its Prometheus metrics (under its `node` label).
+    telemetry: Option<node::telemetry::Telemetry>,
 }
 
 impl Common<'_> {
@@ -188,6 +215,9 @@ impl Common<'_> {
         let mut builder = NodeBuilder::new(keys, s.learning.clone(), i);
         if let Some(o) = &self.observer {
             builder = builder.observer(o.clone());
+        }
+        if let Some(t) = &self.telemetry {
+            builder = builder.telemetry(t.clone().with_label("node", i));
         }
         builder
             .learner(learner)

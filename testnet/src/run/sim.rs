@@ -55,6 +55,26 @@ pub fn run(
         .as_ref()
         .zip(linkage.as_ref())
         .map(|(a, l)| node::observe::Tee(a, l));
+    // `--ui`: the overlay as the simulator's copies travel (its VN numbers are already node by node).
+    let overlay = progress.live_mut().map(|live| {
+        let o = Arc::new(crate::live::OverlayRecorder::new(
+            s.nodes,
+            setting.vns,
+            |g: &u32| Some(*g),
+        ));
+        live.overlay = Some(o.clone());
+        o
+    });
+    let both = tee
+        .as_ref()
+        .zip(overlay.as_deref())
+        .map(|(t, o)| node::observe::Tee(t, o));
+    let watcher: Option<&dyn node::observe::Observer<u32>> = match (&both, &tee, &overlay) {
+        (Some(b), _, _) => Some(b),
+        (None, Some(t), None) => Some(t),
+        (None, None, Some(o)) => Some(&**o),
+        _ => None,
+    };
     // Wall-clock time of the simulation, reported beside its virtual time.
     #[allow(clippy::disallowed_methods)]
     let t = Instant::now();
@@ -63,7 +83,7 @@ pub fn run(
         learners,
         partition,
         |rn, m| progress.on_round(rn, m),
-        tee.as_ref().map(|o| o as &dyn node::observe::Observer<u32>),
+        watcher,
     )?;
     let wall = t.elapsed().as_secs_f64();
     let mut extra = BTreeMap::new();
