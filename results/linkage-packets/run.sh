@@ -5,6 +5,8 @@
 # address-grouping attack on the source addresses VNs really connect from. Needs root (tcpdump; network
 # namespaces with --netns) and installs tcpdump if missing; run from the repository root.
 #
+# VARIANTS="lo-after netns-after" runs only those of a batch (the summary then has only the variants run;
+# SUMMARY=name.md writes it under another name).
 # BATCH selects what runs (default: `default`):
 # - default: the issue "Unlinkable by default": the default procs network (`--mode procs --nodes 6 --vns 4
 #   --degree 4 --rounds 15`, loopback timing, no timing flags), seeds 1-3, on loopback (one capture of the
@@ -76,13 +78,15 @@ if [ "$BATCH" = default ]; then
   if ip netns list | grep -q '^stn'; then echo "namespaces left behind:"; ip netns list | grep '^stn'; fi
   {
     header
-    python3 "$HERE/summarise.py" "$OUT" lo-before lo-threads lo-after netns-before netns-threads netns-after
+    # shellcheck disable=SC2046
+    python3 "$HERE/summarise.py" "$OUT" $(for v in lo-before lo-threads lo-after netns-before netns-threads netns-after; do
+      [ -d "$OUT/$v" ] && echo "$v"; done)
     echo
     echo "Load average (1/5/15 min) at the start of each run:"
     echo
     sed 's/^/    /' "$OUT/load.txt"
-  } > "$HERE/summary-default.md"
-  cat "$HERE/summary-default.md"
+  } > "$HERE/${SUMMARY:-summary-default.md}"
+  cat "$HERE/${SUMMARY:-summary-default.md}"
   exit 0
 fi
 
