@@ -279,6 +279,14 @@ impl NodeMetrics {
                 .get_or_create(&VnLabel { vn: vn as u32 })
                 .set(0);
         }
+        // Series that exist from the start read 0 until their first event (an empty family is not written,
+        // and a rate over a series that appears at its first failure misses that failure).
+        for file in ["checkpoint", "metrics"] {
+            let _ = m.write_failures.get_or_create(&FileLabel { file });
+        }
+        for (reason, _) in refusal_reasons(&RefusalCounts::default()) {
+            let _ = m.refusals.get_or_create(&ReasonLabel { reason });
+        }
         m.set_phase(Phase::Warmup);
         m
     }
