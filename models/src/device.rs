@@ -1,7 +1,117 @@
 //! Device choice: CUDA (feature `cuda`) or Metal (feature `metal`) when compiled in and present, else the CPU.
 //! Both features are off by default, so a plain build needs no GPU toolchain.
+//!
+//! [`DeviceSpec`] is what an operator names (`device = "cuda:0"` in a node config, `--device` in testnet);
+//! [`DeviceSpec::open`] turns it into a Candle [`Device`], falling back to the CPU with a warning when the
+//! backend is not compiled in or the device does not start, so that one config runs on every machine of a
+//! network, with or without a GPU.
 
-use candle_core::Device;
+use std::fmt;
+use std::str::FromStr;
+
+// Re-exported so that crates choosing a device need no Candle dependency of their own.
+pub use candle_core::Device;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::ModelsError;
+
+/// The device a node trains and evaluates on: `cpu` (the default), `cuda[:N]` (NVIDIA GPU N, feature
+/// `cuda`) or `metal[:N]` (Apple GPU N, feature `metal`). N defaults to 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceSpec {
+    #[default]
+    Cpu,
+    Cuda(usize),
+    Metal(usize),
+}
+
+impl DeviceSpec {
+    /// The Candle device; the CPU, with a warning naming why, when this one cannot be used.
+    pub fn open(self) -> Device {
+        let (device, fallback) = self.open_or_fallback();
+        if let Some(why) = fallback {
+            tracing::warn!("device {self}: {why}; training on the CPU instead");
+        }
+        device
+    }
+
+    /// The Candle device, or the CPU and why this one could not be used (the warning [`Self::open`] logs).
+    pub fn open_or_fallback(self) -> (Device, Option<String>) {
+        match self {
+            DeviceSpec::Cpu => (cpu(), None),
+            DeviceSpec::Cuda(n) if !cfg!(feature = "cuda") => (
+                cpu(),
+                Some(format!(
+                    "CUDA device {n} asked for, but this build has no CUDA support (build with --features cuda)"
+                )),
+            ),
+            DeviceSpec::Metal(n) if !cfg!(feature = "metal") => (
+                cpu(),
+                Some(format!(
+                    "Metal device {n} asked for, but this build has no Metal support (build with --features metal)"
+                )),
+            ),
+            DeviceSpec::Cuda(n) => match Device::new_cuda(n) {
+                Ok(d) => (d, None),
+                Err(e) => (cpu(), Some(format!("CUDA device {n} did not start: {e}"))),
+            },
+            DeviceSpec::Metal(n) => match Device::new_metal(n) {
+                Ok(d) => (d, None),
+                Err(e) => (cpu(), Some(format!("Metal device {n} did not start: {e}"))),
+            },
+        }
+    }
+}
+
+impl fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceSpec::Cpu => write!(f, "cpu"),
+            DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
+            DeviceSpec::Metal(n) => write!(f, "metal:{n}"),
+        }
+    }
+}
+
+impl FromStr for DeviceSpec {
+    type Err = ModelsError;
+
+    fn from_str(s: &str) -> crate::Result<Self> {
+        let t = s.trim().to_ascii_lowercase();
+        let (name, ordinal) = match t.split_once(':') {
+            Some((name, n)) => match n.trim().parse::<usize>() {
+                Ok(n) => (name, n),
+                Err(_) => {
+                    return Err(ModelsError::Config(format!(
+                        "device {s:?}: {n:?} is not a device number"
+                    )));
+                }
+            },
+            None => (t.as_str(), 0),
+        };
+        match name {
+            "cpu" if ordinal == 0 => Ok(DeviceSpec::Cpu),
+            "cuda" => Ok(DeviceSpec::Cuda(ordinal)),
+            "metal" => Ok(DeviceSpec::Metal(ordinal)),
+            _ => Err(ModelsError::Config(format!(
+                "device {s:?}: expected cpu, cuda[:N] or metal[:N]"
+            ))),
+        }
+    }
+}
+
+impl Serialize for DeviceSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
 
 /// The CPU device.
 pub fn cpu() -> Device {
@@ -64,6 +174,58 @@ fn try_metal() -> Option<Device> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_names_parse_and_print_back() {
+        for (text, spec) in [
+            ("cpu", DeviceSpec::Cpu),
+            ("cuda", DeviceSpec::Cuda(0)),
+            ("cuda:0", DeviceSpec::Cuda(0)),
+            (" CUDA:3 ", DeviceSpec::Cuda(3)),
+            ("metal", DeviceSpec::Metal(0)),
+            ("metal:1", DeviceSpec::Metal(1)),
+        ] {
+            assert_eq!(text.parse::<DeviceSpec>().unwrap(), spec, "{text}");
+            assert_eq!(spec.to_string().parse::<DeviceSpec>().unwrap(), spec);
+        }
+        for bad in ["", "gpu", "cuda:", "cuda:x", "cuda:-1", "cpu:1", "tpu:0"] {
+            let e = bad.parse::<DeviceSpec>().unwrap_err().to_string();
+            assert!(e.contains("device"), "{bad}: {e}");
+        }
+        assert_eq!(DeviceSpec::default(), DeviceSpec::Cpu);
+    }
+
+    /// On a build without the GPU features (CI's), a GPU asked for falls back to the CPU and says why.
+    #[test]
+    fn a_backend_not_compiled_in_falls_back_to_the_cpu_with_the_reason() {
+        let (d, why) = DeviceSpec::Cpu.open_or_fallback();
+        assert!(d.is_cpu() && why.is_none());
+        if cfg!(not(feature = "cuda")) {
+            let (d, why) = DeviceSpec::Cuda(1).open_or_fallback();
+            assert!(d.is_cpu());
+            let why = why.expect("a reason");
+            assert!(
+                why.contains("CUDA device 1") && why.contains("--features cuda"),
+                "{why}"
+            );
+            assert!(DeviceSpec::Cuda(0).open().is_cpu());
+        }
+        if cfg!(not(feature = "metal")) {
+            let (d, why) = DeviceSpec::Metal(0).open_or_fallback();
+            assert!(d.is_cpu());
+            assert!(why.expect("a reason").contains("--features metal"));
+        }
+    }
+
+    /// With CUDA compiled in, a device number no machine has falls back too (the device does not start).
+    #[test]
+    fn a_missing_device_falls_back_to_the_cpu() {
+        if cfg!(feature = "cuda") {
+            let (d, why) = DeviceSpec::Cuda(999).open_or_fallback();
+            assert!(d.is_cpu());
+            assert!(why.expect("a reason").contains("did not start"));
+        }
+    }
 
     #[test]
     fn without_gpu_features_the_cpu_is_chosen() {

@@ -35,6 +35,10 @@
 //! local_epochs = 1                      # or local_steps = N
 //! clip = 1.0                            # optional: per-sample gradient clipping to L2 norm ≤ clip (GHP's B)
 //! seed = 1                              # the same on every node: initial model and chunk partition
+//! device = "cpu"                        # optional: cpu | cuda[:N] | metal[:N]; a GPU whose backend is not
+//!                                       #   compiled in (features cuda, metal) or that does not start falls
+//!                                       #   back to the CPU with a warning (absent: the first GPU compiled
+//!                                       #   in and present, else the CPU)
 //!
 //! [timing]                              # optional, see `Timing`
 //! substep_ms = 200
@@ -57,6 +61,7 @@ use libp2p::Multiaddr;
 use libp2p::multiaddr::Protocol;
 use models::data::DatasetSpec;
 use models::data::partition::Partition;
+use models::device::DeviceSpec;
 use models::nn::ModelSpec;
 use models::train::{LocalWork, TrainConfig};
 use serde::Deserialize;
@@ -139,6 +144,7 @@ struct RawLearning {
     clip: Option<f64>,
     seed: u64,
     max_test_samples: Option<usize>,
+    device: Option<String>,
 }
 
 fn default_partition() -> String {
@@ -177,6 +183,8 @@ pub struct NodeConfig {
     pub dropout: f64,
     pub learning: LearningConfig,
     pub index: usize,
+    /// `[learning] device`: where this node trains (`None`: the best device compiled in and present).
+    pub device: Option<DeviceSpec>,
     pub timing: Timing,
     pub values: ValueBounds,
     /// Reaching no peer outside the node this long stops it (`NodeBuilder::isolation_timeout`); `None`:
@@ -215,6 +223,13 @@ impl NodeConfig {
         };
         let (listen, announce) = file.addresses(&raw, hosted.is_some())?;
         let index = raw.learning.index;
+        let device = raw
+            .learning
+            .device
+            .as_deref()
+            .map(str::parse::<DeviceSpec>)
+            .transpose()
+            .map_err(|e| file.err("learning.device", e.to_string()))?;
         let learning = file.learning(raw.learning)?;
         Ok(NodeConfig {
             key_dir,
@@ -232,6 +247,7 @@ impl NodeConfig {
             checkpoints: raw.checkpoints.as_deref().map(|p| file.rel(p)),
             learning,
             index,
+            device,
             timing: raw.timing,
             algorithm: raw.algorithm,
             dropout: raw.dropout,
@@ -282,6 +298,9 @@ impl NodeConfig {
         }
         if let Some(a) = self.algorithm {
             builder = builder.algorithm(a);
+        }
+        if let Some(d) = self.device {
+            builder = builder.device(d);
         }
         Ok(builder
             .listen(self.listen.clone())
@@ -594,6 +613,28 @@ seed = 9
         )
         .unwrap();
         assert_eq!(c.announce[1].to_string(), "/dns6/node-a.example/tcp/4002");
+    }
+
+    #[test]
+    fn the_device_is_named_in_learning_and_a_bad_one_is_reported_there() {
+        let p = Path::new("node.toml");
+        assert_eq!(NodeConfig::parse(p, GOOD).unwrap().device, None);
+        let with = |d: &str| GOOD.replace("seed = 9", &format!("seed = 9\ndevice = \"{d}\""));
+        for (text, spec) in [
+            ("cpu", DeviceSpec::Cpu),
+            ("cuda:1", DeviceSpec::Cuda(1)),
+            ("metal", DeviceSpec::Metal(0)),
+        ] {
+            assert_eq!(
+                NodeConfig::parse(p, &with(text)).unwrap().device,
+                Some(spec)
+            );
+        }
+        let e = NodeConfig::parse(p, &with("gpu")).unwrap_err().to_string();
+        assert!(
+            e.contains("learning.device") && e.contains("cuda[:N]"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -49,12 +49,44 @@ impl LearningConfig {
             .unwrap_or_else(|| ModelSpec::default_for(info))
     }
 
-    /// Builds the learners of nodes `indices` from a loaded split.
+    /// Builds the learners of nodes `indices` from a loaded split, on the best device compiled in and present
+    /// ([`models::device::best_device`]).
     pub fn learners(
         &self,
         split: &Split,
         parts: &[Vec<usize>],
         indices: impl IntoIterator<Item = usize>,
+    ) -> Result<Vec<Learner>> {
+        let device = models::device::best_device();
+        self.learners_with(split, parts, indices, |_| device.clone())
+    }
+
+    /// [`Self::learners`] with node `i`'s model on `device_of(i)`; a device that this build or machine lacks
+    /// falls back to the CPU with a warning (each distinct device is opened once).
+    pub fn learners_on(
+        &self,
+        split: &Split,
+        parts: &[Vec<usize>],
+        indices: impl IntoIterator<Item = usize>,
+        device_of: impl Fn(usize) -> models::device::DeviceSpec,
+    ) -> Result<Vec<Learner>> {
+        let mut opened: std::collections::BTreeMap<String, models::device::Device> =
+            std::collections::BTreeMap::new();
+        self.learners_with(split, parts, indices, |i| {
+            let spec = device_of(i);
+            opened
+                .entry(spec.to_string())
+                .or_insert_with(|| spec.open())
+                .clone()
+        })
+    }
+
+    fn learners_with(
+        &self,
+        split: &Split,
+        parts: &[Vec<usize>],
+        indices: impl IntoIterator<Item = usize>,
+        mut device_of: impl FnMut(usize) -> models::device::Device,
     ) -> Result<Vec<Learner>> {
         let info = TaskInfo::of(&split.train)?;
         let spec = self.model_spec(&info);
@@ -69,10 +101,10 @@ impl LearningConfig {
             }
             _ => split.test.clone(),
         });
-        let device = models::device::best_device();
         indices
             .into_iter()
             .map(|i| {
+                let device = device_of(i);
                 let part = parts.get(i).ok_or_else(|| {
                     NodeError::Config(format!("node index {i} but only {} nodes", parts.len()))
                 })?;

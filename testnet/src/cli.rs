@@ -9,6 +9,7 @@ use anyhow::bail;
 use clap::{CommandFactory, Parser, ValueEnum};
 use models::data::DatasetSpec;
 use models::data::partition::Partition;
+use models::device::DeviceSpec;
 use models::nn::ModelSpec;
 use node::algo::AlgoSpec;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -278,6 +279,13 @@ pub struct Options {
     #[serde(alias = "test-samples")]
     pub test_samples: Option<usize>,
 
+    /// Where nodes train: cpu | cuda[:N] | metal[:N], one for every node or a comma list with one per node
+    /// (`--device cuda:0,cuda:1,cpu,cpu`). A GPU this build or machine lacks falls back to the CPU with a
+    /// warning. [default: the first GPU compiled in and present, else the CPU]
+    #[arg(long, value_name = "DEVICE", value_delimiter = ',', num_args = 1.., help_heading = LEARNING)]
+    #[serde(default, deserialize_with = "devices")]
+    pub device: Option<Vec<DeviceSpec>>,
+
     // ---- Timing: when VNs negotiate and send ----
     /// Protocol timing (inproc and procs; sim runs on a virtual clock). [default: auto]
     #[arg(long, value_enum, help_heading = TIMING)]
@@ -478,6 +486,25 @@ fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<usize>>, D:
     }))
 }
 
+/// `device = "cuda:0"`, `device = "cuda:0,cpu"` or `device = ["cuda:0", "cpu"]` in a scenario file.
+fn devices<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<DeviceSpec>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    let names = match OneOrMany::deserialize(d)? {
+        OneOrMany::One(list) => list.split(',').map(str::to_string).collect(),
+        OneOrMany::Many(v) => v,
+    };
+    names
+        .iter()
+        .map(|n| n.parse().map_err(serde::de::Error::custom))
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
 /// `model = "mlp:16"`, `partition = "dirichlet:0.1"`: a scenario file holds the command line's text form, parsed by
 /// the same `FromStr` (whose error lists the valid forms).
 mod text {
@@ -547,6 +574,7 @@ impl Options {
             alpha: self.alpha.or(file.alpha),
             target: self.target.or(file.target),
             test_samples: self.test_samples.or(file.test_samples),
+            device: self.device.or(file.device),
             // Timing.
             timing: self.timing.or(file.timing),
             substep_ms: self.substep_ms.or(file.substep_ms),
@@ -783,6 +811,31 @@ mod tests {
         assert_eq!(o.algo, Some(AlgoSpec::El));
         let o = Options::from_toml(Path::new("x.toml"), "vns = 3").unwrap();
         assert_eq!(o.vns, Some(vec![3]));
+    }
+
+    #[test]
+    fn devices_come_as_a_comma_list_or_a_scenario_string_or_array() {
+        let o = Options::try_parse_from(["testnet", "--device", "cuda:1,cpu"]).unwrap();
+        assert_eq!(o.device, Some(vec![DeviceSpec::Cuda(1), DeviceSpec::Cpu]));
+        for (text, want) in [
+            ("device = \"metal\"", vec![DeviceSpec::Metal(0)]),
+            (
+                "device = \"cuda:0,cpu\"",
+                vec![DeviceSpec::Cuda(0), DeviceSpec::Cpu],
+            ),
+            (
+                "device = [\"cpu\", \"cuda:2\"]",
+                vec![DeviceSpec::Cpu, DeviceSpec::Cuda(2)],
+            ),
+        ] {
+            let o = Options::from_toml(Path::new("d.toml"), text).unwrap();
+            assert_eq!(o.device, Some(want), "{text}");
+        }
+        assert!(Options::try_parse_from(["testnet", "--device", "gpu"]).is_err());
+        let e = Options::from_toml(Path::new("d.toml"), "device = \"gpu\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cuda[:N]"), "{e}");
     }
 
     #[test]
@@ -1038,7 +1091,7 @@ mod tests {
             .into_iter()
             .flat_map(|(_, k)| k)
             .collect();
-        assert_eq!(keys.len(), 50, "52 flags less --scenario and --plain");
+        assert_eq!(keys.len(), 51, "53 flags less --scenario and --plain");
         for key in keys {
             let e = Options::from_toml(Path::new("k.toml"), &format!("{key} = {{}}"))
                 .unwrap_err()

@@ -81,6 +81,8 @@ pub struct Settings {
     pub degree: usize,
     pub rounds: u64,
     pub learning: LearningConfig,
+    /// `--device`: empty (the best device compiled in), one for every node, or one per node.
+    pub devices: Vec<models::device::DeviceSpec>,
     pub out: PathBuf,
     pub target: Option<f64>,
     pub timing: Timing,
@@ -136,6 +138,14 @@ impl Settings {
         o.check_mode(mode)?;
         let net = network(&o)?;
         let (learning, target) = learning(&o, net.nodes)?;
+        let devices = o.device.clone().unwrap_or_default();
+        if devices.len() > 1 && devices.len() != net.nodes {
+            bail!(
+                "--device names {} devices for {} nodes: give one for every node, or one per node",
+                devices.len(),
+                net.nodes
+            );
+        }
         let max_vns = net.nodes * net.vns.iter().max().copied().unwrap_or(1);
         let (timing, timing_name) = timing(&o, max_vns)?;
         let audit = audit(&o, net.nodes)?;
@@ -159,6 +169,7 @@ impl Settings {
             degree: net.degree,
             rounds: net.rounds,
             learning,
+            devices,
             out,
             target,
             timing,
@@ -181,6 +192,15 @@ impl Settings {
             plain: o.plain,
             ui: o.ui,
         })
+    }
+
+    /// The device `--device` names for node `i` (`None`: not given, the best one compiled in).
+    pub fn device_of(&self, i: usize) -> Option<models::device::DeviceSpec> {
+        match self.devices.as_slice() {
+            [] => None,
+            [one] => Some(*one),
+            many => many.get(i).copied(),
+        }
     }
 
     /// Loads the dataset once for the whole invocation, with a hint on where to get it when it is missing.
@@ -561,6 +581,35 @@ mod tests {
 
     fn resolve(o: Options) -> anyhow::Result<Settings> {
         Settings::resolve(o)
+    }
+
+    #[test]
+    fn devices_are_one_for_all_or_one_per_node() {
+        use models::device::DeviceSpec;
+        let with = |d: Vec<DeviceSpec>| {
+            resolve(Options {
+                mode: Some(Mode::Sim),
+                nodes: Some(3),
+                device: Some(d),
+                ..Default::default()
+            })
+        };
+        let s = resolve(Options::default()).unwrap();
+        assert_eq!(s.device_of(0), None);
+        let s = with(vec![DeviceSpec::Cuda(1)]).unwrap();
+        assert_eq!(s.device_of(2), Some(DeviceSpec::Cuda(1)));
+        let s = with(vec![
+            DeviceSpec::Cpu,
+            DeviceSpec::Cuda(0),
+            DeviceSpec::Metal(0),
+        ])
+        .unwrap();
+        assert_eq!(s.device_of(1), Some(DeviceSpec::Cuda(0)));
+        assert_eq!(s.device_of(2), Some(DeviceSpec::Metal(0)));
+        let e = with(vec![DeviceSpec::Cpu, DeviceSpec::Cpu])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2 devices for 3 nodes"), "{e}");
     }
 
     #[test]

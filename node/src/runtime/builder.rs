@@ -37,6 +37,8 @@ pub struct NodeBuilder {
     learning: LearningConfig,
     index: usize,
     learner: Option<Learner>,
+    /// Where the loaded learner trains (`None`: the best device compiled in and present).
+    device: Option<models::device::DeviceSpec>,
     partition: Option<Arc<ChunkPartition>>,
     listen: Vec<Multiaddr>,
     announce: Vec<Multiaddr>,
@@ -70,6 +72,7 @@ impl NodeBuilder {
             learning,
             index,
             learner: None,
+            device: None,
             partition: None,
             listen: vec!["/ip4/127.0.0.1/tcp/0".parse().expect("valid multiaddr")],
             announce: Vec::new(),
@@ -213,6 +216,14 @@ impl NodeBuilder {
     /// every accepted chunk copy with the sending VN's PeerId.
     pub fn observer(mut self, observer: Arc<dyn Observer<PeerId>>) -> Self {
         self.observer = Some(observer);
+        self
+    }
+
+    /// Trains and evaluates on `device` (`cpu`, `cuda:N`, `metal:N`); one that this build or machine lacks
+    /// falls back to the CPU with a warning ([`models::device::DeviceSpec::open`]). Unused with
+    /// [`Self::learner`], whose model already lives on a device.
+    pub fn device(mut self, device: models::device::DeviceSpec) -> Self {
+        self.device = Some(device);
         self
     }
 
@@ -444,10 +455,14 @@ impl NodeBuilder {
         if let Some(l) = self.learner.take() {
             return Ok(l);
         }
-        let (learning, index) = (self.learning.clone(), self.index);
+        let (learning, index, device) = (self.learning.clone(), self.index, self.device);
         let l = tokio::task::spawn_blocking(move || -> Result<Learner> {
             let (split, parts) = learning.load()?;
-            Ok(learning.learners(&split, &parts, [index])?.remove(0))
+            let learners = match device {
+                Some(d) => learning.learners_on(&split, &parts, [index], |_| d)?,
+                None => learning.learners(&split, &parts, [index])?,
+            };
+            Ok(learners.into_iter().next().expect("one index, one learner"))
         })
         .await
         .map_err(|e| NodeError::Config(format!("loading data panicked: {e}")))??;

@@ -30,7 +30,13 @@ pub fn setting(
     if s.mode == Mode::Procs {
         return procs::run(s, setting, &s.out, progress);
     }
-    let learners = s.learning.learners(split, parts, 0..s.nodes)?;
+    let learners = if s.devices.is_empty() {
+        s.learning.learners(split, parts, 0..s.nodes)?
+    } else {
+        s.learning.learners_on(split, parts, 0..s.nodes, |i| {
+            s.device_of(i).unwrap_or_default()
+        })?
+    };
     // One partition for all in-process nodes (and the audit): it takes ~6 bytes per parameter.
     let partition = Arc::new(
         s.learning
