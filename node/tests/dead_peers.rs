@@ -7,6 +7,9 @@
 //! variant black-holes it in a network namespace instead: run it with
 //! `sudo -E cargo test -p node --test dead_peers -- --ignored`.
 
+// Wall-clock timing of whole processes; no engine reads it.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::process::{Child, Command};
