@@ -41,7 +41,8 @@
 //! - `sim.rs`: the in-memory driver (many nodes on a virtual clock), used by tests and `testnet --mode sim`.
 //! - `net/`: the libp2p shell: `behaviour.rs`, `codec.rs`, `transport.rs`, `limits.rs` (connection and stream
 //!   limits, and the bounds they give), `vn_task.rs` (one task per VN driving its engine with its Swarm;
-//!   its `VnDriver`) and `contact.rs` (what the VNs tell their RN of reaching peers outside the node).
+//!   its `VnDriver`), `contact.rs` (what the VNs tell their RN of reaching peers outside the node) and
+//!   `liveness.rs` (a connection silent past `Timing::peer_silence_ms` is closed, its peer gone).
 //! - `runtime/`: the embedding API: `builder.rs` ([`NodeBuilder`]), `handle.rs` ([`NodeHandle`],
 //!   [`NodeStatus`]), `timing.rs` ([`Timing`]), `rn_task.rs` (the RN task; its `RnDriver`), `vn_setup.rs`
 //!   (building a VN, in-process or hosted), `vn_host.rs` and `remote_vn.rs` (VN hosts and their link),

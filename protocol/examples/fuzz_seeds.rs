@@ -11,7 +11,9 @@ use protocol::chunk::encode_chunk;
 use protocol::codec::encode_control;
 use protocol::control::{ControlEnvelope, ControlMsg, CyclonMsg, MAX_TTL, OverlayMsg, ViewEntry};
 use protocol::frame::write_frame;
-use protocol::{ChunkReply, RefuseReason, Round};
+use protocol::link::{LinkBody, LinkMessage};
+use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
+use protocol::{ChunkFrame, ChunkIndex, ChunkReply, RefuseReason, Round};
 
 /// The identity type the `control_msg` target decodes: the node's `VnAddr` serialises as (peer id bytes,
 /// multiaddr bytes). These are shaped like an Ed25519 PeerId (38 bytes) and `/ip4/127.0.0.1/tcp/<port>`.
@@ -200,5 +202,54 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut one = Vec::new();
     write_frame(&[], 1 << 16, &mut one)?;
     write(dir, "frame_split", "stream_1", &one)?;
+
+    // link_msg: link messages of several kinds (setup, address, refusal, commands, reports).
+    let frame = |round: u64, values: Vec<f32>| ChunkFrame {
+        round: Round(round),
+        chunk: ChunkIndex(1),
+        values,
+    };
+    let bodies = [
+        LinkBody::Setup(b"setup bytes".to_vec()),
+        LinkBody::Ready(b"/ip4/127.0.0.1/tcp/4001".to_vec()),
+        LinkBody::Refused("no such key".into()),
+        LinkBody::ToVn(ToVirtualNode::StartRound(Round(3))),
+        LinkBody::ToVn(ToVirtualNode::Prepare(Round(4))),
+        LinkBody::ToVn(ToVirtualNode::Exchange(frame(5, vec![1.0, -2.0]))),
+        LinkBody::ToVn(ToVirtualNode::PerEdge(Round(6))),
+        LinkBody::ToVn(ToVirtualNode::PerEdgeFrames {
+            round: Round(7),
+            frames: vec![frame(7, vec![0.5]), frame(7, vec![f32::NAN])],
+        }),
+        LinkBody::ToVn(ToVirtualNode::Stop),
+        LinkBody::FromVn(FromVirtualNode::Received(frame(8, vec![3.0; 4]))),
+        LinkBody::FromVn(FromVirtualNode::ReceivedOnEdge {
+            slot: 2,
+            frame: frame(9, vec![1.5]),
+        }),
+        LinkBody::FromVn(FromVirtualNode::Edges {
+            round: Round(10),
+            slots: 3,
+        }),
+        LinkBody::FromVn(FromVirtualNode::DeliveredOnEdges {
+            round: Round(11),
+            accepted: vec![true, false, true],
+        }),
+        LinkBody::FromVn(FromVirtualNode::LateDeliveredOnEdge {
+            round: Round(12),
+            slot: 1,
+        }),
+        LinkBody::FromVn(FromVirtualNode::Behind {
+            exchange: Round(13),
+        }),
+    ];
+    for (i, body) in bodies.into_iter().enumerate() {
+        let msg = LinkMessage {
+            vn: i as u32,
+            seq: 100 + i as u64,
+            body,
+        };
+        write(dir, "link_msg", &format!("link_{i}"), &msg.encode(4096)?)?;
+    }
     Ok(())
 }

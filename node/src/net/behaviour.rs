@@ -30,6 +30,9 @@ pub struct Timeouts {
     /// got there by then is closed. The node builder sets it from `Timing::handshake_timeout_ms` (what a node
     /// config sets); default [`super::limits::HANDSHAKE_TIMEOUT`].
     pub handshake: Duration,
+    /// A connection that answered no ping for this long is closed and its peer, if it has no other, gone
+    /// (`super::liveness`); from `Timing::peer_silence_ms`.
+    pub peer_silence: Duration,
 }
 
 impl Default for Timeouts {
@@ -39,6 +42,7 @@ impl Default for Timeouts {
             control_request: Duration::from_secs(5),
             idle_connection: Duration::from_secs(300),
             handshake: super::limits::HANDSHAKE_TIMEOUT,
+            peer_silence: super::liveness::DEFAULT_PEER_SILENCE,
         }
     }
 }
@@ -114,7 +118,13 @@ impl VnBehaviour {
                     .with_agent_version("shatter".into())
                     .with_hide_listen_addrs(true),
             ),
-            ping: ping::Behaviour::new(ping::Config::new()),
+            // Often enough that a silent connection is noticed within seconds (`super::liveness`); a ping
+            // that takes the whole silence has failed anyway.
+            ping: ping::Behaviour::new(
+                ping::Config::new()
+                    .with_interval(super::liveness::PING_INTERVAL)
+                    .with_timeout(timeouts.peer_silence),
+            ),
             chunk,
             stream: libp2p_stream::Behaviour::new(),
             chunk_stream: libp2p_stream::Behaviour::new(),

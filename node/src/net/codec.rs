@@ -64,10 +64,10 @@ impl<Req> FrameCodec<Req> {
     }
 }
 
-/// The most a read allocates before bytes arrive. Past it the frame's buffer is reserved at its announced
-/// length (at most the frame limit) and its usable part doubles as it fills, so the memory written follows
-/// what the peer actually sent.
-const INITIAL_READ_BYTES: usize = 64 * 1024;
+/// The most a read allocates, and zeroes, ahead of the bytes that arrived: a frame's buffer holds what the
+/// peer sent plus at most this, whatever length the frame announced (a peer announcing the maximum and
+/// trickling bytes holds only what it sent).
+pub const READ_AHEAD_BYTES: usize = 64 * 1024;
 
 pub(crate) async fn read_frame<T: AsyncRead + Unpin + Send>(
     io: &mut T,
@@ -80,17 +80,19 @@ pub(crate) async fn read_frame<T: AsyncRead + Unpin + Send>(
     // Not `read_to_end`: it zeroes its spare room a byte at a time and, to see the end of a frame that
     // filled its buffer exactly, doubles the buffer once more (a chunk frame of 413 KB cost 826 KB of
     // zeroing and a copy, 6% of a MovieLens run's CPU).
-    let mut buf = vec![0u8; len.min(INITIAL_READ_BYTES)];
+    let mut buf = Vec::new();
     let mut filled = 0;
     while filled < len {
         if filled == buf.len() {
-            // Room for the whole frame at the first growth, once the peer has sent the first step: growing by
-            // doubling moved every byte again at each step (64 + 128 + 256 KB of copies for a 413 KB chunk,
-            // 1.3 % of a MovieLens run's CPU). The bytes are still zeroed, and so touched, only as they come.
-            if buf.capacity() < len {
-                buf.reserve_exact(len - filled);
+            // The capacity at most doubles what arrived (a copy per doubling, rather than one reservation of
+            // the whole announced frame); the zeroed room ahead of the bytes is at most one read-ahead, and
+            // each byte is zeroed once.
+            let zeroed = (filled + READ_AHEAD_BYTES).min(len);
+            if buf.capacity() < zeroed {
+                let want = (2 * filled).max(zeroed).min(len);
+                buf.reserve_exact(want - buf.len());
             }
-            buf.resize((2 * filled).min(len), 0);
+            buf.resize(zeroed, 0);
         }
         let n = io.read(&mut buf[filled..]).await?;
         if n == 0 {
@@ -201,7 +203,7 @@ mod tests {
 
         // A frame longer than the first allocation, arriving in small reads, grows its buffer to fit exactly.
         let mut codec = FrameCodec::<Vec<u8>>::new(1 << 20, 4);
-        let big: Vec<u8> = (0..3 * INITIAL_READ_BYTES + 7)
+        let big: Vec<u8> = (0..3 * READ_AHEAD_BYTES + 7)
             .map(|i| (i % 251) as u8)
             .collect();
         let mut wire = Cursor::new(Vec::new());

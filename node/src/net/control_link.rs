@@ -24,7 +24,9 @@
 //! again, up to [`STREAM_ATTEMPTS`] streams, and those messages sent again), a reader's buffer (one frame of
 //! at most `protocol::codec::MAX_CONTROL_BYTES` plus [`READ_BUFFER`]); a peer opening a second stream
 //! replaces its first. Writers close their stream after [`IDLE`] without traffic, so that
-//! connections to peers no longer talked to can idle out.
+//! connections to peers no longer talked to can idle out; a write that does not go out within
+//! [`WRITE_TIMEOUT`] ends its link as slow, and a reader that hears nothing for [`READ_IDLE`] closes its
+//! stream (a peer that vanished without a reset leaves both waiting otherwise).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -51,6 +53,16 @@ pub const EVENTS: usize = 32;
 /// A writer with nothing to send or to hear for this long closes its stream.
 pub const IDLE: Duration = Duration::from_secs(30);
 
+/// A write (a burst of messages, or an acknowledgement) that has not gone out in this long ends its link
+/// as slow: the peer reads nothing, so its stream's window stays full. Without it a writer to a vanished
+/// peer waited for ever once its window was full, holding its queue.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A reader that has heard nothing for this long closes its stream: the peer's writer closes its own after
+/// [`IDLE`] without traffic, so a stream silent for twice that belongs to a peer that left without closing
+/// it (or holds it open on purpose), and would otherwise keep its reader and buffer for ever.
+pub const READ_IDLE: Duration = Duration::from_secs(2 * IDLE.as_secs());
+
 /// Sent messages whose acknowledgement is awaited; past it the oldest are forgotten (their round trips are
 /// not measured), so a peer that never acknowledges costs a bounded record.
 pub const MAX_UNACKED: usize = 1024;
@@ -67,7 +79,7 @@ pub enum Closed {
     Unreachable,
     /// Its stream failed, or the peer closed it or acknowledged what was never sent.
     Broken,
-    /// Its stream did not open in time (a busy peer or network, not a gone one).
+    /// Its stream did not open, or a write did not go out, in time: a peer too busy to be of use, or gone.
     Slow,
     /// Nothing to send for [`IDLE`], or the VN is stopping.
     Idle,
@@ -227,6 +239,8 @@ async fn read_link(
     }));
     let mut count = 0u64;
     let mut ack: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    let idle = tokio::time::sleep(READ_IDLE);
+    tokio::pin!(idle);
     loop {
         let due = async {
             match ack.as_mut() {
@@ -235,8 +249,12 @@ async fn read_link(
             }
         };
         tokio::select! {
+            () = &mut idle => return,
             frame = frames.next() => {
                 let Some((bytes, more)) = frame else { return };
+                // A driver's timer (the idle rule of a stream task), not an engine input.
+                #[allow(clippy::disallowed_methods)]
+                idle.as_mut().reset(Instant::now() + READ_IDLE);
                 count += 1;
                 if events
                     .send(LinkEvent::Message { peer, bytes })
@@ -248,7 +266,7 @@ async fn read_link(
                 // Acknowledge once what arrived together has been handed over.
                 if !more && ack.is_none() {
                     if !acks.delays() {
-                        if wr.write_all(&count.to_le_bytes()).await.is_err() || wr.flush().await.is_err() {
+                        if !acknowledge(&mut wr, count).await {
                             return;
                         }
                         continue;
@@ -258,12 +276,22 @@ async fn read_link(
             }
             () = due => {
                 ack = None;
-                if wr.write_all(&count.to_le_bytes()).await.is_err() || wr.flush().await.is_err() {
+                if !acknowledge(&mut wr, count).await {
                     return;
                 }
             }
         }
     }
+}
+
+/// Writes the count of messages read; false if the stream failed or the peer took nothing for
+/// [`WRITE_TIMEOUT`].
+async fn acknowledge(wr: &mut futures::io::WriteHalf<Stream>, count: u64) -> bool {
+    let write = async {
+        wr.write_all(&count.to_le_bytes()).await?;
+        wr.flush().await
+    };
+    matches!(tokio::time::timeout(WRITE_TIMEOUT, write).await, Ok(Ok(())))
 }
 
 /// What a writer needs besides its queue.
@@ -435,7 +463,12 @@ impl Writer {
                 };
                 frame.extend_from_slice(&prefix);
                 frame.extend_from_slice(&msg.bytes);
-                if wr.write_all(&frame).await.is_err() {
+                let Ok(written_ok) =
+                    tokio::time::timeout(WRITE_TIMEOUT, wr.write_all(&frame)).await
+                else {
+                    return Session::Ended(Closed::Slow);
+                };
+                if written_ok.is_err() {
                     kept = kept.map(|mut k| {
                         k.push(msg);
                         k.extend(pending.drain(..));
@@ -453,8 +486,10 @@ impl Writer {
                     (k.len() <= REPLAY).then_some(k)
                 });
             }
-            if wr.flush().await.is_err() {
-                return refused(kept);
+            match tokio::time::timeout(WRITE_TIMEOUT, wr.flush()).await {
+                Err(_) => return Session::Ended(Closed::Slow),
+                Ok(Err(_)) => return refused(kept),
+                Ok(Ok(())) => {}
             }
         }
     }

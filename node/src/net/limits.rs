@@ -14,7 +14,15 @@
 //!   stream, one control frame (`protocol::codec::MAX_CONTROL_BYTES`) and its reader's buffer: a peer has one
 //!   chunk stream and one control stream to a VN, a newer one replacing the older, and a chunk stream's reader
 //!   reads its next frame only once the VN answered the last ([`inbound_bytes_per_peer`]). Frame reads grow with
-//!   the bytes that arrive, so a stream that announces a large frame and trickles costs what it sent.
+//!   the bytes that arrive (`super::codec::READ_AHEAD_BYTES` ahead at most, capacity at most twice what
+//!   arrived), so a stream that announces a large frame and trickles costs what it sent.
+//! - yamux: at most [`YAMUX_STREAMS_PER_CONNECTION`] streams on a connection, each holding at most its receive
+//!   window (256 KiB) of bytes its reader has not taken: [`YAMUX_BYTES_PER_CONNECTION`] (12 MiB) a connection
+//!   for streams at rest. yamux grows a stream's window only while its reader keeps up, up to its connection
+//!   window (1 GiB, which libp2p-yamux 0.48 does not let us set).
+//!
+//! These bounds are per identity: a node's k identities, or a coalition's, multiply them (no budget spans the
+//! identities of one node yet).
 
 use std::time::Duration;
 
@@ -43,6 +51,18 @@ pub const MAX_CONNECTIONS_PER_PEER: u32 = 4;
 /// (inbound) or fails the request (outbound), which the sender sees as a failed delivery.
 pub const CHUNK_STREAMS_PER_CONNECTION: usize =
     2 * (protocol::control::MAX_FUTURE_ROUNDS as usize + 1) + 2;
+
+/// yamux streams open at once on one VN connection (yamux's default is 512, each with a receive window of
+/// 256 KiB: 128 MiB a connection could make us buffer). What a connection carries at most: the chunk
+/// requests ([`CHUNK_STREAMS_PER_CONNECTION`]), a chunk and a control stream each way, the round queries
+/// (`behaviour::ROUND_STREAMS_PER_CONNECTION`), identify and ping each way: 24, with room for streams still
+/// closing. Past it yamux refuses the stream (the opener sees a failed stream).
+pub const YAMUX_STREAMS_PER_CONNECTION: usize = 48;
+
+/// Bytes yamux may buffer for one connection's streams that their readers have not taken (its initial
+/// receive window, 256 KiB, per stream). yamux grows a window only for a stream read faster than the link
+/// delivers, so a peer cannot grow what it makes us hold by sending faster.
+pub const YAMUX_BYTES_PER_CONNECTION: usize = YAMUX_STREAMS_PER_CONNECTION * 256 * 1024;
 
 /// libp2p's connection-limits behaviour with the limits above. Outbound connections are our own choice and
 /// not limited here.

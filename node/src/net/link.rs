@@ -37,6 +37,9 @@ const MAX_REORDER: usize = 4096;
 /// Streams in flight per link connection: a round of k = 16, r = 16 hands over 256 copies at once.
 const LINK_STREAMS: usize = 2048;
 
+/// yamux streams at once on a link connection: yamux's default.
+const LINK_YAMUX_STREAMS: usize = 512;
+
 /// How long a link message may take (a chunk of ResNet-18 at k = 1 is 45 MB).
 const LINK_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -55,7 +58,9 @@ pub struct LinkBehaviour {
 
 /// A Swarm for a link identity. Must be called inside a tokio runtime.
 pub fn build_link_swarm(key: Keypair, handshake: Duration) -> Result<Swarm<LinkBehaviour>> {
-    let t = super::transport::transport(&key, None, handshake)?;
+    // yamux's own default: a round hands hundreds of copies over at once, and only allow-listed peers
+    // (the node's own hosts) reach the link.
+    let t = super::transport::transport(&key, None, handshake, LINK_YAMUX_STREAMS)?;
     let link = request_response::Behaviour::with_codec(
         FrameCodec::new(MAX_LINK_FRAME, 0),
         [(

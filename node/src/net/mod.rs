@@ -10,6 +10,7 @@ pub mod contact;
 pub mod control_link;
 pub mod limits;
 pub mod link;
+pub mod liveness;
 pub mod preconnect;
 pub mod release;
 mod stream_link;

@@ -27,11 +27,13 @@ use crate::{NodeError, Result};
 
 /// The transport stack; every socket that has not become an authenticated, multiplexed connection within
 /// `handshake` is closed (covering the pre-shared-key exchange too: a silent or stalling socket holds a
-/// descriptor for at most that long).
+/// descriptor for at most that long). `max_streams`: yamux streams open at once on one connection (each can
+/// hold a receive window of 256 KiB that its reader has not taken yet).
 pub(crate) fn transport(
     key: &Keypair,
     psk: Option<PreSharedKey>,
     handshake: Duration,
+    max_streams: usize,
 ) -> Result<Boxed<(PeerId, StreamMuxerBox)>> {
     // DNS wraps the raw sockets, innermost: every address it resolves is then dialled through the same
     // pre-shared key, noise and timeout as one written with its IP address.
@@ -40,7 +42,8 @@ pub(crate) fn transport(
             .or_transport(MemoryTransport::default())
     });
     let noise = noise::Config::new(key).map_err(|e| NodeError::Network(format!("noise: {e}")))?;
-    let yamux = yamux::Config::default();
+    let mut yamux = yamux::Config::default();
+    yamux.set_max_num_streams(max_streams);
     Ok(match psk {
         // pnet wraps the raw socket, so a peer without the key fails before noise even starts.
         Some(psk) => tcp
@@ -101,7 +104,12 @@ pub fn build_swarm_with_metrics(
     max_chunk_frame: usize,
     bandwidth: Option<&mut prometheus_client::registry::Registry>,
 ) -> Result<VnSwarm> {
-    let t = transport(&key, psk, timeouts.handshake)?;
+    let t = transport(
+        &key,
+        psk,
+        timeouts.handshake,
+        super::limits::YAMUX_STREAMS_PER_CONNECTION,
+    )?;
     let t = match bandwidth {
         Some(registry) => libp2p::metrics::BandwidthTransport::new(t, registry)
             .map(|(peer, conn), _| (peer, StreamMuxerBox::new(conn)))

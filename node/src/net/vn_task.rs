@@ -18,7 +18,7 @@ use futures::StreamExt;
 use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
 use libp2p::swarm::SwarmEvent;
 use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
-use libp2p::{Multiaddr, PeerId, Swarm, identify};
+use libp2p::{Multiaddr, PeerId, Swarm, identify, ping};
 use protocol::ChunkFrame;
 use protocol::Round;
 use protocol::rnvn::{FromVirtualNode, ToVirtualNode};
@@ -30,6 +30,7 @@ use super::chunk_link::{ChunkEvent, ChunkLinks};
 use super::chunk_slots::{ChunkSlots, GridNote};
 use super::contact::VnContact;
 use super::control_link::{Closed, ControlLinks, LinkEvent};
+use super::liveness::Liveness;
 use super::preconnect::Preconnect;
 use super::release::Held;
 use super::transport::VnSwarm;
@@ -161,6 +162,11 @@ pub struct VnTask {
     pub chunk_slots: ChunkSlots<Deferred>,
     /// What this VN reaches, for its RN (`contact.rs`); none in a VN host, whose node is elsewhere.
     pub contact: Option<VnContact>,
+    /// When each connection last answered a ping: silent ones are closed and their peers gone
+    /// (`liveness.rs`).
+    pub liveness: Liveness,
+    /// Inputs found together (several peers falling silent at once), handed to the engine one per turn.
+    pub queued: std::collections::VecDeque<VnInput<VnAddr>>,
 }
 
 /// A send the engine asked for, held until its release time.
@@ -250,9 +256,31 @@ impl VnTask {
         self.close_unanswered_queries();
 
         loop {
+            if let Some(input) = self.queued.pop_front() {
+                let out = self.engine.handle(self.epoch.elapsed(), input);
+                if !self.apply(out, &mut channels, &addrs, &mut wake).await {
+                    return;
+                }
+                self.close_unanswered_queries();
+                continue;
+            }
             let sleep = async {
                 match wake {
                     Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            // Checked on every turn as well as by its timer: with pongs coming every second on each live
+            // connection the loop turns often, and a check costs a pass over the connections.
+            if self.liveness.due(self.epoch.elapsed()) {
+                self.close_silent(&addrs);
+                continue;
+            }
+            let check = self.liveness.next_check(self.epoch.elapsed());
+            let epoch = self.epoch;
+            let liveness_due = async move {
+                match check {
+                    Some(at) => tokio::time::sleep_until(epoch + at).await,
                     None => std::future::pending().await,
                 }
             };
@@ -287,6 +315,10 @@ impl VnTask {
                     self.dial_due(&addrs);
                     continue;
                 }
+                () = liveness_due => {
+                    self.close_silent(&addrs);
+                    continue;
+                }
                 ev = self.links.next() => match self.on_link_event(ev, &addrs) {
                     Some(input) => input,
                     None => continue,
@@ -319,6 +351,22 @@ impl VnTask {
                 return;
             }
             self.close_unanswered_queries();
+        }
+    }
+
+    /// Closes the connections that answered no ping for the peer silence; a peer left with none that
+    /// answers is gone for the engine, once (a closed connection is not dialled again: the next message to
+    /// the peer dials it, and a dial to a vanished peer fails within the handshake timeout).
+    fn close_silent(&mut self, addrs: &HashMap<PeerId, Multiaddr>) {
+        for s in self.liveness.take_silent(self.epoch.elapsed()) {
+            tracing::debug!(vn = self.index, peer = %s.peer, gone = s.peer_gone, silent_for = ?s.silent_for, "connection silent; closing it");
+            self.swarm.close_connection(s.connection);
+            if s.peer_gone && self.peers.is_allowed(&s.peer) {
+                self.redialing.remove(&s.peer);
+                self.queued.push_back(VnInput::PeerGone {
+                    peer: Self::addr_of(s.peer, addrs),
+                });
+            }
         }
     }
 
@@ -526,9 +574,12 @@ impl VnTask {
                     Closed::Unreachable => Some(VnInput::PeerGone { peer: to }),
                     // A late or lost acknowledgement alone never ends a link (a busy peer is not a gone one:
                     // counting late acknowledgements as failures once drained Cyclon views in an overloaded
-                    // network); a stream that failed or was closed under us is a failed send.
-                    Closed::Broken => Some(VnInput::SendFailed { to }),
-                    Closed::Slow | Closed::Idle => None,
+                    // network); a stream that failed or was closed under us is a failed send, and so is one
+                    // that did not open, or take a write, within the control timeout: a peer that slow is
+                    // of no use to the overlay (and a vanished one looks exactly like it until its
+                    // connection falls silent, `liveness.rs`).
+                    Closed::Broken | Closed::Slow => Some(VnInput::SendFailed { to }),
+                    Closed::Idle => None,
                 }
             }
         }
@@ -559,6 +610,25 @@ impl VnTask {
                     && let Some(a) = info.listen_addrs.first()
                 {
                     addrs.entry(peer_id).or_insert_with(|| a.clone());
+                }
+                None
+            }
+            SwarmEvent::Behaviour(VnBehaviourEvent::Ping(ping::Event {
+                connection,
+                result,
+                ..
+            })) => {
+                match result {
+                    Ok(rtt) => {
+                        tracing::trace!(vn = self.index, ?connection, ?rtt, "pong");
+                        self.liveness.answered(connection, self.epoch.elapsed())
+                    }
+                    // libp2p reports only its second failure in a row; the silence rule has usually closed
+                    // the connection by then.
+                    Err(e) => {
+                        tracing::debug!(vn = self.index, %e, "ping failed; closing the connection");
+                        self.swarm.close_connection(connection);
+                    }
                 }
                 None
             }
@@ -672,6 +742,19 @@ impl VnTask {
         ev: SwarmEvent<VnBehaviourEvent>,
         addrs: &mut HashMap<PeerId, Multiaddr>,
     ) -> Option<VnInput<VnAddr>> {
+        match &ev {
+            SwarmEvent::ConnectionEstablished {
+                peer_id,
+                connection_id,
+                ..
+            } => self
+                .liveness
+                .established(*connection_id, *peer_id, self.epoch.elapsed()),
+            SwarmEvent::ConnectionClosed { connection_id, .. } => {
+                self.liveness.closed(*connection_id)
+            }
+            _ => {}
+        }
         match ev {
             SwarmEvent::ConnectionClosed {
                 peer_id,

@@ -603,6 +603,7 @@ impl NodeBuilder {
     fn vn_timeouts(&self) -> Timeouts {
         Timeouts {
             handshake: Duration::from_millis(self.timing.handshake_timeout_ms),
+            peer_silence: Duration::from_millis(self.timing.peer_silence_ms),
             ..self.timeouts
         }
     }

@@ -80,6 +80,11 @@ pub struct Timing {
     /// A socket that has not completed its handshake (pre-shared key, noise, yamux) this long after it was
     /// accepted or dialled is closed (`node::net::limits`).
     pub handshake_timeout_ms: u64,
+    /// A connection that has answered no ping for this long is closed, and a peer left with no connection
+    /// that answers is treated as gone: the rounds stop waiting for its chunks (`net::liveness`). A peer
+    /// that vanishes without a reset (power cut, partition) is noticed at most this + 1 s after its last
+    /// answer. At least `net::liveness::MIN_PEER_SILENCE` (3 s).
+    pub peer_silence_ms: u64,
 }
 
 impl Default for Timing {
@@ -102,6 +107,7 @@ impl Default for Timing {
             hide_walk_origin: false,
             warmup_ms: 5000,
             handshake_timeout_ms: crate::net::limits::HANDSHAKE_TIMEOUT.as_millis() as u64,
+            peer_silence_ms: crate::net::liveness::DEFAULT_PEER_SILENCE.as_millis() as u64,
         }
     }
 }
@@ -223,8 +229,16 @@ impl Timing {
     }
 
     /// Refuses a timing no VN could start with: Cyclon settings outside their bounds (a shuffle length
-    /// outside 1 ..= the view size, a zero period or shuffle timeout), or a release delay over a second.
+    /// outside 1 ..= the view size, a zero period or shuffle timeout), a release delay over a second, or a
+    /// peer silence so short that a late pong would close a live connection.
     pub fn validate(&self) -> Result<(), String> {
+        let min_silence = crate::net::liveness::MIN_PEER_SILENCE.as_millis() as u64;
+        if self.peer_silence_ms < min_silence {
+            return Err(format!(
+                "peer_silence_ms {} under {min_silence}",
+                self.peer_silence_ms
+            ));
+        }
         if self.release_delay_us > MAX_RELEASE_DELAY_US {
             return Err(format!(
                 "release_delay_us {} over {MAX_RELEASE_DELAY_US}",

@@ -101,6 +101,7 @@ impl VnSetup {
             control_request: Duration::from_millis(self.control_request_ms),
             idle_connection: Duration::from_millis(self.idle_connection_ms),
             handshake: Duration::from_millis(self.timing.handshake_timeout_ms),
+            peer_silence: Duration::from_millis(self.timing.peer_silence_ms),
         }
     }
 
@@ -262,6 +263,8 @@ impl VnSetup {
             contact: place.contact.map(|board| {
                 crate::net::contact::VnContact::new(board, place.own.iter().copied().chain([peer]))
             }),
+            liveness: crate::net::liveness::Liveness::new(self.timeouts().peer_silence),
+            queued: Default::default(),
         };
         Ok((task, tx, me))
     }
@@ -308,6 +311,7 @@ impl VnSetup {
             t.send_pace_ms,
             t.warmup_ms,
             t.handshake_timeout_ms,
+            t.peer_silence_ms,
             t.chunk_slot_ms,
             s.chunk_request_ms,
             s.control_request_ms,

@@ -828,6 +828,7 @@ impl<I: VnIdentity> VnEngine<I> {
         let open = self.exchanges.rounds_where(|_, x| {
             !x.done() && x.neighbours.as_ref().is_some_and(|n| n.contains(&peer))
         });
+        tracing::debug!(?open, "peer gone: its open exchanges stop waiting for it");
         // First the exchanges, which keep counting the edge: the drops below reach `forget_edge`.
         for round in &open {
             if let Some(x) = self.exchanges.get_mut(round) {
