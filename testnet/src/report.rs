@@ -621,6 +621,15 @@ pub fn per_rn_table(summaries: &[Summary], runs: &[&[Vec<RoundMetrics>]]) -> Str
     out
 }
 
+/// Chunk bytes an RN sends per round by the cost model: 4·d·r (f32 values, every VN at full degree) per
+/// exchange for the whole model, × the share the algorithm sends × its exchanges per round.
+pub fn cost_model_bytes(s: &Settings, setting: Setting, d: usize) -> f64 {
+    4.0 * d as f64
+        * s.degree as f64
+        * setting.algo.payload_fraction(setting.vns)
+        * setting.algo.steps() as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -669,13 +678,4 @@ mod tests {
         );
         assert_eq!(t, "a    bb\n-------\nxyz   1\n");
     }
-}
-
-/// Chunk bytes an RN sends per round by the cost model: 4·d·r (f32 values, every VN at full degree) per
-/// exchange for the whole model, × the share the algorithm sends × its exchanges per round.
-pub fn cost_model_bytes(s: &Settings, setting: Setting, d: usize) -> f64 {
-    4.0 * d as f64
-        * s.degree as f64
-        * setting.algo.payload_fraction(setting.vns)
-        * setting.algo.steps() as f64
 }

@@ -19,6 +19,10 @@ fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut paths: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
     paths.sort();
     for p in paths {
+        // npm's packages (results/live-view's browser check) are not our documentation, nor in git.
+        if p.is_dir() && p.file_name().is_some_and(|n| n == "node_modules") {
+            continue;
+        }
         if p.is_dir() {
             markdown_files(&p, out);
         } else if p.extension().is_some_and(|x| x == "md") {

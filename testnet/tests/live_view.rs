@@ -131,7 +131,7 @@ async fn the_live_view_streams_every_round_and_the_testnets_metrics_move() {
             }
         }
     }
-    assert_eq!(run.join().unwrap().unwrap(), false, "the run succeeded");
+    assert!(!run.join().unwrap().unwrap(), "the run succeeded");
     assert_eq!(events.first().unwrap()["type"], "run");
     assert_eq!(
         events.last().unwrap()["type"],

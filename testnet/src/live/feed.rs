@@ -6,7 +6,7 @@ use node::engine::RoundMetrics;
 use tokio::sync::broadcast;
 
 use super::event::LiveEvent;
-use super::overlay::OverlayRecorder;
+use super::overlay::{Overlay, OverlayRecorder};
 
 /// New events a slow page may fall behind by before its stream is closed (it then reconnects and replays
 /// the history, so it still gets every event).
@@ -85,11 +85,11 @@ pub struct LiveSetting {
 pub trait OverlaySource: Send + Sync {
     /// The edges of the last exchange up to `last_exchange`, and the owner of each VN; forgets those
     /// exchanges.
-    fn take_through(&self, last_exchange: u64) -> Option<(Vec<u32>, Vec<(u32, u32)>)>;
+    fn take_through(&self, last_exchange: u64) -> Option<Overlay>;
 }
 
 impl<I: Send + Sync> OverlaySource for OverlayRecorder<I> {
-    fn take_through(&self, last_exchange: u64) -> Option<(Vec<u32>, Vec<(u32, u32)>)> {
+    fn take_through(&self, last_exchange: u64) -> Option<Overlay> {
         OverlayRecorder::take_through(self, last_exchange)
     }
 }
@@ -106,12 +106,12 @@ impl LiveSetting {
     /// Every node finished `round`.
     pub fn round_complete(&self, round: u64) {
         let last = (round + 1) * self.exchanges_per_round - 1;
-        if let Some((owner, edges)) = self.overlay.as_ref().and_then(|o| o.take_through(last)) {
+        if let Some(o) = self.overlay.as_ref().and_then(|o| o.take_through(last)) {
             self.feed.publish(&LiveEvent::Overlay {
                 k: self.k,
                 round,
-                owner,
-                edges,
+                owner: o.owner,
+                edges: o.edges,
             });
         }
     }

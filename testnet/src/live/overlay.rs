@@ -10,6 +10,13 @@ use protocol::ChunkFrame;
 
 type Index<I> = Box<dyn Fn(&I) -> Option<u32> + Send + Sync>;
 
+/// One exchange's overlay: VN `i` belongs to node `owner[i]`; each edge joins two VNs, lower number first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overlay {
+    pub owner: Vec<u32>,
+    pub edges: Vec<(u32, u32)>,
+}
+
 /// Undirected edges by exchange, between VNs numbered node by node (VN s of node i is `i·k + s`).
 pub struct OverlayRecorder<I> {
     k: usize,
@@ -35,13 +42,16 @@ impl<I> OverlayRecorder<I> {
 
     /// The edges of the last exchange recorded up to `last_exchange` with each VN's node, forgetting
     /// every exchange up to there (copies of later exchanges may already be arriving).
-    pub fn take_through(&self, last_exchange: u64) -> Option<(Vec<u32>, Vec<(u32, u32)>)> {
+    pub fn take_through(&self, last_exchange: u64) -> Option<Overlay> {
         let mut edges = self.edges.lock().unwrap_or_else(|p| p.into_inner());
         let later = edges.split_off(&(last_exchange + 1));
         let done = std::mem::replace(&mut *edges, later);
         let (_, last) = done.into_iter().next_back()?;
         let owner = (0..self.vns).map(|g| (g / self.k) as u32).collect();
-        Some((owner, last.into_iter().collect()))
+        Some(Overlay {
+            owner,
+            edges: last.into_iter().collect(),
+        })
     }
 }
 
@@ -81,10 +91,10 @@ mod tests {
         r.chunk_received(0, 1, &2, &frame(0));
         r.chunk_received(1, 0, &1, &frame(0));
         r.chunk_received(0, 0, &3, &frame(1));
-        let (owner, edges) = r.take_through(0).unwrap();
-        assert_eq!(owner, vec![0, 0, 1, 1]);
-        assert_eq!(edges, vec![(1, 2)], "both directions are one edge");
-        assert_eq!(r.take_through(1).unwrap().1, vec![(0, 3)]);
+        let o = r.take_through(0).unwrap();
+        assert_eq!(o.owner, vec![0, 0, 1, 1]);
+        assert_eq!(o.edges, vec![(1, 2)], "both directions are one edge");
+        assert_eq!(r.take_through(1).unwrap().edges, vec![(0, 3)]);
         assert!(r.take_through(1).is_none());
     }
 }
