@@ -75,6 +75,8 @@ pub(crate) struct Exchange<I> {
     pub(crate) awaiting_reply: BTreeSet<I>,
     /// Neighbours whose chunk came (or was spent on values we refused).
     pub(crate) received_from: BTreeSet<I>,
+    /// Neighbours that acknowledged our chunk as accepted: alive and in this round.
+    pub(crate) accepted_by: BTreeSet<I>,
     /// The deadline was brought forward because the network left this exchange behind (catch-up): the
     /// neighbours missing then withheld nothing, they had moved on.
     pub(crate) cut_short: bool,
@@ -96,6 +98,7 @@ impl<I: Ord + Clone> Exchange<I> {
             last_copy_at: None,
             awaiting_reply: BTreeSet::new(),
             received_from: BTreeSet::new(),
+            accepted_by: BTreeSet::new(),
             cut_short: false,
             pending: Vec::new(),
             summary: RoundSummary {
@@ -129,12 +132,13 @@ impl<I: Ord + Clone> Exchange<I> {
         }
     }
 
-    /// The frozen neighbours that sent no chunk (delivered or held).
+    /// The frozen neighbours that took our chunk (acknowledged it as accepted) and sent none, delivered or
+    /// held: withheld, as a stopped or dead peer, which acknowledges nothing, did not.
     pub(crate) fn silent_neighbours(&self) -> Vec<I> {
         self.neighbours
             .iter()
             .flatten()
-            .filter(|p| !self.heard_from(p))
+            .filter(|p| self.accepted_by.contains(*p) && !self.heard_from(p))
             .cloned()
             .collect()
     }

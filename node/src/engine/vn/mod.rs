@@ -1045,6 +1045,7 @@ impl<I: VnIdentity> VnEngine<I> {
                     }));
                 }
                 x.summary.delivered += 1;
+                x.accepted_by.insert(from.clone());
                 x.edges.delivered(from);
             }
             Ok(ChunkReply::Refused(RefuseReason::NotNeighbour)) if self.cfg.push() => {}
@@ -1238,9 +1239,11 @@ impl<I: VnIdentity> VnEngine<I> {
             let held = all_in && short && self.catch_up.network_behind(now, round - lag, fresh);
             if (all_in && x.awaiting_reply.is_empty() && !held) || now >= deadline {
                 x.phase = Phase::Done;
-                // Neighbours that took the edge and sent nothing by the deadline are shunned for a window
-                // (issue 44: a node whose identities crowd a victim and withhold their chunks made it wait
-                // out the exchange timeout every round they got in, until it fell behind the network).
+                // Neighbours that took the edge and our chunk and sent nothing by the deadline are shunned for
+                // a window (issue 44: a node whose identities crowd a victim and withhold their chunks made it
+                // wait out the exchange timeout every round they got in, until it fell behind the network). A
+                // stopped or dead neighbour acknowledges nothing and is not shunned: it would find no
+                // neighbours after a restart (`node/tests/resume_loopback.rs` failed so).
                 if !push && !all_in && !x.cut_short {
                     withheld.extend(x.silent_neighbours().into_iter().map(|p| (round, p)));
                 }
