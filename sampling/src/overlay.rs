@@ -1769,7 +1769,7 @@ mod tests {
         );
         let r = Round(5);
         b.handle(t, OverlayInput::StartRound { round: r }, &view, &mut out);
-        let mut offer = |b: &mut OverlayBuilder<u32>, from: u32, origin: u32, nonce: u64| {
+        let offer = |b: &mut OverlayBuilder<u32>, from: u32, origin: u32, nonce: u64| {
             let s = b.rounds.get_mut(&r).unwrap();
             s.role = Role::Acceptor;
             s.accepted = false;
