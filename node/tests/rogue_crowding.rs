@@ -54,6 +54,9 @@ const AHEAD: u64 = 4;
 /// waiting whenever the victim takes a walk.
 const PUSH_MS: u64 = 10;
 
+/// Edges a victim acknowledged, by (victim VN, round): the rogue identities it counts.
+type Gained = BTreeMap<(PeerId, u64), BTreeSet<PeerId>>;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "about two minutes: cargo test -p node --test rogue_crowding -- --ignored --nocapture"]
 async fn a_rogue_node_proposing_itself_to_a_victim_gets_no_more_than_its_share() {
@@ -84,7 +87,7 @@ async fn a_rogue_node_proposing_itself_to_a_victim_gets_no_more_than_its_share()
     let started = Instant::now();
 
     // Edges the victim acknowledged: (victim VN, round) → rogue identities.
-    let gained: Arc<Mutex<BTreeMap<(PeerId, u64), BTreeSet<PeerId>>>> = Arc::default();
+    let gained: Arc<Mutex<Gained>> = Arc::default();
     let mut rogue_tasks = Vec::new();
     for key in rogues {
         let me = key.public().to_peer_id();
