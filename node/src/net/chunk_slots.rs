@@ -35,10 +35,11 @@
 //!
 //! What the note shows: the rung, which is every node's once it has spread; for the few rounds after one
 //! node's own rung rose above the rest, only that node's VNs tell it with a full count, and they already
-//! leave on its grid. Measured by default (`results/linkage-packets/`, the chunk grid): chunk timing
-//! 0.50-0.53, the strongest feature 0.56-0.58 (rounds that straddle a boundary, and the rounds in which the
-//! period changes and not every node has switched yet), at rounds of 0.121 s against 0.080 s in the rounds
-//! bench's setting.
+//! leave on its grid. Measured by default (`results/linkage-packets/`, the grid's warm-up and shifted
+//! slots): chunk timing 0.51-0.53 by a pair's median or mean gap, the strongest of 14 features 0.56-0.57 (a
+//! different one in each network), at rounds of 0.108 s against 0.064 s without the grid in the rounds
+//! bench's setting (release build). The first rounds leave on a coarse rung ([`WARM_UP_RUNG`]), and a
+//! chunk leaves at the first instant of its VN's grid shifted by its offset (see `release_at`).
 //!
 //! Sans-IO: the VN's clock and the wall clock come in as arguments, randomness from the stream given at
 //! construction.
