@@ -53,6 +53,45 @@ for v in variants:
 print("| **best feature per seed** | " + " | ".join(best) + " |")
 print("| best, mean over seeds | " + " | ".join(
     ms([(r["linkage_packets"].get("best") or {}).get("auc_pooled") for r in runs[v]]) for v in variants) + " |")
+
+
+def held_out(rs):
+    """Each seed scored by the feature that was best on the other seeds (mean pooled AUC there): the best
+    feature chosen without looking at the seed it is scored on, so not inflated by the choice."""
+    out = []
+    for i, r in enumerate(rs):
+        others = [o for j, o in enumerate(rs) if j != i]
+        if not others:
+            return []
+        means = {}
+        for f in r["linkage_packets"]["features"]:
+            xs = [next((g["auc_pooled"] for g in o["linkage_packets"]["features"] if g["name"] == f["name"]), None)
+                  for o in others]
+            if f["auc_pooled"] is not None and all(x is not None for x in xs):
+                means[f["name"]] = st.mean(xs)
+        if means:
+            name = max(means, key=means.get)
+            out.append((name, next(f["auc_pooled"] for f in r["linkage_packets"]["features"] if f["name"] == name)))
+    return out
+
+
+print("| best feature chosen on the other seeds, scored on this one (per seed) | " + " | ".join(
+    " ".join(f"{n} {a:.3f}" for n, a in held_out(runs[v])) for v in variants) + " |")
+print("| ... mean over seeds | " + " | ".join(ms([a for _, a in held_out(runs[v])]) for v in variants) + " |")
+
+
+def chance(v, key):
+    return [(r["linkage_packets"].get("chance") or {}).get(key) for r in runs[v]]
+
+
+print("| chance floor: best feature under random groupings, mean (per seed) | " + " | ".join(
+    f"{ms(chance(v, 'best_auc_mean'))} ({' '.join('–' if x is None else f'{x:.3f}' for x in chance(v, 'best_auc_mean'))})"
+    for v in variants) + " |")
+print("| chance floor: 95th percentile (per seed) | " + " | ".join(
+    f"{ms(chance(v, 'best_auc_p95'))} ({' '.join('–' if x is None else f'{x:.3f}' for x in chance(v, 'best_auc_p95'))})"
+    for v in variants) + " |")
+print("| real best's permutation p-value (per seed) | " + " | ".join(
+    " ".join('–' if x is None else f'{x:.3f}' for x in chance(v, 'best_p_value')) for v in variants) + " |")
 print("| neighbours / VN | " + " | ".join(ms([r.get("neighbours_per_vn") for r in runs[v]]) for v in variants) + " |")
 print("| mean round s | " + " | ".join(ms([r.get("mean_round_seconds") for r in runs[v]]) for v in variants) + " |")
 print("| data packets (all seeds) | " + " | ".join(

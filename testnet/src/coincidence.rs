@@ -122,23 +122,34 @@ pub fn pair_scores(a: &[u64], b: &[u64], span_ms: u64) -> [f64; FEATURES.len()] 
 /// Scores every pair of senders one observer heard: `senders` maps each remote identity to the times (µs) of
 /// the data packets it sent the observer, `owner` names its node. Returns each pair's features and whether it
 /// is a sibling pair. Senders with no packet are left out.
-pub fn observer_pairs<S: Ord>(
+pub fn observer_pairs<S: Ord + Clone>(
     senders: &BTreeMap<S, Vec<u64>>,
     owner: impl Fn(&S) -> usize,
 ) -> Vec<([f64; FEATURES.len()], bool)> {
-    let bins: Vec<(usize, Vec<u64>)> = senders
+    observer_pair_scores(senders)
+        .into_iter()
+        .map(|(a, b, scores)| (scores, owner(&a) == owner(&b)))
+        .collect()
+}
+
+/// [`observer_pairs`] without the labels: each pair of senders and its features, so that one scoring serves
+/// any grouping of the senders into nodes (the packet attack's chance floor).
+pub fn observer_pair_scores<S: Ord + Clone>(
+    senders: &BTreeMap<S, Vec<u64>>,
+) -> Vec<(S, S, [f64; FEATURES.len()])> {
+    let bins: Vec<(&S, Vec<u64>)> = senders
         .iter()
         .filter(|(_, t)| !t.is_empty())
-        .map(|(s, t)| (owner(s), ms_bins(t)))
+        .map(|(s, t)| (s, ms_bins(t)))
         .collect();
     let (lo, hi) = bins.iter().fold((u64::MAX, 0), |(lo, hi), (_, b)| {
         (lo.min(b[0]), hi.max(*b.last().expect("non-empty")))
     });
     let span = hi.saturating_sub(lo) + 1;
     let mut out = Vec::with_capacity(bins.len() * bins.len().saturating_sub(1) / 2);
-    for (i, (oa, a)) in bins.iter().enumerate() {
-        for (ob, b) in &bins[i + 1..] {
-            out.push((pair_scores(a, b, span), oa == ob));
+    for (i, (sa, a)) in bins.iter().enumerate() {
+        for (sb, b) in &bins[i + 1..] {
+            out.push(((*sa).clone(), (*sb).clone(), pair_scores(a, b, span)));
         }
     }
     out

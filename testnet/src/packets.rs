@@ -179,6 +179,8 @@ pub struct PacketLinkage {
     pub features: Vec<FeatureAuc>,
     /// The feature with the highest pooled AUC.
     pub best: Option<FeatureAuc>,
+    /// What the best feature reads under random groupings of the VNs.
+    pub chance: ChanceFloor,
 }
 
 /// A message feature of the linkage report as a row of the feature table.
@@ -195,170 +197,326 @@ fn feature_row(name: &str, f: &FeatureLinkage) -> FeatureAuc {
 }
 
 /// Runs the attack. `listen` maps each VN's listen address to its identity, `owner` each VN to its node.
+/// Beside the real labels, the same features are scored under [`CHANCE_PERMUTATIONS`] random groupings of the
+/// VNs ([`ChanceFloor`]): what the best of so many features reads when there is nothing to find.
 pub fn attack(
     observers: &[ObserverFiles<'_>],
     listen: &HashMap<SocketAddrV4, PeerId>,
     owner: &HashMap<PeerId, usize>,
     k: usize,
 ) -> anyhow::Result<PacketLinkage> {
-    // Every process's log, parsed once.
-    let mut logs = Vec::with_capacity(observers.len());
-    for o in observers {
-        let text = std::fs::read_to_string(o.arrivals)
-            .with_context(|| format!("reading {}", o.arrivals.display()))?;
-        logs.push(
-            text.lines()
-                .filter_map(ArrivalLog::parse_record)
-                .collect::<Vec<_>>(),
-        );
-    }
-    // Connections: (from, to) endpoints → (sender VN, receiving VN), both directions.
-    let mut endpoints: HashMap<(SocketAddrV4, SocketAddrV4), (PeerId, PeerId)> = HashMap::new();
-    for r in logs.iter().flatten() {
-        if let Logged::Inbound { local, remote } = &r.what
-            && let (Some(l), Some(rm)) = (socket_of(local), socket_of(remote))
-            && let Some(listener) = listen.get(&l)
-        {
-            endpoints.insert((rm, l), (r.peer, *listener));
-            endpoints.insert((l, rm), (*listener, r.peer));
+    let evidence = Evidence::load(observers, listen, owner)?;
+    let mut report = evidence.score(owner, k);
+    report.chance = ChanceFloor::measure(&evidence, owner, k, CHANCE_PERMUTATIONS, &report);
+    Ok(report)
+}
+
+/// Random groupings scored for the chance floor.
+pub const CHANCE_PERMUTATIONS: usize = 40;
+
+/// What the best feature reads by chance: the features scored with the VNs dealt into random groups of k
+/// (labels no observer carries, so no VN is dropped as the observer's own), `permutations` times. The best of
+/// many noisy features sits above 0.5 with no leak at all; the real best is a finding only where it stands
+/// clear of this floor. Grouping all of the run's VNs at once leaves some groups short at each observer (the
+/// members that are its own VNs are not scored), so the null has slightly fewer sibling pairs than the run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ChanceFloor {
+    pub permutations: usize,
+    /// The best feature's pooled AUC under random groups: mean, 95th percentile, largest.
+    pub best_auc_mean: Option<f64>,
+    pub best_auc_p95: Option<f64>,
+    pub best_auc_max: Option<f64>,
+    /// Share of random groupings whose best feature reads at least the real best (a permutation p-value;
+    /// small means the real best is more than chance).
+    pub best_p_value: Option<f64>,
+    /// Per feature (in [`PacketLinkage::features`]' order): its pooled AUC's 95th percentile under random
+    /// groups.
+    pub feature_p95: Vec<(String, Option<f64>)>,
+}
+
+impl ChanceFloor {
+    fn measure(
+        evidence: &Evidence,
+        owner: &HashMap<PeerId, usize>,
+        k: usize,
+        permutations: usize,
+        real: &PacketLinkage,
+    ) -> ChanceFloor {
+        use rand::SeedableRng;
+        use rand::seq::SliceRandom;
+        if permutations == 0 {
+            return ChanceFloor::default();
         }
-    }
-    let recorder = |owner: &HashMap<PeerId, usize>| {
-        let owner = owner.clone();
-        LinkageRecorder::new(k, move |p: &PeerId| owner.get(p).copied())
-    };
-    let (last, burst, wall) = (recorder(owner), recorder(owner), recorder(owner));
-    let (mut matched, mut unmatched, mut local, mut data_packets, mut unmapped) = (0, 0, 0, 0, 0);
-    let mut lags = Vec::new();
-    // Captures read once each (the loopback capture is every observer's).
-    let mut captures: HashMap<&Path, Vec<Packet>> = HashMap::new();
-    let mut all_packet_pairs = Vec::new();
-    for (o, log) in observers.iter().zip(&logs) {
-        let Some(cap) = o.capture else { continue };
-        if !captures.contains_key(cap) {
-            let bytes = std::fs::read(cap).with_context(|| format!("reading {}", cap.display()))?;
-            let mut packets: Vec<Packet> = read_pcap(&bytes)
-                .with_context(|| format!("reading {}", cap.display()))?
-                .into_iter()
-                .filter(|p| p.payload > 0)
+        let mut vns: Vec<PeerId> = owner.keys().copied().collect();
+        vns.sort();
+        // Group labels beyond every process index, so that no observer takes a group for its own node.
+        let first_label = owner.values().max().map_or(0, |m| m + 1) + evidence.observers.len() + 1;
+        let mut best = Vec::with_capacity(permutations);
+        let mut per_feature: Vec<Vec<f64>> = vec![Vec::new(); real.features.len()];
+        for i in 0..permutations {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x5eed_0000 + i as u64);
+            vns.shuffle(&mut rng);
+            let random_owner: HashMap<PeerId, usize> = vns
+                .iter()
+                .enumerate()
+                .map(|(j, vn)| (*vn, first_label + j / k.max(1)))
                 .collect();
-            packets.sort_by_key(|p| p.t_us);
-            if o.ip.is_none() {
-                // A shared capture: its packets that no logged connection names are counted once.
-                data_packets += packets.len();
-                unmapped += packets
-                    .iter()
-                    .filter(|p| !endpoints.contains_key(&(p.src, p.dst)))
-                    .count();
-            }
-            captures.insert(cap, packets);
-        }
-        // Data packets into this observer, per (sender, receiver) in time order.
-        let mut flows: HashMap<(PeerId, PeerId), Vec<u64>> = HashMap::new();
-        for p in &captures[cap] {
-            if let Some(ip) = o.ip {
-                if *p.dst.ip() != ip {
-                    continue;
-                }
-                data_packets += 1;
-            }
-            match endpoints.get(&(p.src, p.dst)) {
-                Some(&(from, to)) if o.vns.contains(&to) => {
-                    flows.entry((from, to)).or_default().push(p.t_us)
-                }
-                Some(_) => {}
-                None if o.ip.is_some() => unmapped += 1,
-                None => {}
+            let scored = evidence.score(&random_owner, k);
+            best.push(scored.best.and_then(|b| b.auc_pooled).unwrap_or(0.5));
+            for (f, into) in scored.features.iter().zip(&mut per_feature) {
+                into.extend(f.auc_pooled);
             }
         }
-        for times in flows.values_mut() {
-            times.sort_unstable();
+        let quantile = |v: &mut Vec<f64>, q: f64| {
+            v.sort_by(f64::total_cmp);
+            v.get(((v.len() as f64 - 1.0) * q).round() as usize).copied()
+        };
+        let real_best = real.best.as_ref().and_then(|b| b.auc_pooled);
+        ChanceFloor {
+            permutations,
+            best_auc_mean: Some(best.iter().sum::<f64>() / best.len() as f64),
+            best_p_value: real_best.map(|r| {
+                // The real grouping counts as one of the groupings (the usual +1), so p is never 0.
+                (1 + best.iter().filter(|&&b| b >= r).count()) as f64 / (1 + best.len()) as f64
+            }),
+            best_auc_p95: quantile(&mut best, 0.95),
+            best_auc_max: best.last().copied(),
+            feature_p95: real
+                .features
+                .iter()
+                .zip(&mut per_feature)
+                .map(|(f, v)| (f.name.clone(), quantile(v, 0.95)))
+                .collect(),
         }
-        // Every packet each remote identity sent this observer's VNs, for the all-packet features (its own
-        // VNs and identities the run does not list are not attacked).
-        let mut senders: BTreeMap<PeerId, Vec<u64>> = BTreeMap::new();
-        for ((from, _), times) in &flows {
-            if !o.vns.contains(from) && owner.contains_key(from) {
-                senders.entry(*from).or_default().extend(times);
-            }
-        }
-        all_packet_pairs.push(coincidence::observer_pairs(&senders, |p| owner[p]));
-        for r in log {
-            let Logged::Arrival(what) = r.what else {
-                continue;
-            };
-            // Chunks and walks (first hops and any hop: `linkage` scores both).
-            if !matches!(what, Arrival::Chunk { .. } | Arrival::Walk { .. }) {
-                continue;
-            }
-            if o.vns.contains(&r.peer) {
-                local += 1;
-                continue;
-            }
-            let (Some(wall_us), Some(me)) = (r.wall_us, o.vns.get(r.vn)) else {
-                unmatched += 1;
-                continue;
-            };
-            wall.arrival(o.index, r.vn, &r.peer, Duration::from_micros(wall_us), what);
-            let times = flows.get(&(r.peer, *me)).map_or(&[][..], Vec::as_slice);
-            let i = times.partition_point(|&t| t <= wall_us);
-            if i == 0 || wall_us - times[i - 1] > MAX_LAG_US {
-                unmatched += 1;
-                continue;
-            }
-            matched += 1;
-            let end = times[i - 1];
-            lags.push(wall_us - end);
-            let mut j = i - 1;
-            while j > 0 && times[j] - times[j - 1] <= BURST_GAP_US {
-                j -= 1;
-            }
-            last.arrival(o.index, r.vn, &r.peer, Duration::from_micros(end), what);
-            burst.arrival(
-                o.index,
-                r.vn,
-                &r.peer,
-                Duration::from_micros(times[j]),
-                what,
+    }
+}
+
+/// One observer's evidence: its VNs, its arrival log, and the data packets into its VNs per (sender,
+/// receiver), in time order.
+struct ObserverEvidence {
+    index: usize,
+    vns: Vec<PeerId>,
+    log: Vec<node::arrival_log::Record>,
+    flows: HashMap<(PeerId, PeerId), Vec<u64>>,
+}
+
+/// The observers' files, read and matched to connections once, to be scored under any grouping of the VNs.
+struct Evidence {
+    observers: Vec<ObserverEvidence>,
+    /// The all-packet features' pair scores per observer (the grouping only labels them).
+    pair_scores: Vec<Vec<(PeerId, PeerId, [f64; coincidence::FEATURES.len()])>>,
+    data_packets: usize,
+    unmapped: usize,
+    dropped_by_kernel: Option<u64>,
+}
+
+impl Evidence {
+    fn load(
+        observers: &[ObserverFiles<'_>],
+        listen: &HashMap<SocketAddrV4, PeerId>,
+        owner: &HashMap<PeerId, usize>,
+    ) -> anyhow::Result<Evidence> {
+        // Every process's log, parsed once.
+        let mut logs = Vec::with_capacity(observers.len());
+        for o in observers {
+            let text = std::fs::read_to_string(o.arrivals)
+                .with_context(|| format!("reading {}", o.arrivals.display()))?;
+            logs.push(
+                text.lines()
+                    .filter_map(ArrivalLog::parse_record)
+                    .collect::<Vec<_>>(),
             );
         }
+        // Connections: (from, to) endpoints → (sender VN, receiving VN), both directions.
+        let mut endpoints: HashMap<(SocketAddrV4, SocketAddrV4), (PeerId, PeerId)> =
+            HashMap::new();
+        for r in logs.iter().flatten() {
+            if let Logged::Inbound { local, remote } = &r.what
+                && let (Some(l), Some(rm)) = (socket_of(local), socket_of(remote))
+                && let Some(listener) = listen.get(&l)
+            {
+                endpoints.insert((rm, l), (r.peer, *listener));
+                endpoints.insert((l, rm), (*listener, r.peer));
+            }
+        }
+        let (mut data_packets, mut unmapped) = (0, 0);
+        // Captures read once each (the loopback capture is every observer's).
+        let mut captures: HashMap<&Path, Vec<Packet>> = HashMap::new();
+        let mut evidence = Vec::with_capacity(observers.len());
+        let mut pair_scores = Vec::with_capacity(observers.len());
+        for (o, log) in observers.iter().zip(logs) {
+            let Some(cap) = o.capture else {
+                evidence.push(ObserverEvidence {
+                    index: o.index,
+                    vns: o.vns.clone(),
+                    log,
+                    flows: HashMap::new(),
+                });
+                continue;
+            };
+            if !captures.contains_key(cap) {
+                let bytes =
+                    std::fs::read(cap).with_context(|| format!("reading {}", cap.display()))?;
+                let mut packets: Vec<Packet> = read_pcap(&bytes)
+                    .with_context(|| format!("reading {}", cap.display()))?
+                    .into_iter()
+                    .filter(|p| p.payload > 0)
+                    .collect();
+                packets.sort_by_key(|p| p.t_us);
+                if o.ip.is_none() {
+                    // A shared capture: its packets that no logged connection names are counted once.
+                    data_packets += packets.len();
+                    unmapped += packets
+                        .iter()
+                        .filter(|p| !endpoints.contains_key(&(p.src, p.dst)))
+                        .count();
+                }
+                captures.insert(cap, packets);
+            }
+            // Data packets into this observer, per (sender, receiver) in time order.
+            let mut flows: HashMap<(PeerId, PeerId), Vec<u64>> = HashMap::new();
+            for p in &captures[cap] {
+                if let Some(ip) = o.ip {
+                    if *p.dst.ip() != ip {
+                        continue;
+                    }
+                    data_packets += 1;
+                }
+                match endpoints.get(&(p.src, p.dst)) {
+                    Some(&(from, to)) if o.vns.contains(&to) => {
+                        flows.entry((from, to)).or_default().push(p.t_us)
+                    }
+                    Some(_) => {}
+                    None if o.ip.is_some() => unmapped += 1,
+                    None => {}
+                }
+            }
+            for times in flows.values_mut() {
+                times.sort_unstable();
+            }
+            // Every packet each remote identity sent this observer's VNs, for the all-packet features (its own
+            // VNs and identities the run does not list are not attacked).
+            let mut senders: BTreeMap<PeerId, Vec<u64>> = BTreeMap::new();
+            for ((from, _), times) in &flows {
+                if !o.vns.contains(from) && owner.contains_key(from) {
+                    senders.entry(*from).or_default().extend(times);
+                }
+            }
+            pair_scores.push(coincidence::observer_pair_scores(&senders));
+            evidence.push(ObserverEvidence {
+                index: o.index,
+                vns: o.vns.clone(),
+                log,
+                flows,
+            });
+        }
+        Ok(Evidence {
+            observers: evidence,
+            pair_scores,
+            data_packets,
+            unmapped,
+            dropped_by_kernel: observers
+                .iter()
+                .filter_map(|o| o.capture)
+                .map(crate::run::capture::dropped)
+                .sum(),
+        })
     }
-    lags.sort_unstable();
-    let pct = |q: f64| {
-        lags.get(((lags.len() as f64 - 1.0) * q).round() as usize)
-            .copied()
-    };
-    let (last_packet, burst_start) = (last.finish(), burst.finish());
-    let mut features = coincidence::feature_aucs(&all_packet_pairs);
-    features.extend([
-        feature_row("chunk_last_packet", &last_packet.chunks),
-        feature_row("chunk_burst_start", &burst_start.chunks),
-        feature_row("chunk_last_packet_mean_gap", &last_packet.chunks_mean_gap),
-        feature_row("chunk_burst_start_mean_gap", &burst_start.chunks_mean_gap),
-        feature_row("chunk_last_packet_co_late", &last_packet.chunks_co_late),
-        feature_row("walk_first_hop", &last_packet.walks),
-        feature_row("walk_any_hop", &last_packet.walks_any_hop),
-    ]);
-    let best = coincidence::best(&features).cloned();
-    Ok(PacketLinkage {
-        last_packet,
-        burst_start,
-        log_wall: wall.finish(),
-        features,
-        best,
-        matched,
-        unmatched,
-        local,
-        data_packets,
-        unmapped_packets: unmapped,
-        dropped_by_kernel: observers
+
+    /// Every feature, with `owner` naming each VN's node (the run's, or a random grouping).
+    fn score(&self, owner: &HashMap<PeerId, usize>, k: usize) -> PacketLinkage {
+        let recorder = |owner: &HashMap<PeerId, usize>| {
+            let owner = owner.clone();
+            LinkageRecorder::new(k, move |p: &PeerId| owner.get(p).copied())
+        };
+        let (last, burst, wall) = (recorder(owner), recorder(owner), recorder(owner));
+        let (mut matched, mut unmatched, mut local) = (0, 0, 0);
+        let mut lags = Vec::new();
+        for o in &self.observers {
+            for r in &o.log {
+                let Logged::Arrival(what) = r.what else {
+                    continue;
+                };
+                // Chunks and walks (first hops and any hop: `linkage` scores both).
+                if !matches!(what, Arrival::Chunk { .. } | Arrival::Walk { .. }) {
+                    continue;
+                }
+                if o.vns.contains(&r.peer) {
+                    local += 1;
+                    continue;
+                }
+                let (Some(wall_us), Some(me)) = (r.wall_us, o.vns.get(r.vn)) else {
+                    unmatched += 1;
+                    continue;
+                };
+                wall.arrival(o.index, r.vn, &r.peer, Duration::from_micros(wall_us), what);
+                let times = o.flows.get(&(r.peer, *me)).map_or(&[][..], Vec::as_slice);
+                let i = times.partition_point(|&t| t <= wall_us);
+                if i == 0 || wall_us - times[i - 1] > MAX_LAG_US {
+                    unmatched += 1;
+                    continue;
+                }
+                matched += 1;
+                let end = times[i - 1];
+                lags.push(wall_us - end);
+                let mut j = i - 1;
+                while j > 0 && times[j] - times[j - 1] <= BURST_GAP_US {
+                    j -= 1;
+                }
+                last.arrival(o.index, r.vn, &r.peer, Duration::from_micros(end), what);
+                burst.arrival(
+                    o.index,
+                    r.vn,
+                    &r.peer,
+                    Duration::from_micros(times[j]),
+                    what,
+                );
+            }
+        }
+        lags.sort_unstable();
+        let pct = |q: f64| {
+            lags.get(((lags.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
+        };
+        let all_packet_pairs: Vec<Vec<([f64; coincidence::FEATURES.len()], bool)>> = self
+            .pair_scores
             .iter()
-            .filter_map(|o| o.capture)
-            .map(crate::run::capture::dropped)
-            .sum(),
-        log_lag_us_median: pct(0.5),
-        log_lag_us_p99: pct(0.99),
-    })
+            .map(|pairs| {
+                pairs
+                    .iter()
+                    .map(|(a, b, s)| (*s, owner.get(a) == owner.get(b)))
+                    .collect()
+            })
+            .collect();
+        let (last_packet, burst_start) = (last.finish(), burst.finish());
+        let mut features = coincidence::feature_aucs(&all_packet_pairs);
+        features.extend([
+            feature_row("chunk_last_packet", &last_packet.chunks),
+            feature_row("chunk_burst_start", &burst_start.chunks),
+            feature_row("chunk_last_packet_mean_gap", &last_packet.chunks_mean_gap),
+            feature_row("chunk_burst_start_mean_gap", &burst_start.chunks_mean_gap),
+            feature_row("chunk_last_packet_co_late", &last_packet.chunks_co_late),
+            feature_row("walk_first_hop", &last_packet.walks),
+            feature_row("walk_any_hop", &last_packet.walks_any_hop),
+        ]);
+        let best = coincidence::best(&features).cloned();
+        PacketLinkage {
+            last_packet,
+            burst_start,
+            log_wall: wall.finish(),
+            features,
+            best,
+            chance: ChanceFloor::default(),
+            matched,
+            unmatched,
+            local,
+            data_packets: self.data_packets,
+            unmapped_packets: self.unmapped,
+            dropped_by_kernel: self.dropped_by_kernel,
+            log_lag_us_median: pct(0.5),
+            log_lag_us_p99: pct(0.99),
+        }
+    }
 }
 
 /// The address-grouping attack on the source addresses peers really connect from: every process's arrival
@@ -469,6 +627,88 @@ mod tests {
             Some(sock("10.77.0.3:41000"))
         );
         assert_eq!(socket_of("/ip6/::1/tcp/1"), None);
+    }
+
+    /// Six nodes of two VNs send one observer VN chunks over 8 rounds. With `together`, each node's two VNs
+    /// send within the same millisecond at a time of the node's own; without, every VN at a time of its own.
+    /// Returns the attack's report.
+    fn six_nodes(together: bool) -> PacketLinkage {
+        use rand::{Rng, SeedableRng};
+        let dir = tempfile::tempdir().unwrap();
+        let vns: Vec<PeerId> = (0..12).map(|_| PeerId::random()).collect();
+        let o = PeerId::random();
+        let mut owner: HashMap<PeerId, usize> =
+            vns.iter().enumerate().map(|(i, p)| (*p, i / 2)).collect();
+        owner.insert(o, 6);
+        let o_listen = sock("10.77.0.100:9000");
+        let listen: HashMap<SocketAddrV4, PeerId> = [(o_listen, o)].into();
+        let src = |i: usize| SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1 + i as u8), 40000);
+        let base = 1_700_000_000_000_000u64;
+        let mut log = String::new();
+        for (i, p) in vns.iter().enumerate() {
+            log += &format!(
+                "1\t0\t{p}\tinbound /ip4/10.77.0.100/tcp/9000 /ip4/{}/tcp/40000\t{base}\n",
+                src(i).ip()
+            );
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut packets = Vec::new();
+        for round in 0..8u64 {
+            let t0 = base + 1_000_000 * (round + 1);
+            let node_at: Vec<u64> = (0..6).map(|_| rng.random_range(0..500_000)).collect();
+            for (i, p) in vns.iter().enumerate() {
+                let sent = t0
+                    + if together {
+                        node_at[i / 2] + i as u64 % 2 * 100
+                    } else {
+                        rng.random_range(0..500_000)
+                    };
+                packets.push(Packet {
+                    t_us: sent,
+                    src: src(i),
+                    dst: o_listen,
+                    payload: 1448,
+                });
+                log += &format!("2\t0\t{p}\tchunk {round}\t{}\n", sent + 200);
+            }
+        }
+        packets.sort_by_key(|p| p.t_us);
+        let (cap, arr) = (dir.path().join("cap.pcap"), dir.path().join("arrivals.log"));
+        std::fs::write(&cap, pcap(&packets)).unwrap();
+        std::fs::write(&arr, log).unwrap();
+        let obs = [ObserverFiles {
+            index: 6,
+            ip: Some(Ipv4Addr::new(10, 77, 0, 100)),
+            vns: vec![o],
+            arrivals: &arr,
+            capture: Some(&cap),
+        }];
+        attack(&obs, &listen, &owner, 2).unwrap()
+    }
+
+    /// The chance floor: with nothing to find, the best of the features still reads above 0.5, and the random
+    /// groupings read as much; with siblings sending together, the real best stands above every random
+    /// grouping's.
+    #[test]
+    fn the_chance_floor_separates_a_leak_from_the_best_of_many_features() {
+        let leak = six_nodes(true);
+        let best = |r: &PacketLinkage| r.best.as_ref().and_then(|b| b.auc_pooled).unwrap();
+        assert_eq!(best(&leak), 1.0);
+        let c = &leak.chance;
+        assert_eq!(c.permutations, CHANCE_PERMUTATIONS);
+        assert_eq!(c.best_p_value, Some(1.0 / (1 + CHANCE_PERMUTATIONS) as f64));
+        assert!(c.best_auc_p95.unwrap() < 0.9, "{c:?}");
+        assert_eq!(c.feature_p95.len(), leak.features.len());
+        let none = six_nodes(false);
+        let c = &none.chance;
+        assert!(
+            best(&none) > 0.55,
+            "the best of {} noisy features is above 0.5: {}",
+            none.features.len(),
+            best(&none)
+        );
+        assert!(c.best_auc_mean.unwrap() > 0.55, "{c:?}");
+        assert!(c.best_p_value.unwrap() > 0.1, "no leak to find: {c:?}");
     }
 
     /// Two nodes of two VNs (a0, a1 | b0, b1) send chunks to an observer VN o; the logs see them all at the
