@@ -705,6 +705,11 @@ impl<I: PeerId> OverlayBuilder<I> {
         }
     }
 
+    /// Whether this VN takes no walk from `peer` (nor naming it) in `round`.
+    pub fn is_shunned(&self, round: Round, peer: &I) -> bool {
+        self.shunned(round, peer)
+    }
+
     fn shunned(&self, round: Round, peer: &I) -> bool {
         self.shunned.get(peer).is_some_and(|&until| round <= until)
     }

@@ -143,6 +143,17 @@ impl<I: Ord + Clone> Exchange<I> {
             .collect()
     }
 
+    /// The frozen neighbours that sent no chunk and acknowledged none of ours: dead, or withholding everything
+    /// (`suspects.rs` tells the two apart afterwards).
+    pub(crate) fn mute_neighbours(&self) -> Vec<I> {
+        self.neighbours
+            .iter()
+            .flatten()
+            .filter(|p| !self.accepted_by.contains(*p) && !self.heard_from(p))
+            .cloned()
+            .collect()
+    }
+
     /// Whether `peer` already sent its chunk, delivered or held.
     pub(crate) fn heard_from(&self, peer: &I) -> bool {
         self.received_from.contains(peer) || self.pending.iter().any(|(p, _, _)| p == peer)

@@ -88,6 +88,7 @@ mod round_answer;
 pub mod round_trips;
 mod send_schedule;
 mod static_graph;
+mod suspects;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -146,6 +147,7 @@ pub struct VnEngine<I> {
     chunks: ChunkCheck,
     catch_up: CatchUp<I>,
     round_answer: RoundAnswer,
+    suspects: suspects::Suspects<I>,
 }
 
 impl<I: VnIdentity> VnEngine<I> {
@@ -199,6 +201,7 @@ impl<I: VnIdentity> VnEngine<I> {
             chunks: ChunkCheck::new(cfg.chunk_lens.clone(), cfg.values),
             catch_up: CatchUp::new(ahead_window, probe_rng),
             round_answer: RoundAnswer::new(cfg.sampler.overlay.deadline(), answer_rng),
+            suspects: suspects::Suspects::new(),
             cfg,
         })
     }
@@ -325,11 +328,15 @@ impl<I: VnIdentity> VnEngine<I> {
                 self.on_per_edge_frames(now, round, frames, &mut out)
             }
             VnInput::FromRn(ToVirtualNode::Stop) => {}
-            VnInput::Control { from, bytes } => self.on_control(now, from, bytes, &mut out),
+            VnInput::Control { from, bytes } => {
+                self.heard(now, &from, None, &mut out);
+                self.on_control(now, from, bytes, &mut out)
+            }
             VnInput::Chunk { from, bytes, token } => {
                 self.on_chunk(now, from, bytes, token, &mut out)
             }
             VnInput::ChunkReply { from, round, bytes } => {
+                self.heard(now, &from, None, &mut out);
                 self.on_chunk_reply(now, from, round, bytes, &mut out)
             }
             VnInput::SendFailed { to } => {
@@ -341,9 +348,11 @@ impl<I: VnIdentity> VnEngine<I> {
             }
             VnInput::PeerGone { peer } => self.on_peer_gone(now, peer, &mut out),
             VnInput::RoundQuery { from, bytes, token } => {
+                self.heard(now, &from, None, &mut out);
                 self.on_round_query(now, from, bytes, token, &mut out)
             }
             VnInput::RoundAnswer { from, bytes } => {
+                self.heard(now, &from, None, &mut out);
                 self.counters.received(bytes.len());
                 if let Err(e) = self.catch_up.answer(from.clone(), &bytes) {
                     self.refused(from, RefusalKind::Malformed(e), &mut out);
@@ -818,6 +827,28 @@ impl<I: VnIdentity> VnEngine<I> {
         }
     }
 
+    /// `peer` spoke: a suspect that withheld everything in a round while alive is shunned now
+    /// (`suspects.rs`).
+    fn heard(
+        &mut self,
+        now: Duration,
+        peer: &I,
+        chunk_round: Option<Round>,
+        out: &mut Vec<VnOutput<I>>,
+    ) {
+        if let Some(round) = self.suspects.heard(now, peer, chunk_round) {
+            tracing::debug!(
+                ?round,
+                "a neighbour that sent nothing by the deadline speaks again: shunned"
+            );
+            let input = SamplerInput::Withheld {
+                round,
+                peer: peer.clone(),
+            };
+            self.sampler_input(now, input, out);
+        }
+    }
+
     /// `peer`'s connection closed and it could not be dialled again: it is treated as a send failure
     /// (Cyclon drops it; overlays still negotiating drop their links with it), and every open exchange whose
     /// frozen neighbours hold it stops waiting for it — its chunk counts as missed, the round averages over
@@ -825,6 +856,7 @@ impl<I: VnIdentity> VnEngine<I> {
     /// frozen before it went (with a lookahead of L, up to L of them). The overlay stops counting those
     /// edges too, so a chunk it sends after all is refused as `NotNeighbour` and its end drops the edge.
     fn on_peer_gone(&mut self, now: Duration, peer: I, out: &mut Vec<VnOutput<I>>) {
+        self.suspects.gone(&peer);
         let open = self.exchanges.rounds_where(|_, x| {
             !x.done() && x.neighbours.as_ref().is_some_and(|n| n.contains(&peer))
         });
@@ -886,11 +918,13 @@ impl<I: VnIdentity> VnEngine<I> {
         let frame = match ChunkFrame::decode(&bytes) {
             Ok(f) => f,
             Err(e) => {
+                self.heard(now, &from, None, out);
                 self.refused(from, RefusalKind::Malformed(e.to_string()), out);
                 self.reply(token, ChunkReply::Refused(RefuseReason::BadChunk), out);
                 return;
             }
         };
+        self.heard(now, &from, Some(frame.round), out);
         if let Err(reason) = self.chunks.check(&frame) {
             if matches!(reason, RefuseReason::NonFinite | RefuseReason::OutOfRange) {
                 self.spent_on_poison(frame.round, &from);
@@ -1220,6 +1254,7 @@ impl<I: VnIdentity> VnEngine<I> {
         let push = self.cfg.push();
         let mut cut_off = false;
         let mut withheld = Vec::new();
+        let mut mute = Vec::new();
         for (&round, x) in self.exchanges.iter_mut() {
             let Phase::Collecting { deadline } = x.phase else {
                 continue;
@@ -1244,8 +1279,11 @@ impl<I: VnIdentity> VnEngine<I> {
                 // wait out the exchange timeout every round they got in, until it fell behind the network). A
                 // stopped or dead neighbour acknowledges nothing and is not shunned: it would find no
                 // neighbours after a restart (`node/tests/resume_loopback.rs` failed so).
+                // One that acknowledged nothing either is a suspect until it speaks again or is gone
+                // (`suspects.rs`).
                 if !push && !all_in && !x.cut_short {
                     withheld.extend(x.silent_neighbours().into_iter().map(|p| (round, p)));
+                    mute.extend(x.mute_neighbours().into_iter().map(|p| (round, p)));
                 }
                 // A round complete before its deadline tells when the slowest neighbour's chunk came.
                 if all_in && let (Some(start), Some(last)) = (x.rn_started, x.last_copy_at) {
@@ -1270,6 +1308,11 @@ impl<I: VnIdentity> VnEngine<I> {
         for (round, peer) in withheld {
             if !self.catch_up.is_own(&peer) {
                 self.sampler_input(now, SamplerInput::Withheld { round, peer }, out);
+            }
+        }
+        for (round, peer) in mute {
+            if !self.catch_up.is_own(&peer) {
+                self.suspects.suspect(now, round, peer);
             }
         }
         // An exchange that got nothing, with peers beyond our window heard lately: ask where the network is.

@@ -246,3 +246,90 @@ fn a_gone_neighbour_is_not_waited_for() {
     }
     assert_eq!(done_of(&out).map(|s| s.received), Some(2));
 }
+
+/// Issue 44: neighbour 9 takes the edge, then neither acknowledges our chunk nor sends its own: the exchange
+/// waits out its deadline. `How` 9 behaves afterwards decides: speaking again (alive, withholding) shuns it
+/// for the overlay's window; its late chunk, or its connection closing for good (dead), does not.
+fn after_a_mute_neighbour(then: impl FnOnce(&mut VnEngine<u32>, Duration)) -> VnEngine<u32> {
+    let mut e = static_engine();
+    let t = Duration::from_millis(10);
+    e.handle(t, VnInput::FromRn(own_frame(1, 1.0)));
+    let accepted = protocol::codec::encode_control(&ChunkReply::Accepted).unwrap();
+    for (from, token) in [(5, 1), (7, 2)] {
+        e.handle(
+            t,
+            VnInput::Chunk {
+                from,
+                bytes: chunk(1, 0, &[2.0]),
+                token,
+            },
+        );
+        let bytes = accepted.clone();
+        e.handle(
+            t,
+            VnInput::ChunkReply {
+                from,
+                round: Round(1),
+                bytes,
+            },
+        );
+    }
+    let late = Duration::from_secs(5);
+    let out = e.handle(late, VnInput::Tick);
+    let s = done_of(&out).expect("the deadline passed");
+    assert_eq!((s.round, s.received), (Round(1), 2));
+    assert!(!e.sampler.overlay().is_shunned(Round(2), &9), "not yet");
+    then(&mut e, late + Duration::from_secs(1));
+    e
+}
+
+#[test]
+fn a_neighbour_that_withholds_everything_and_speaks_again_is_shunned() {
+    let e = after_a_mute_neighbour(|e, t| {
+        e.handle(
+            t,
+            VnInput::Control {
+                from: 9,
+                bytes: vec![0xff],
+            },
+        );
+    });
+    assert!(e.sampler.overlay().is_shunned(Round(2), &9));
+    assert!(!e.sampler.overlay().is_shunned(Round(2), &5));
+}
+
+#[test]
+fn a_mute_neighbour_that_was_dead_or_only_late_is_not_shunned() {
+    let speak = |e: &mut VnEngine<u32>, t: Duration| {
+        e.handle(
+            t + Duration::from_secs(1),
+            VnInput::Control {
+                from: 9,
+                bytes: vec![0xff],
+            },
+        );
+    };
+    let gone = after_a_mute_neighbour(|e, t| {
+        e.handle(t, VnInput::PeerGone { peer: 9 });
+        speak(e, t);
+    });
+    assert!(
+        !gone.sampler.overlay().is_shunned(Round(2), &9),
+        "dead, then restarted"
+    );
+    let late = after_a_mute_neighbour(|e, t| {
+        e.handle(
+            t,
+            VnInput::Chunk {
+                from: 9,
+                bytes: chunk(1, 0, &[2.0]),
+                token: 9,
+            },
+        );
+        speak(e, t);
+    });
+    assert!(
+        !late.sampler.overlay().is_shunned(Round(2), &9),
+        "its chunk came, late"
+    );
+}
