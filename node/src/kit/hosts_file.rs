@@ -384,7 +384,7 @@ impl Plan {
         })
     }
 
-    /// The port VN host `h`'s hosted VN `j` (in the order of `order`, a permutation of its `serves`) listens on.
+    /// The port VN host `h`'s `j`-th hosted VN listens on (`addresses.rs` says which VN is `j`-th).
     pub fn hosted_port(&self, h: usize, j: usize) -> u16 {
         self.vn_hosts[h].port + 1 + j as u16
     }
