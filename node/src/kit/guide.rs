@@ -44,27 +44,23 @@ pub fn readme(plan: &Plan) -> String {
           each other through the peer list's bootstrap entries: start those first. A node that reaches no \
           peer warns every round and stops after `isolation_timeout_s` (60 s by default).\n";
     if plan.psk {
-        let _ = write!(
-            t,
+        t += &format!(
             "\n`{PSK_FILE}` here is the network's pre-shared key; every folder has a copy. Keep it out of \
              anyone else's reach: whoever holds it can join the network.\n"
         );
     }
-    let _ = write!(
-        t,
+    t += &format!(
         "\n## On machines (systemd)\n\n\
          Install the `node` binary as `/usr/local/bin/node` (`cargo build --release -p node`), create a user \
          `shatter`, copy the folder to `{STATE_DIR}/<name>/` owned by that user, copy `{NODE_UNIT}` to \
          `/etc/systemd/system/` and run `systemctl enable --now shatter-node@<name>`.\n"
     );
     if !plan.vn_hosts.is_empty() {
-        let _ = write!(
-            t,
+        t += &format!(
             "VN hosts use `{VN_UNIT}` the same way: `systemctl enable --now shatter-vn@<name>`.\n"
         );
     }
-    let _ = write!(
-        t,
+    t += &format!(
         "\n## In containers (compose)\n\n\
          `{COMPOSE}` runs the whole network on one container engine, one service per folder. Build the image \
          from the repository (`docker build -t {IMAGE} -f {DOCKERFILE} <repository>`; `Dockerfile.dockerignore` \
@@ -81,8 +77,7 @@ pub fn readme(plan: &Plan) -> String {
         .map(|(n, _)| n.as_str())
         .collect();
     if !ips.is_empty() {
-        let _ = write!(
-            t,
+        t += &format!(
             "\nIn compose, services reach each other by name: {} given by IP address in the HOSTS file, \
              which the compose network does not have. Give them host names there for compose.\n",
             ips.join(", ")
