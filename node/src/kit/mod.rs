@@ -17,7 +17,7 @@ mod identities;
 
 use std::path::{Path, PathBuf};
 
-pub use hosts_file::Plan;
+use hosts_file::Plan;
 
 use crate::peers::PeerList;
 use crate::{NodeError, Result};
