@@ -539,7 +539,7 @@ pub(crate) fn relative_to(config: &Path, p: &Path) -> PathBuf {
 }
 
 /// "line L, column C" of a byte offset, for TOML errors.
-fn locate(text: &str, offset: usize) -> String {
+pub(crate) fn locate(text: &str, offset: usize) -> String {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;

@@ -85,14 +85,14 @@ pub fn load(path: &Path) -> Result<VnHost> {
                 format!("'{}' is not a PeerId: {e}", v.node),
             )
         })?;
-        // Issue 43: the host knows which node each VN answers to, so two VNs of one node here are tied together
-        // by this host (and by the address they share).
-        if let Some(j) = vns.iter().position(|h: &HostedVn| h.rn == node) {
+        // Issue 43: the host knows which node each VN answers to (`placement.rs`).
+        let owners: Vec<PeerId> = vns.iter().map(|h: &HostedVn| h.rn).chain([node]).collect();
+        if let Some((j, _)) = crate::placement::two_of_one_node(&owners) {
             return Err(err(
                 &format!("vn[{i}].node"),
                 format!(
-                    "vn[{j}] already belongs to node {node}: a host runs at most one VN of each node, since \
-                     the VNs one host runs for one node are tied together by that host; put this VN on another host"
+                    "vn[{j}] already belongs to node {node}: {}; put this VN on another host",
+                    crate::placement::ONE_VN_PER_NODE_PER_HOST
                 ),
             ));
         }

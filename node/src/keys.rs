@@ -37,6 +37,23 @@ pub fn generate(dir: &Path, vns: usize) -> Result<Vec<Keypair>> {
         .collect()
 }
 
+/// The key at `path`, made first when nothing is there (its directory too), and whether it was made: a
+/// deployment written again keeps its identities (`node kit`). An existing file is read, never replaced.
+pub fn ensure_file(path: &Path) -> Result<(Keypair, bool)> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => Ok((load_file(path)?, false)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| NodeError::io(dir, e))?;
+            }
+            let key = Keypair::generate_ed25519();
+            write_key(path, &key)?;
+            Ok((key, true))
+        }
+        Err(e) => Err(NodeError::io(path, e)),
+    }
+}
+
 fn write_key(path: &Path, key: &Keypair) -> Result<()> {
     let bytes = key
         .to_protobuf_encoding()
@@ -90,6 +107,21 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600, "a key is its owner's only");
         }
+    }
+
+    #[test]
+    fn ensure_file_makes_a_key_once_then_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a").join("vn-0.key");
+        let (made, fresh) = ensure_file(&p).unwrap();
+        assert!(fresh);
+        let (again, fresh) = ensure_file(&p).unwrap();
+        assert!(!fresh, "kept, not made anew");
+        assert_eq!(made.public(), again.public());
+        std::fs::write(&p, b"garbage").unwrap();
+        let err = ensure_file(&p).unwrap_err().to_string();
+        assert!(err.contains("vn-0.key"), "{err}");
+        assert_eq!(std::fs::read(&p).unwrap(), b"garbage", "never replaced");
     }
 
     #[test]

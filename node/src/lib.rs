@@ -4,7 +4,7 @@
 //! - Run a node in your program: [`NodeBuilder`] → [`NodeHandle`] (status, stop) and a stream of
 //!   [`NodeEvent`]s; [`Timing`] for the protocol's timing; errors are [`NodeError`].
 //! - What an operator writes: [`config`] (`node run --config`), [`host_config`] (`node vn --config`),
-//!   [`peers`] (the peer list), [`keys`] (VN identities), [`secret`] (the node's private randomness); VN hosts: [`VnHost`], [`RemoteVn`], [`HostedVn`].
+//!   [`peers`] (the peer list), [`keys`] (VN identities), [`kit`] (a network's setup from one HOSTS file), [`secret`] (the node's private randomness); VN hosts: [`VnHost`], [`RemoteVn`], [`HostedVn`].
 //! - What the learning runs: [`algo`] (one [`algo::Algorithm`] per algorithm, chosen by [`algo::AlgoSpec`]) and
 //!   [`learner`] (a node's model, data and training).
 //! - For research harnesses: [`observe`] (hooks that see models and copies), [`sim`] (the whole network on a
@@ -15,7 +15,10 @@
 //!
 //! # Layout
 //! - `config.rs`: the `node run --config FILE.toml` configuration.
-//! - `host_config.rs`: the `node vn --config FILE.toml` configuration (a VN host).
+//! - `host_config.rs`: the `node vn --config FILE.toml` configuration (a VN host); `placement.rs`: the rule
+//!   that a VN host runs at most one VN of each node.
+//! - `kit/`: `node kit HOSTS.toml --out DIR`, a whole network's folders, compose file, Dockerfile and units
+//!   from one file describing the hosts ([`kit`]).
 //! - `checkpoint.rs`: per-round checkpoints (model as safetensors, metadata as JSON) for `node run --resume`.
 //! - `error.rs`: [`NodeError`].
 //! - `id.rs`: [`VnAddr`], how VNs name each other on the wire.
@@ -50,7 +53,7 @@
 //! - `events.rs`: [`NodeEvent`], the event stream.
 //! - `telemetry/`: [`telemetry`], the Prometheus/OpenMetrics endpoint (`metrics_addr`): our families and
 //!   libp2p's swarm metrics in one registry, served over HTTP.
-//! - `main.rs`: the `node` binary (`keygen`, `peer-list`, `run`, `vn`, `psk`).
+//! - `main.rs`: the `node` binary (`keygen`, `peer-list`, `run`, `vn`, `psk`, `kit`).
 
 pub mod algo;
 #[doc(hidden)]
@@ -67,12 +70,14 @@ pub mod events;
 pub mod host_config;
 mod id;
 pub mod keys;
+pub mod kit;
 pub mod learner;
 pub mod limits;
 #[doc(hidden)]
 pub mod net;
 pub mod observe;
 pub mod peers;
+mod placement;
 mod private_file;
 pub mod psk;
 mod runtime;

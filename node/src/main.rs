@@ -1,6 +1,7 @@
 //! The `node` binary: `node keygen` makes a node's virtual-node identities, `node peer-list` merges the nodes'
 //! identities into the network's peer list, `node run` runs a node from its config file, `node vn` hosts
-//! virtual nodes of nodes running elsewhere, `node psk` makes a pre-shared key for a closed network.
+//! virtual nodes of nodes running elsewhere, `node psk` makes a pre-shared key for a closed network, `node kit`
+//! writes a whole network's setup from one file describing its hosts.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -78,6 +79,16 @@ enum Cmd {
     },
     /// Write a new pre-shared key (swarm.key format) for a private network to FILE.
     Psk {
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Write a whole network's setup from one file describing its hosts (schema: docs/operator-guide.md,
+    /// "A network from one file"): one folder per node and VN host (keys, config, peer list, pre-shared
+    /// key), compose.yaml, a Dockerfile, systemd units and a README saying what to copy where. Keys already
+    /// in DIR are kept; configs are rewritten.
+    Kit {
+        /// The HOSTS file (TOML).
+        hosts: PathBuf,
         #[arg(long)]
         out: PathBuf,
     },
@@ -179,6 +190,19 @@ fn run(cli: Cli, out: &Out) -> anyhow::Result<()> {
                 host.run(stop, None).await?;
                 Ok(())
             })
+        }
+        Cmd::Kit { hosts, out: dir } => {
+            let kit = node::kit::build(&hosts, &dir)?;
+            out.stderr.line(&format!(
+                "wrote {} node folders and {} VN host folders to {} ({} keys made, {} kept); read {}",
+                kit.node_configs.len(),
+                kit.host_configs.len(),
+                dir.display(),
+                kit.keys_made,
+                kit.keys_kept,
+                dir.join("README.md").display()
+            ));
+            Ok(())
         }
         Cmd::Psk { out: path } => {
             node::psk::generate(&path)?;

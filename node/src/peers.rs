@@ -252,7 +252,7 @@ fn check_peer_suffix(
 
 /// A DNS name as a resolver takes it: dot-separated labels of letters, digits, `-` and `_` (1 to 63
 /// characters each, no `-` at either end), at most 253 characters, an optional final dot.
-fn check_host_name(name: &str) -> std::result::Result<(), String> {
+pub fn check_host_name(name: &str) -> std::result::Result<(), String> {
     let bare = name.strip_suffix('.').unwrap_or(name);
     let bad = |why: &str| Err(format!("'{name}' is not a host name: {why}"));
     if bare.is_empty() {
