@@ -6,6 +6,10 @@
 //! so nothing resets a connection: to its peers it is silent, as a machine behind a partition is). The root
 //! variant black-holes it in a network namespace instead: run it with
 //! `sudo -E cargo test -p node --test dead_peers -- --ignored`.
+//!
+//! Both run with the default chunk grid: the rounds that waited for the peer until it was noticed are not
+//! taken for work (`node::net::chunk_slots::MAX_RISE`); before that bound the network ran on rounds of 10 s
+//! for the rest of the run.
 
 // Wall-clock timing of whole processes; no engine reads it.
 #![allow(clippy::disallowed_methods)]
@@ -27,11 +31,6 @@ const NOTICED_WITHIN: Duration = Duration::from_secs(7);
 /// Slack for a loaded machine, on top of the bound.
 const SLACK: Duration = Duration::from_secs(3);
 const LIMIT: Duration = Duration::from_secs(240);
-/// The chunk grid (`Timing::chunk_slots`) adapts its period to the work between two of a VN's chunks, which
-/// includes the rounds that waited for the peer before it was noticed: after them the whole network runs on a
-/// period of seconds for a while (measured: rounds of 10 s for the rest of this run). That is the grid's
-/// recovery, not what a dead peer costs, so it is off here.
-const WITHOUT_GRID: &str = "chunk_slots = false\n";
 
 /// When each surviving node finished each round (wall clock), and what its metrics say each round took.
 struct Rounds {
@@ -175,8 +174,7 @@ fn check(r: &Rounds, vanished: Instant) {
 
 #[test]
 fn a_frozen_peer_is_noticed_within_the_bound_and_the_next_rounds_do_not_wait_for_it() {
-    let mut net = ProcNet::new(4, 2, ROUNDS, false);
-    net.timing = WITHOUT_GRID.into();
+    let net = ProcNet::new(4, 2, ROUNDS, false);
     let (rounds, vanished) = run(
         &net,
         |i| net.spawn(i),
@@ -222,7 +220,6 @@ fn a_black_holed_peer_is_noticed_within_the_bound_and_the_next_rounds_do_not_wai
     let _cleanup = Cleanup(ns.clone());
 
     let mut net = ProcNet::new(4, 2, ROUNDS, false);
-    net.timing = WITHOUT_GRID.into();
     let ip = |node: usize| if node == 3 { &away } else { &host };
     net.host = format!("/ip4/{host}");
     net.write_peer_list_with(|node, vn| {

@@ -76,6 +76,8 @@ pub const WORK_MARGIN: f64 = 1.3;
 /// A rung goes down only after this many rounds in a row whose work fits a lower one, to the highest rung
 /// those rounds needed: nodes whose work sits near a rung's edge do not flip between two grids every round.
 pub const ROUNDS_TO_GO_DOWN: usize = 3;
+/// The most rungs above its own that one work sample can ask for (two doublings): a stall is not work.
+pub const MAX_RISE: u32 = 2 * RUNGS_PER_DOUBLING;
 /// Samples the period needs before it moves at all: the median of fewer is one odd round.
 pub const SAMPLES_TO_MOVE: usize = 5;
 /// The work of a VN's first rounds is not measured: they open connections to neighbours met for the first
@@ -206,6 +208,13 @@ impl AdaptiveGrid {
         if self.rounds <= ROUNDS_NOT_MEASURED {
             return;
         }
+        // A round that waited for a peer that had died (until its silence was noticed: seconds) measures
+        // that wait, not the work; several in a row, as the rounds frozen with the dead peer are, would carry
+        // the median and put the whole network on a grid of seconds for as many rounds as it takes to come
+        // down (measured before the bound: rounds of 10 s for the rest of a 24-round run). A sample counts
+        // at most [`MAX_RISE`] rungs above the rung in use, so the grid climbs to a truly slower work in a few
+        // steps of five rounds, and a stall costs a few rounds on a coarser grid.
+        let work = work.min(rung_period(self.own + MAX_RISE));
         self.works.push_back(work);
         while self.works.len() > WORK_SAMPLES {
             self.works.pop_front();
@@ -498,6 +507,33 @@ mod tests {
         rungs(3, 10, FIRST_RUNG);
         rungs(10, 35, 9);
         rungs(35, 60, 17);
+    }
+
+    /// Rounds that waited seconds for a dead peer (until its silence was noticed) are not work: five of them
+    /// in a row put the grid at most two doublings up, not on a period of seconds, and it comes back down
+    /// within a dozen rounds once the work is short again.
+    #[test]
+    fn a_stall_of_seconds_does_not_put_the_grid_on_seconds() {
+        let mut s = slots(Period::adaptive(), 4);
+        let works: Vec<Duration> = (0..60)
+            .map(|round| match round {
+                20..25 => ms(7_000),
+                _ => ms(30),
+            })
+            .collect();
+        let periods = run(&mut s, 0, &works);
+        let steady = periods[19];
+        assert_eq!(steady, rung_period(9), "{periods:?}");
+        // After the warm-up (its first rounds leave on the coarse warm-up rung, 381 ms).
+        let worst = *periods[10..].iter().max().unwrap();
+        assert!(
+            worst <= rung_period(9 + MAX_RISE + 2) && worst < ms(400),
+            "{worst:?}: {periods:?}"
+        );
+        assert!(
+            periods[37..].iter().all(|p| *p == steady),
+            "back down: {periods:?}"
+        );
     }
 
     /// A VN follows the highest rung a neighbour tells it of for [`NOTE_ROUNDS`] of its rounds, relaying it
