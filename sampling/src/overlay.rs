@@ -103,6 +103,9 @@
 //! Messages more than [`MAX_FUTURE_ROUNDS`] ahead of the newest started round, or for rounds older than the
 //! [`MAX_KEPT_ROUNDS`] kept, are dropped.
 
+mod history;
+mod next_timer;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -113,6 +116,8 @@ use rand::Rng;
 use rand::seq::IndexedRandom;
 use rand_chacha::ChaCha12Rng;
 
+use self::history::NeighbourHistory;
+use self::next_timer::NextTimer;
 use crate::{Error, PeerId};
 
 /// Largest degree accepted in a config; the paper uses r ≤ 8 (Table 2, Fig. 6 sweeps r = 2 .. 8), 64 keeps
@@ -485,7 +490,9 @@ pub struct OverlayBuilder<I> {
     shunned: BTreeMap<I, Round>,
     /// The neighbours of each round frozen in the last 2 · `repeat_window` rounds (at its freeze), for the
     /// cap once the round itself is forgotten.
-    history: BTreeMap<Round, Vec<I>>,
+    history: NeighbourHistory<I>,
+    /// When a timer of an open round is next due (inputs before then skip `fire_timers`).
+    next_timer: NextTimer,
 }
 
 impl<I: PeerId> OverlayBuilder<I> {
@@ -496,7 +503,8 @@ impl<I: PeerId> OverlayBuilder<I> {
             me,
             cap: cfg.repeat_cap(),
             shunned: BTreeMap::new(),
-            history: BTreeMap::new(),
+            history: NeighbourHistory::default(),
+            next_timer: NextTimer::default(),
             timing: cfg.timing(),
             cfg,
             rng,
@@ -553,6 +561,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                 s.timing = timing;
             }
         }
+        self.next_timer.set(self.earliest_timer());
     }
 
     /// Time from a round's start to its freeze, for a round started now.
@@ -602,6 +611,17 @@ impl<I: PeerId> OverlayBuilder<I> {
     /// The earliest time the caller must call `handle(.., Tick)` (the `poll_timeout` contract: ask after every
     /// `handle`; there is no timer output).
     pub fn next_timeout(&self) -> Option<Duration> {
+        match self.next_timer.settled() {
+            Some(at) => {
+                debug_assert_eq!(at, self.earliest_timer(), "the kept next timer is exact");
+                at
+            }
+            None => self.earliest_timer(),
+        }
+    }
+
+    /// The earliest due timer of the open rounds, from their state.
+    fn earliest_timer(&self) -> Option<Duration> {
         let total = self.cfg.total_substeps();
         let mut best: Option<Duration> = None;
         let mut consider = |t: Duration| best = Some(best.map_or(t, |b: Duration| b.min(t)));
@@ -634,6 +654,10 @@ impl<I: PeerId> OverlayBuilder<I> {
         out: &mut Vec<OverlayOutput<I>>,
     ) {
         self.fire_timers(now, view, out);
+        if matches!(input, OverlayInput::Tick) {
+            return;
+        }
+        self.next_timer.changing();
         match input {
             OverlayInput::Tick => {}
             OverlayInput::StartRound { round } => self.start_round(now, round, view, out),
@@ -662,6 +686,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                 }
             }
         }
+        self.next_timer.set(self.earliest_timer());
     }
 
     /// Rounds other than `round`, less than [`OverlayConfig::repeat_window`] away from it, in which `peer`
@@ -676,8 +701,8 @@ impl<I: PeerId> OverlayBuilder<I> {
             .count();
         let past = self
             .history
-            .iter()
-            .filter(|(r, nb)| near(r) && !self.rounds.contains_key(r) && nb.contains(peer))
+            .rounds_of(peer)
+            .filter(|r| near(r) && !self.rounds.contains_key(r))
             .count();
         live + past
     }
@@ -768,6 +793,9 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     fn fire_timers(&mut self, now: Duration, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
+        if self.next_timer.nothing_due(now) {
+            return;
+        }
         let cfg = self.cfg.clone();
         let total = cfg.total_substeps();
         let keys: Vec<Round> = self
@@ -914,7 +942,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                 if let Some(cap_window) = self.cap.map(|_| cfg.repeat_window) {
                     self.history.insert(round, s.established());
                     let keep = Round(round.get().saturating_sub(2 * cap_window));
-                    self.history = self.history.split_off(&keep);
+                    self.history.forget_before(keep);
                 }
                 // Answers still on their way back through this VN are for walks its peers gave up on.
                 if let Some(gone) = self.relayed.remove(&round) {
@@ -922,6 +950,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                 }
             }
         }
+        self.next_timer.set(self.earliest_timer());
     }
 
     fn freeze(round: Round, s: &mut RoundState<I>, out: &mut Vec<OverlayOutput<I>>) {

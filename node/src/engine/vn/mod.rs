@@ -496,9 +496,21 @@ impl<I: VnIdentity> VnEngine<I> {
 
     /// Starts the negotiations whose time has come.
     fn start_due_overlays(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
+        if !self.starts.maybe_due(now) {
+            return;
+        }
         let due = self
             .exchanges
             .rounds_where(|_, x| matches!(x.negotiation, Negotiation::Due(t) if t <= now));
+        let later = self
+            .exchanges
+            .iter()
+            .filter_map(|(_, x)| match x.negotiation {
+                Negotiation::Due(t) if t > now => Some(t),
+                _ => None,
+            })
+            .min();
+        self.starts.rest_due_from(later);
         if !due.is_empty() {
             self.pace_overlays(now);
         }
