@@ -807,11 +807,13 @@ impl<I: PeerId> OverlayBuilder<I> {
         for round in keys {
             // The view entries a walk of ours does not start with: peers at the repeat cap (they cannot
             // become our neighbour in this round; a rogue one would take the walk and waste it) and shunned
-            // ones. Worked out only when a sub-step begins, and empty in most rounds, where the first hop is
-            // drawn from the whole view as before.
+            // ones. Worked out only when a sub-step begins with this VN short of r (only then does it start a
+            // walk: its degree does not change before the sub-steps below are done), and empty in most rounds,
+            // where the first hop is drawn from the whole view as before.
             let due = {
                 let s = &self.rounds[&round];
                 s.next_substep < total
+                    && s.degree() < cfg.degree
                     && s.start + s.timing.substep * s.next_substep
                         <= now.min(s.start + s.timing.deadline(total))
             };
@@ -906,13 +908,15 @@ impl<I: PeerId> OverlayBuilder<I> {
             }
             // Expired reservations and splice locks, due retransmissions.
             let expired = &mut s.expired_offers;
-            s.offers.retain(|nonce, (until, _, _)| {
-                let keep = *until > now;
-                if !keep {
-                    expired.insert(*nonce);
-                }
-                keep
-            });
+            if s.offers.values().any(|(until, _, _)| *until <= now) {
+                s.offers.retain(|nonce, (until, _, _)| {
+                    let keep = *until > now;
+                    if !keep {
+                        expired.insert(*nonce);
+                    }
+                    keep
+                });
+            }
             for (p, l) in s.links.iter_mut() {
                 match l {
                     Link::Committed {
