@@ -561,7 +561,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                 s.timing = timing;
             }
         }
-        self.next_timer.set(self.earliest_timer());
+        self.settle_all_timers();
     }
 
     /// Time from a round's start to its freeze, for a round started now.
@@ -623,24 +623,53 @@ impl<I: PeerId> OverlayBuilder<I> {
     /// The earliest due timer of the open rounds, from their state.
     fn earliest_timer(&self) -> Option<Duration> {
         let total = self.cfg.total_substeps();
+        self.rounds
+            .values()
+            .filter_map(|s| Self::round_timer(s, total))
+            .min()
+    }
+
+    /// Every open round's next due timer is worked out again (after an input that may touch any round).
+    fn settle_all_timers(&mut self) {
+        let total = self.cfg.total_substeps();
+        let timers = self
+            .rounds
+            .iter()
+            .filter_map(|(r, s)| Self::round_timer(s, total).map(|t| (*r, t)));
+        self.next_timer.settle_all(timers);
+    }
+
+    /// `round`'s next due timer is worked out again (after an input that touched that round only).
+    fn settle_timer(&mut self, round: Round) {
+        let total = self.cfg.total_substeps();
+        let at = self
+            .rounds
+            .get(&round)
+            .and_then(|s| Self::round_timer(s, total));
+        self.next_timer.settle(round, at);
+    }
+
+    /// The earliest due timer of one round, from its state (`None` once frozen).
+    fn round_timer(s: &RoundState<I>, total: u32) -> Option<Duration> {
+        if s.frozen {
+            return None;
+        }
         let mut best: Option<Duration> = None;
         let mut consider = |t: Duration| best = Some(best.map_or(t, |b: Duration| b.min(t)));
-        for s in self.rounds.values().filter(|s| !s.frozen) {
-            consider(s.start + s.timing.deadline(total));
-            if s.next_substep < total {
-                consider(s.start + s.timing.substep * s.next_substep);
+        consider(s.start + s.timing.deadline(total));
+        if s.next_substep < total {
+            consider(s.start + s.timing.substep * s.next_substep);
+        }
+        for l in s.links.values() {
+            if let Link::Committed { retx: Some(t), .. } = l {
+                consider(*t);
             }
-            for l in s.links.values() {
-                if let Link::Committed { retx: Some(t), .. } = l {
-                    consider(*t);
-                }
-            }
-            for (until, _, _) in s.offers.values() {
-                consider(*until);
-            }
-            if let Some(lock) = &s.lock {
-                consider(lock.until);
-            }
+        }
+        for (until, _, _) in s.offers.values() {
+            consider(*until);
+        }
+        if let Some(lock) = &s.lock {
+            consider(lock.until);
         }
         best
     }
@@ -654,12 +683,23 @@ impl<I: PeerId> OverlayBuilder<I> {
         out: &mut Vec<OverlayOutput<I>>,
     ) {
         self.fire_timers(now, view, out);
-        if matches!(input, OverlayInput::Tick) {
-            return;
-        }
-        self.next_timer.changing();
         match input {
-            OverlayInput::Tick => {}
+            OverlayInput::Tick => return,
+            // A message touches the state of its own round only.
+            OverlayInput::Message { from, msg } => {
+                let round = msg.round();
+                if msg.validate().is_err() || from == self.me || self.walk_too_long(&msg) {
+                    out.push(OverlayOutput::Invalid { from });
+                } else {
+                    self.on_message(now, from, msg, view, out);
+                }
+                self.settle_timer(round);
+                return;
+            }
+            _ => self.next_timer.changing(),
+        }
+        match input {
+            OverlayInput::Tick | OverlayInput::Message { .. } => {}
             OverlayInput::StartRound { round } => self.start_round(now, round, view, out),
             OverlayInput::SendFailed { to } => {
                 for s in self.rounds.values_mut().filter(|s| !s.frozen) {
@@ -678,15 +718,8 @@ impl<I: PeerId> OverlayBuilder<I> {
                 }
             }
             OverlayInput::Withheld { round, peer } => self.shun(round, peer),
-            OverlayInput::Message { from, msg } => {
-                if msg.validate().is_err() || from == self.me || self.walk_too_long(&msg) {
-                    out.push(OverlayOutput::Invalid { from });
-                } else {
-                    self.on_message(now, from, msg, view, out);
-                }
-            }
         }
-        self.next_timer.set(self.earliest_timer());
+        self.settle_all_timers();
     }
 
     /// Rounds other than `round`, less than [`OverlayConfig::repeat_window`] away from it, in which `peer`
@@ -796,15 +829,21 @@ impl<I: PeerId> OverlayBuilder<I> {
         if self.next_timer.nothing_due(now) {
             return;
         }
+        // The rounds with a timer due, or every open round while their timers are being changed (a round
+        // with nothing due is left exactly as it is by the walk below).
+        let (keys, every): (Vec<Round>, bool) = match self.next_timer.due(now) {
+            Some(due) => (due, false),
+            None => {
+                let open = self.rounds.iter().filter(|(_, s)| !s.frozen);
+                (open.map(|(k, _)| *k).collect(), true)
+            }
+        };
         let cfg = self.cfg.clone();
         let total = cfg.total_substeps();
-        let keys: Vec<Round> = self
-            .rounds
-            .iter()
-            .filter(|(_, s)| !s.frozen)
-            .map(|(k, _)| *k)
-            .collect();
-        for round in keys {
+        for &round in &keys {
+            if self.rounds.get(&round).is_none_or(|s| s.frozen) {
+                continue;
+            }
             // The view entries a walk of ours does not start with: peers at the repeat cap (they cannot
             // become our neighbour in this round; a rogue one would take the walk and waste it) and shunned
             // ones. Worked out only when a sub-step begins with this VN short of r (only then does it start a
@@ -954,7 +993,13 @@ impl<I: PeerId> OverlayBuilder<I> {
                 }
             }
         }
-        self.next_timer.set(self.earliest_timer());
+        if every {
+            self.settle_all_timers();
+        } else {
+            for round in keys {
+                self.settle_timer(round);
+            }
+        }
     }
 
     fn freeze(round: Round, s: &mut RoundState<I>, out: &mut Vec<OverlayOutput<I>>) {

@@ -1,40 +1,62 @@
-//! When a VN's overlay next has a timer due: the earliest sub-step boundary, freeze, reservation or splice-lock
-//! expiry and retransmission over its open rounds, worked out once after each change of state. Most inputs
-//! (every Cyclon message, walks relayed for rounds not open here, ticks for other timers) find nothing due, and
-//! with this they skip the walk over every open round's timers instead of making it twice (to fire, then to
-//! ask for the next wake-up).
+//! When each open round of a VN's overlay next has a timer due (its next sub-step boundary, its freeze, a
+//! reservation or splice lock expiring, a retransmission), worked out after each change of that round's state.
+//! Most inputs (every Cyclon message, walks relayed for rounds not open here, ticks for other timers) find
+//! nothing due, and most of the rest find one round due: with this they visit only the rounds due, instead of
+//! walking every open round's timers twice (to fire them, then to ask for the next wake-up).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// The builder's next due instant, as of its last change.
+use protocol::Round;
+
+/// The open rounds' next due instants, as of their last change.
 #[derive(Debug, Clone, Default)]
 pub(super) struct NextTimer {
-    /// The earliest due instant over the open rounds; `None` when none is pending.
-    at: Option<Duration>,
-    /// The state is being changed by an input: `at` may be later than the truth until [`Self::set`].
+    /// Each open round's earliest due instant; rounds with none pending (frozen ones) are left out.
+    by_round: BTreeMap<Round, Duration>,
+    /// The state is being changed by an input: any round may be due until [`Self::settle_all`].
     stale: bool,
 }
 
 impl NextTimer {
     /// Whether nothing can be due at `now`, so the timers need not be looked at.
     pub(super) fn nothing_due(&self, now: Duration) -> bool {
-        !self.stale && self.at.is_none_or(|t| now < t)
+        !self.stale && self.by_round.values().all(|&t| now < t)
     }
 
-    /// An input is about to change the rounds' state.
+    /// The rounds that may have a timer due at `now`; `None` while stale (every open round may).
+    pub(super) fn due(&self, now: Duration) -> Option<Vec<Round>> {
+        (!self.stale).then(|| {
+            self.by_round
+                .iter()
+                .filter(|&(_, &t)| t <= now)
+                .map(|(r, _)| *r)
+                .collect()
+        })
+    }
+
+    /// An input is about to change the state of rounds it does not name.
     pub(super) fn changing(&mut self) {
         self.stale = true;
     }
 
-    /// The state settled with `at` as its earliest due instant.
-    pub(super) fn set(&mut self, at: Option<Duration>) {
-        self.at = at;
+    /// `round`'s state changed: its next due instant is `at` (`None`: nothing pending, or not open).
+    pub(super) fn settle(&mut self, round: Round, at: Option<Duration>) {
+        match at {
+            Some(t) => self.by_round.insert(round, t),
+            None => self.by_round.remove(&round),
+        };
+    }
+
+    /// Every round's state may have changed: `rounds` are the open rounds' next due instants.
+    pub(super) fn settle_all(&mut self, rounds: impl IntoIterator<Item = (Round, Duration)>) {
+        self.by_round = rounds.into_iter().collect();
         self.stale = false;
     }
 
     /// The earliest due instant, if the state settled since it last changed.
     pub(super) fn settled(&self) -> Option<Option<Duration>> {
-        (!self.stale).then_some(self.at)
+        (!self.stale).then(|| self.by_round.values().min().copied())
     }
 }
 
@@ -45,16 +67,20 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     #[test]
-    fn nothing_is_due_before_the_settled_instant_and_anything_may_be_while_changing() {
+    fn only_rounds_whose_instant_came_are_due_and_any_may_be_while_changing() {
         let mut t = NextTimer::default();
         assert!(t.nothing_due(Duration::ZERO), "no timer pending");
-        t.set(Some(10 * MS));
-        assert!(t.nothing_due(9 * MS));
-        assert!(!t.nothing_due(10 * MS));
+        t.settle_all([(Round(1), 10 * MS), (Round(2), 5 * MS)]);
+        assert!(t.nothing_due(4 * MS));
+        assert_eq!(t.due(7 * MS), Some(vec![Round(2)]));
+        assert_eq!(t.settled(), Some(Some(5 * MS)));
+        t.settle(Round(2), None);
+        assert_eq!(t.settled(), Some(Some(10 * MS)));
         t.changing();
         assert!(!t.nothing_due(Duration::ZERO));
+        assert_eq!(t.due(Duration::ZERO), None);
         assert_eq!(t.settled(), None);
-        t.set(None);
+        t.settle_all([]);
         assert_eq!(t.settled(), Some(None));
         assert!(t.nothing_due(Duration::MAX));
     }

@@ -885,7 +885,7 @@ impl<I: VnIdentity> VnEngine<I> {
         &mut self,
         now: Duration,
         from: I,
-        bytes: Vec<u8>,
+        bytes: Arc<Vec<u8>>,
         token: ReplyToken,
         out: &mut Vec<VnOutput<I>>,
     ) {
