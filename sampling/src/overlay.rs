@@ -722,28 +722,30 @@ impl<I: PeerId> OverlayBuilder<I> {
         self.settle_all_timers();
     }
 
-    /// Rounds other than `round`, less than [`OverlayConfig::repeat_window`] away from it, in which `peer`
-    /// was (or is, in a round still open) linked with this VN.
-    fn repeats(&self, round: Round, peer: &I) -> usize {
+    /// Whether `peer` was this VN's neighbour as often as [`OverlayConfig::repeat_cap`] allows around
+    /// `round`: it is not taken as one in `round`. The rounds counted are those other than `round`, less than
+    /// [`OverlayConfig::repeat_window`] away from it, in which `peer` was (or is, in a round still open)
+    /// linked with this VN.
+    ///
+    /// Counts only up to the cap, the remembered rounds first: in a long run most peers a VN meets were its
+    /// neighbour in a recent round already, and the remembered rounds are indexed by peer where the open ones
+    /// are looked up one by one.
+    fn at_cap(&self, round: Round, peer: &I) -> bool {
+        let Some(cap) = self.cap else {
+            return false;
+        };
         let w = self.cfg.repeat_window;
         let near = |r: &Round| *r != round && r.get().abs_diff(round.get()) < w;
+        let past = self
+            .history
+            .rounds_of(peer)
+            .filter(|r| near(r) && !self.rounds.contains_key(r));
         let live = self
             .rounds
             .iter()
             .filter(|(r, s)| near(r) && s.links.contains_key(peer))
-            .count();
-        let past = self
-            .history
-            .rounds_of(peer)
-            .filter(|r| near(r) && !self.rounds.contains_key(r))
-            .count();
-        live + past
-    }
-
-    /// Whether `peer` was this VN's neighbour as often as [`OverlayConfig::repeat_cap`] allows around
-    /// `round`: it is not taken as one in `round`.
-    fn at_cap(&self, round: Round, peer: &I) -> bool {
-        self.cap.is_some_and(|c| self.repeats(round, peer) >= c)
+            .map(|(r, _)| *r);
+        past.chain(live).take(cap).count() >= cap
     }
 
     /// Takes no walk from `peer` in the next [`OverlayConfig::repeat_window`] rounds (it forwards them):

@@ -609,6 +609,9 @@ impl<I: VnIdentity> VnEngine<I> {
 
     /// Sends the chunks whose send time has come.
     fn send_due(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
+        if !self.sends.maybe_due(now) {
+            return;
+        }
         // A round the network has left behind (catch-up): nobody will send us its chunk any more, so the
         // round ends with what it has instead of waiting out the deadline.
         let network_at = self.catch_up.reported();
@@ -654,6 +657,16 @@ impl<I: VnIdentity> VnEngine<I> {
                 });
             }
         }
+        // Sends that could not go out yet stay scheduled, and are looked at again from their time.
+        let rest = self
+            .exchanges
+            .iter()
+            .filter_map(|(_, x)| match x.phase {
+                Phase::SendAt(t) => Some(t),
+                _ => None,
+            })
+            .min();
+        self.sends.rest_due_from(rest);
     }
 
     fn on_control(&mut self, now: Duration, from: I, bytes: Vec<u8>, out: &mut Vec<VnOutput<I>>) {
