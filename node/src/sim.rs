@@ -403,11 +403,7 @@ impl<'a> Sim<'a> {
                 }
                 let input = match msg {
                     Wire::Control(bytes) => VnInput::Control { from, bytes },
-                    Wire::Chunk { bytes, token } => VnInput::Chunk {
-                        from,
-                        bytes: (*bytes).clone(),
-                        token,
-                    },
+                    Wire::Chunk { bytes, token } => VnInput::Chunk { from, bytes, token },
                     Wire::Reply { round, bytes } => VnInput::ChunkReply { from, round, bytes },
                     Wire::RoundQuery { token } => VnInput::RoundQuery {
                         from,

@@ -463,7 +463,11 @@ impl Harness {
                 self.next_token += 1;
                 self.open.insert(token);
                 let bytes = chunk_frame(round, index, false, false);
-                self.feed(VnInput::Chunk { from, bytes, token })?
+                self.feed(VnInput::Chunk {
+                    from,
+                    bytes: bytes.into(),
+                    token,
+                })?
             }
             Op::ExchangeNear(ahead) => {
                 let r = self.newest.saturating_add(ahead);
@@ -503,7 +507,11 @@ impl Harness {
                 let token = self.next_token;
                 self.next_token += 1;
                 self.open.insert(token);
-                self.feed(VnInput::Chunk { from, bytes, token })?
+                self.feed(VnInput::Chunk {
+                    from,
+                    bytes: bytes.into(),
+                    token,
+                })?
             }
             Op::ControlRandom { from, bytes } => self.feed(VnInput::Control { from, bytes })?,
             Op::Control { from, sender, msg } => {

@@ -103,6 +103,9 @@
 //! Messages more than [`MAX_FUTURE_ROUNDS`] ahead of the newest started round, or for rounds older than the
 //! [`MAX_KEPT_ROUNDS`] kept, are dropped.
 
+mod history;
+mod next_timer;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -113,6 +116,8 @@ use rand::Rng;
 use rand::seq::IndexedRandom;
 use rand_chacha::ChaCha12Rng;
 
+use self::history::NeighbourHistory;
+use self::next_timer::NextTimer;
 use crate::{Error, PeerId};
 
 /// Largest degree accepted in a config; the paper uses r ≤ 8 (Table 2, Fig. 6 sweeps r = 2 .. 8), 64 keeps
@@ -485,7 +490,9 @@ pub struct OverlayBuilder<I> {
     shunned: BTreeMap<I, Round>,
     /// The neighbours of each round frozen in the last 2 · `repeat_window` rounds (at its freeze), for the
     /// cap once the round itself is forgotten.
-    history: BTreeMap<Round, Vec<I>>,
+    history: NeighbourHistory<I>,
+    /// When a timer of an open round is next due (inputs before then skip `fire_timers`).
+    next_timer: NextTimer,
 }
 
 impl<I: PeerId> OverlayBuilder<I> {
@@ -496,7 +503,8 @@ impl<I: PeerId> OverlayBuilder<I> {
             me,
             cap: cfg.repeat_cap(),
             shunned: BTreeMap::new(),
-            history: BTreeMap::new(),
+            history: NeighbourHistory::default(),
+            next_timer: NextTimer::default(),
             timing: cfg.timing(),
             cfg,
             rng,
@@ -553,6 +561,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                 s.timing = timing;
             }
         }
+        self.settle_all_timers();
     }
 
     /// Time from a round's start to its freeze, for a round started now.
@@ -602,25 +611,65 @@ impl<I: PeerId> OverlayBuilder<I> {
     /// The earliest time the caller must call `handle(.., Tick)` (the `poll_timeout` contract: ask after every
     /// `handle`; there is no timer output).
     pub fn next_timeout(&self) -> Option<Duration> {
+        match self.next_timer.settled() {
+            Some(at) => {
+                debug_assert_eq!(at, self.earliest_timer(), "the kept next timer is exact");
+                at
+            }
+            None => self.earliest_timer(),
+        }
+    }
+
+    /// The earliest due timer of the open rounds, from their state.
+    fn earliest_timer(&self) -> Option<Duration> {
         let total = self.cfg.total_substeps();
+        self.rounds
+            .values()
+            .filter_map(|s| Self::round_timer(s, total))
+            .min()
+    }
+
+    /// Every open round's next due timer is worked out again (after an input that may touch any round).
+    fn settle_all_timers(&mut self) {
+        let total = self.cfg.total_substeps();
+        let timers = self
+            .rounds
+            .iter()
+            .filter_map(|(r, s)| Self::round_timer(s, total).map(|t| (*r, t)));
+        self.next_timer.settle_all(timers);
+    }
+
+    /// `round`'s next due timer is worked out again (after an input that touched that round only).
+    fn settle_timer(&mut self, round: Round) {
+        let total = self.cfg.total_substeps();
+        let at = self
+            .rounds
+            .get(&round)
+            .and_then(|s| Self::round_timer(s, total));
+        self.next_timer.settle(round, at);
+    }
+
+    /// The earliest due timer of one round, from its state (`None` once frozen).
+    fn round_timer(s: &RoundState<I>, total: u32) -> Option<Duration> {
+        if s.frozen {
+            return None;
+        }
         let mut best: Option<Duration> = None;
         let mut consider = |t: Duration| best = Some(best.map_or(t, |b: Duration| b.min(t)));
-        for s in self.rounds.values().filter(|s| !s.frozen) {
-            consider(s.start + s.timing.deadline(total));
-            if s.next_substep < total {
-                consider(s.start + s.timing.substep * s.next_substep);
+        consider(s.start + s.timing.deadline(total));
+        if s.next_substep < total {
+            consider(s.start + s.timing.substep * s.next_substep);
+        }
+        for l in s.links.values() {
+            if let Link::Committed { retx: Some(t), .. } = l {
+                consider(*t);
             }
-            for l in s.links.values() {
-                if let Link::Committed { retx: Some(t), .. } = l {
-                    consider(*t);
-                }
-            }
-            for (until, _, _) in s.offers.values() {
-                consider(*until);
-            }
-            if let Some(lock) = &s.lock {
-                consider(lock.until);
-            }
+        }
+        for (until, _, _) in s.offers.values() {
+            consider(*until);
+        }
+        if let Some(lock) = &s.lock {
+            consider(lock.until);
         }
         best
     }
@@ -635,7 +684,22 @@ impl<I: PeerId> OverlayBuilder<I> {
     ) {
         self.fire_timers(now, view, out);
         match input {
-            OverlayInput::Tick => {}
+            OverlayInput::Tick => return,
+            // A message touches the state of its own round only.
+            OverlayInput::Message { from, msg } => {
+                let round = msg.round();
+                if msg.validate().is_err() || from == self.me || self.walk_too_long(&msg) {
+                    out.push(OverlayOutput::Invalid { from });
+                } else {
+                    self.on_message(now, from, msg, view, out);
+                }
+                self.settle_timer(round);
+                return;
+            }
+            _ => self.next_timer.changing(),
+        }
+        match input {
+            OverlayInput::Tick | OverlayInput::Message { .. } => {}
             OverlayInput::StartRound { round } => self.start_round(now, round, view, out),
             OverlayInput::SendFailed { to } => {
                 for s in self.rounds.values_mut().filter(|s| !s.frozen) {
@@ -654,38 +718,34 @@ impl<I: PeerId> OverlayBuilder<I> {
                 }
             }
             OverlayInput::Withheld { round, peer } => self.shun(round, peer),
-            OverlayInput::Message { from, msg } => {
-                if msg.validate().is_err() || from == self.me || self.walk_too_long(&msg) {
-                    out.push(OverlayOutput::Invalid { from });
-                } else {
-                    self.on_message(now, from, msg, view, out);
-                }
-            }
         }
+        self.settle_all_timers();
     }
 
-    /// Rounds other than `round`, less than [`OverlayConfig::repeat_window`] away from it, in which `peer`
-    /// was (or is, in a round still open) linked with this VN.
-    fn repeats(&self, round: Round, peer: &I) -> usize {
+    /// Whether `peer` was this VN's neighbour as often as [`OverlayConfig::repeat_cap`] allows around
+    /// `round`: it is not taken as one in `round`. The rounds counted are those other than `round`, less than
+    /// [`OverlayConfig::repeat_window`] away from it, in which `peer` was (or is, in a round still open)
+    /// linked with this VN.
+    ///
+    /// Counts only up to the cap, the remembered rounds first: in a long run most peers a VN meets were its
+    /// neighbour in a recent round already, and the remembered rounds are indexed by peer where the open ones
+    /// are looked up one by one.
+    fn at_cap(&self, round: Round, peer: &I) -> bool {
+        let Some(cap) = self.cap else {
+            return false;
+        };
         let w = self.cfg.repeat_window;
         let near = |r: &Round| *r != round && r.get().abs_diff(round.get()) < w;
+        let past = self
+            .history
+            .rounds_of(peer)
+            .filter(|r| near(r) && !self.rounds.contains_key(r));
         let live = self
             .rounds
             .iter()
             .filter(|(r, s)| near(r) && s.links.contains_key(peer))
-            .count();
-        let past = self
-            .history
-            .iter()
-            .filter(|(r, nb)| near(r) && !self.rounds.contains_key(r) && nb.contains(peer))
-            .count();
-        live + past
-    }
-
-    /// Whether `peer` was this VN's neighbour as often as [`OverlayConfig::repeat_cap`] allows around
-    /// `round`: it is not taken as one in `round`.
-    fn at_cap(&self, round: Round, peer: &I) -> bool {
-        self.cap.is_some_and(|c| self.repeats(round, peer) >= c)
+            .map(|(r, _)| *r);
+        past.chain(live).take(cap).count() >= cap
     }
 
     /// Takes no walk from `peer` in the next [`OverlayConfig::repeat_window`] rounds (it forwards them):
@@ -773,22 +833,33 @@ impl<I: PeerId> OverlayBuilder<I> {
     }
 
     fn fire_timers(&mut self, now: Duration, view: &[I], out: &mut Vec<OverlayOutput<I>>) {
+        if self.next_timer.nothing_due(now) {
+            return;
+        }
+        // The rounds with a timer due, or every open round while their timers are being changed (a round
+        // with nothing due is left exactly as it is by the walk below).
+        let (keys, every): (Vec<Round>, bool) = match self.next_timer.due(now) {
+            Some(due) => (due, false),
+            None => {
+                let open = self.rounds.iter().filter(|(_, s)| !s.frozen);
+                (open.map(|(k, _)| *k).collect(), true)
+            }
+        };
         let cfg = self.cfg.clone();
         let total = cfg.total_substeps();
-        let keys: Vec<Round> = self
-            .rounds
-            .iter()
-            .filter(|(_, s)| !s.frozen)
-            .map(|(k, _)| *k)
-            .collect();
-        for round in keys {
+        for &round in &keys {
+            if self.rounds.get(&round).is_none_or(|s| s.frozen) {
+                continue;
+            }
             // The view entries a walk of ours does not start with: peers at the repeat cap (they cannot
             // become our neighbour in this round; a rogue one would take the walk and waste it) and shunned
-            // ones. Worked out only when a sub-step begins, and empty in most rounds, where the first hop is
-            // drawn from the whole view as before.
+            // ones. Worked out only when a sub-step begins with this VN short of r (only then does it start a
+            // walk: its degree does not change before the sub-steps below are done), and empty in most rounds,
+            // where the first hop is drawn from the whole view as before.
             let due = {
                 let s = &self.rounds[&round];
                 s.next_substep < total
+                    && s.degree() < cfg.degree
                     && s.start + s.timing.substep * s.next_substep
                         <= now.min(s.start + s.timing.deadline(total))
             };
@@ -883,13 +954,15 @@ impl<I: PeerId> OverlayBuilder<I> {
             }
             // Expired reservations and splice locks, due retransmissions.
             let expired = &mut s.expired_offers;
-            s.offers.retain(|nonce, (until, _, _)| {
-                let keep = *until > now;
-                if !keep {
-                    expired.insert(*nonce);
-                }
-                keep
-            });
+            if s.offers.values().any(|(until, _, _)| *until <= now) {
+                s.offers.retain(|nonce, (until, _, _)| {
+                    let keep = *until > now;
+                    if !keep {
+                        expired.insert(*nonce);
+                    }
+                    keep
+                });
+            }
             for (p, l) in s.links.iter_mut() {
                 match l {
                     Link::Committed {
@@ -919,12 +992,19 @@ impl<I: PeerId> OverlayBuilder<I> {
                 if let Some(cap_window) = self.cap.map(|_| cfg.repeat_window) {
                     self.history.insert(round, s.established());
                     let keep = Round(round.get().saturating_sub(2 * cap_window));
-                    self.history = self.history.split_off(&keep);
+                    self.history.forget_before(keep);
                 }
                 // Answers still on their way back through this VN are for walks its peers gave up on.
                 if let Some(gone) = self.relayed.remove(&round) {
                     self.relayed_count -= gone.len();
                 }
+            }
+        }
+        if every {
+            self.settle_all_timers();
+        } else {
+            for round in keys {
+                self.settle_timer(round);
             }
         }
     }

@@ -1,7 +1,8 @@
 //! Token buckets, sans-IO (time is an input): per-peer limits on what a VN handles, and a limit on how often
 //! refusals are logged.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::time::Duration;
 
 /// A token bucket: up to `burst` events at once, refilled at `per_period` events per `period`.
@@ -53,17 +54,22 @@ impl Rate {
 pub const MAX_TRACKED_PEERS: usize = 4096;
 
 /// One bucket per peer, bounded in memory.
+///
+/// A hash map: every control message a VN receives looks its sender up here, among the hundreds of peers it
+/// hears in a large network. Its order is never observed (entries are only looked up, and dropped by
+/// [`PerPeer::allow`]'s `retain`, whose outcome does not depend on the order), and its keys are hashed with
+/// the standard library's keyed hasher, since peers choose their identities.
 #[derive(Debug)]
 pub struct PerPeer<I> {
     rate: Rate,
-    buckets: BTreeMap<I, TokenBucket>,
+    buckets: HashMap<I, TokenBucket>,
 }
 
-impl<I: Ord + Clone> PerPeer<I> {
+impl<I: Eq + Hash + Clone> PerPeer<I> {
     pub fn new(rate: Rate) -> Self {
         Self {
             rate,
-            buckets: BTreeMap::new(),
+            buckets: HashMap::new(),
         }
     }
 

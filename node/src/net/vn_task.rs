@@ -503,7 +503,7 @@ impl VnTask {
                 self.chunk_replies.insert(*next_token, reply);
                 Some(VnInput::Chunk {
                     from: Self::addr_of(peer, addrs),
-                    bytes,
+                    bytes: Arc::new(bytes),
                     token: *next_token,
                 })
             }
@@ -658,8 +658,7 @@ impl VnTask {
                     channels.insert(*next_token, channel);
                     Some(VnInput::Chunk {
                         from: Self::addr_of(peer, addrs),
-                        // The codec made this Arc from the frame it read: unique, so no copy.
-                        bytes: Arc::unwrap_or_clone(request),
+                        bytes: request,
                         token: *next_token,
                     })
                 }

@@ -25,7 +25,9 @@ pub enum VnInput<I> {
     /// A chunk request from `from`, to be answered with a `Reply` carrying `token`.
     Chunk {
         from: I,
-        bytes: Vec<u8>,
+        /// Shared, as a sender's frame is: a driver that holds the frame in an `Arc` (the simulator's one
+        /// encoding for all of a VN's neighbours) hands it over without a copy per receiver.
+        bytes: Arc<Vec<u8>>,
         token: ReplyToken,
     },
     /// `from`'s answer to a chunk we sent for `round`.

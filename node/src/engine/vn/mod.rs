@@ -505,9 +505,21 @@ impl<I: VnIdentity> VnEngine<I> {
 
     /// Starts the negotiations whose time has come.
     fn start_due_overlays(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
+        if !self.starts.maybe_due(now) {
+            return;
+        }
         let due = self
             .exchanges
             .rounds_where(|_, x| matches!(x.negotiation, Negotiation::Due(t) if t <= now));
+        let later = self
+            .exchanges
+            .iter()
+            .filter_map(|(_, x)| match x.negotiation {
+                Negotiation::Due(t) if t > now => Some(t),
+                _ => None,
+            })
+            .min();
+        self.starts.rest_due_from(later);
         if !due.is_empty() {
             self.pace_overlays(now);
         }
@@ -606,6 +618,9 @@ impl<I: VnIdentity> VnEngine<I> {
 
     /// Sends the chunks whose send time has come.
     fn send_due(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
+        if !self.sends.maybe_due(now) {
+            return;
+        }
         // A round the network has left behind (catch-up): nobody will send us its chunk any more, so the
         // round ends with what it has instead of waiting out the deadline.
         let network_at = self.catch_up.reported();
@@ -651,6 +666,16 @@ impl<I: VnIdentity> VnEngine<I> {
                 });
             }
         }
+        // Sends that could not go out yet stay scheduled, and are looked at again from their time.
+        let rest = self
+            .exchanges
+            .iter()
+            .filter_map(|(_, x)| match x.phase {
+                Phase::SendAt(t) => Some(t),
+                _ => None,
+            })
+            .min();
+        self.sends.rest_due_from(rest);
     }
 
     fn on_control(&mut self, now: Duration, from: I, bytes: Vec<u8>, out: &mut Vec<VnOutput<I>>) {
@@ -905,7 +930,7 @@ impl<I: VnIdentity> VnEngine<I> {
         &mut self,
         now: Duration,
         from: I,
-        bytes: Vec<u8>,
+        bytes: Arc<Vec<u8>>,
         token: ReplyToken,
         out: &mut Vec<VnOutput<I>>,
     ) {

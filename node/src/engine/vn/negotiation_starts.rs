@@ -25,6 +25,10 @@ pub(crate) struct NegotiationStarts {
     /// trips (the simulator sends no `Prepare`). Until it has measured any, its overlays take the cold
     /// start's stretch, as its peers' that have (`RoundTrips::next_substep`).
     prepared: bool,
+    /// No negotiation scheduled here is due before this (a lower bound: the earliest start handed out since
+    /// the last look at the exchanges). Every input asks whether one is due; most find none, and need not
+    /// walk the exchanges to learn it.
+    earliest_due: Option<Duration>,
 }
 
 impl NegotiationStarts {
@@ -35,6 +39,7 @@ impl NegotiationStarts {
             last_start: None,
             round_trips: RoundTrips::default(),
             prepared: false,
+            earliest_due: None,
         }
     }
 
@@ -89,7 +94,19 @@ impl NegotiationStarts {
         let offset = self.start_jitter.mul_f64(rand::Rng::random::<f64>(rng));
         let base = self.last_start.map_or(now, |t| now.max(t + spacing));
         self.last_start = Some(base);
-        base + offset
+        let at = base + offset;
+        self.earliest_due = Some(self.earliest_due.map_or(at, |e| e.min(at)));
+        at
+    }
+
+    /// Whether a negotiation scheduled here may be due at `now` (if not, none is).
+    pub(crate) fn maybe_due(&self, now: Duration) -> bool {
+        self.earliest_due.is_some_and(|e| e <= now)
+    }
+
+    /// The exchanges were looked at: `earliest` is the first start still scheduled (`None`: none is).
+    pub(crate) fn rest_due_from(&mut self, earliest: Option<Duration>) {
+        self.earliest_due = earliest;
     }
 
     /// The sub-step of the overlays started from now on: the `configured` one, stretched by the round trips

@@ -31,7 +31,7 @@ pub(crate) struct PeerLimits<I> {
     round_query: PerPeer<I>,
 }
 
-impl<I: Ord + Clone> PeerLimits<I> {
+impl<I: Eq + std::hash::Hash + Clone> PeerLimits<I> {
     /// Limits for a VN negotiating `open_rounds` overlays at once with sub-steps of `substep`, whose Cyclon
     /// shuffles every `cyclon_period`.
     pub(crate) fn new(open_rounds: u64, substep: Duration, cyclon_period: Duration) -> Self {

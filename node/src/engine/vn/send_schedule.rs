@@ -51,6 +51,9 @@ pub(crate) struct SendSchedule {
     pace: SendPace,
     /// The automatic pace's latest estimates.
     estimates: VecDeque<Duration>,
+    /// No scheduled send is due before this (a lower bound: the earliest send time handed out since the
+    /// exchanges were last looked at). Every input asks whether a send is due; most find none.
+    earliest_pending: Option<Duration>,
 }
 
 impl SendSchedule {
@@ -59,13 +62,24 @@ impl SendSchedule {
             jitter,
             pace,
             estimates: VecDeque::with_capacity(PACE_MEMORY),
+            earliest_pending: None,
         }
+    }
+
+    /// Whether a send scheduled here may be due at `now` (if not, none is).
+    pub(crate) fn maybe_due(&self, now: Duration) -> bool {
+        self.earliest_pending.is_some_and(|e| e <= now)
+    }
+
+    /// The exchanges were looked at: `earliest` is the first send still scheduled (`None`: none is).
+    pub(crate) fn rest_due_from(&mut self, earliest: Option<Duration>) {
+        self.earliest_pending = earliest;
     }
 
     /// When our chunk of a round goes out, decided once chunk and neighbours are there (`now`): the round's
     /// start (`rn_started`, if known) plus the pace, not before now, plus this VN's own jitter.
     pub(crate) fn send_at(
-        &self,
+        &mut self,
         rn_started: Option<Duration>,
         now: Duration,
         rng: &mut ChaCha12Rng,
@@ -82,7 +96,9 @@ impl SendSchedule {
                 .max(floor),
         };
         let earliest = rn_started.map_or(now, |started| (started + pace).max(now));
-        earliest + jitter
+        let at = earliest + jitter;
+        self.earliest_pending = Some(self.earliest_pending.map_or(at, |e| e.min(at)));
+        at
     }
 
     /// A round complete before its deadline: its last neighbour's copy came `last_copy` into a round that

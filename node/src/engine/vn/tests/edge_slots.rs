@@ -155,7 +155,7 @@ fn per_edge_frames_go_to_their_slots_and_a_dropped_edge_keeps_its_slot_without_a
         t,
         VnInput::Chunk {
             from: 7,
-            bytes: frame(1, 3.0).encode(),
+            bytes: frame(1, 3.0).encode().into(),
             token: 1,
         },
     );
@@ -183,7 +183,7 @@ fn per_edge_frames_go_to_their_slots_and_a_dropped_edge_keeps_its_slot_without_a
         t,
         VnInput::Chunk {
             from: 5,
-            bytes: frame(1, 4.0).encode(),
+            bytes: frame(1, 4.0).encode().into(),
             token: 2,
         },
     );

@@ -131,7 +131,7 @@ fn an_exchange_with_all_its_partners_in_is_not_held() {
             t,
             VnInput::Chunk {
                 from,
-                bytes,
+                bytes: bytes.into(),
                 token: token as u64 + 1,
             },
         );
@@ -174,7 +174,14 @@ fn a_gone_neighbour_is_not_waited_for() {
             values: vec![2.0],
         }
         .encode();
-        let out = e.handle(t, VnInput::Chunk { from, bytes, token });
+        let out = e.handle(
+            t,
+            VnInput::Chunk {
+                from,
+                bytes: bytes.into(),
+                token,
+            },
+        );
         assert!(done_of(&out).is_none(), "9's chunk is still awaited");
     }
     let accepted = protocol::codec::encode_control(&ChunkReply::Accepted).unwrap();
@@ -214,7 +221,7 @@ fn a_gone_neighbour_is_not_waited_for() {
         t,
         VnInput::Chunk {
             from: 9,
-            bytes: late.encode(),
+            bytes: late.encode().into(),
             token: 3,
         },
     );
@@ -227,7 +234,7 @@ fn a_gone_neighbour_is_not_waited_for() {
             t,
             VnInput::Chunk {
                 from,
-                bytes: late.encode(),
+                bytes: late.encode().into(),
                 token,
             },
         );

@@ -431,7 +431,7 @@ proptest! {
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), round in 0u64..4) {
         let mut e = engine(|_| true);
         e.handle(Duration::ZERO, VnInput::FromRn(ToVirtualNode::StartRound(Round(round))));
-        e.handle(Duration::ZERO, VnInput::Chunk { from: 1, bytes: bytes.clone(), token: 1 });
+        e.handle(Duration::ZERO, VnInput::Chunk { from: 1, bytes: bytes.clone().into(), token: 1 });
         e.handle(Duration::ZERO, VnInput::Control { from: 1, bytes: bytes.clone() });
         e.handle(Duration::ZERO, VnInput::ChunkReply { from: 1, round: Round(round), bytes });
     }

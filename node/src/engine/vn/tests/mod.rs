@@ -123,7 +123,7 @@ fn send_chunk(
         now,
         VnInput::Chunk {
             from,
-            bytes,
+            bytes: bytes.into(),
             token: 1,
         },
     )
