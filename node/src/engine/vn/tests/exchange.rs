@@ -267,7 +267,7 @@ fn after_a_mute_neighbour(then: impl FnOnce(&mut VnEngine<u32>, Duration)) -> Vn
             t,
             VnInput::Chunk {
                 from,
-                bytes: chunk(1, 0, &[2.0]),
+                bytes: chunk(1, 0, &[2.0]).into(),
                 token,
             },
         );
@@ -329,7 +329,7 @@ fn a_mute_neighbour_that_was_dead_or_only_late_is_not_shunned() {
             t,
             VnInput::Chunk {
                 from: 9,
-                bytes: chunk(1, 0, &[2.0]),
+                bytes: chunk(1, 0, &[2.0]).into(),
                 token: 9,
             },
         );
