@@ -22,7 +22,8 @@
 //! neighbour that left a slot late (a straddle) measures a whole period more; a high quantile fed that back
 //! into the period (measured: rounds of 0.5 s instead of 0.1 s on a loaded machine). A rung goes up once
 //! most of the nine need it, and down after three rounds in a row that fit lower; the first three rounds,
-//! which open the connections, are not measured, and nothing moves before five are.
+//! which open the connections, are not measured, and nothing moves before five are. A sample counts at most
+//! [`MAX_RISE`] rungs above the rung in use: rounds that waited seconds for a dead peer are not work.
 //!
 //! Nodes must share one grid: two rungs' boundaries do not meet, and siblings always share their node's
 //! rung. Each VN therefore tells the neighbours it sends chunks to the highest rung it knows is needed, and
@@ -36,8 +37,9 @@
 //! What the note shows: the rung, which is every node's once it has spread; for the few rounds after one
 //! node's own rung rose above the rest, only that node's VNs tell it with a full count, and they already
 //! leave on its grid. Measured by default (`results/linkage-packets/`, the grid's warm-up and shifted
-//! slots): chunk timing 0.51-0.53 by a pair's median or mean gap, the strongest of 14 features 0.56-0.57 (a
-//! different one in each network), at rounds of 0.108 s against 0.064 s without the grid in the rounds
+//! slots, then its chance floor): chunk timing 0.49-0.54 by a pair's median or mean gap; the best of 14
+//! features chosen on other networks 0.535 with `--netns` (inside the chance floor) and 0.552 on loopback
+//! (co-activity within 50 ms), at rounds of 0.108 s against 0.064 s without the grid in the rounds
 //! bench's setting (release build). The first rounds leave on a coarse rung ([`WARM_UP_RUNG`]), and a
 //! chunk leaves at the first instant of its VN's grid shifted by its offset (see `release_at`).
 //!
