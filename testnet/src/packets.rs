@@ -269,7 +269,8 @@ impl ChanceFloor {
         }
         let quantile = |v: &mut Vec<f64>, q: f64| {
             v.sort_by(f64::total_cmp);
-            v.get(((v.len() as f64 - 1.0) * q).round() as usize).copied()
+            v.get(((v.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
         };
         let real_best = real.best.as_ref().and_then(|b| b.auc_pooled);
         ChanceFloor {
@@ -328,8 +329,7 @@ impl Evidence {
             );
         }
         // Connections: (from, to) endpoints → (sender VN, receiving VN), both directions.
-        let mut endpoints: HashMap<(SocketAddrV4, SocketAddrV4), (PeerId, PeerId)> =
-            HashMap::new();
+        let mut endpoints: HashMap<(SocketAddrV4, SocketAddrV4), (PeerId, PeerId)> = HashMap::new();
         for r in logs.iter().flatten() {
             if let Logged::Inbound { local, remote } = &r.what
                 && let (Some(l), Some(rm)) = (socket_of(local), socket_of(remote))
