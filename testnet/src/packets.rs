@@ -345,13 +345,8 @@ impl Evidence {
         let mut evidence = Vec::with_capacity(observers.len());
         let mut pair_scores = Vec::with_capacity(observers.len());
         for (o, log) in observers.iter().zip(logs) {
+            // An observer without a capture has no packet times: it is not attacked here.
             let Some(cap) = o.capture else {
-                evidence.push(ObserverEvidence {
-                    index: o.index,
-                    vns: o.vns.clone(),
-                    log,
-                    flows: HashMap::new(),
-                });
                 continue;
             };
             if !captures.contains_key(cap) {
