@@ -53,11 +53,20 @@ impl DeviceSpec {
             ),
             DeviceSpec::Cuda(n) => match Device::new_cuda(n) {
                 Ok(d) => (d, None),
-                Err(e) => (cpu(), Some(format!("CUDA device {n} did not start: {e}"))),
+                Err(e) => (
+                    cpu(),
+                    Some(format!("CUDA device {n} did not start: {}", first_line(&e))),
+                ),
             },
             DeviceSpec::Metal(n) => match Device::new_metal(n) {
                 Ok(d) => (d, None),
-                Err(e) => (cpu(), Some(format!("Metal device {n} did not start: {e}"))),
+                Err(e) => (
+                    cpu(),
+                    Some(format!(
+                        "Metal device {n} did not start: {}",
+                        first_line(&e)
+                    )),
+                ),
             },
         }
     }
@@ -113,6 +122,17 @@ impl<'de> Deserialize<'de> for DeviceSpec {
     }
 }
 
+/// A Candle error's first line: its message without the backtrace Candle attaches to device errors (dozens
+/// of lines in a warning an operator reads).
+fn first_line(e: &candle_core::Error) -> String {
+    e.to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
 /// The CPU device.
 pub fn cpu() -> Device {
     Device::Cpu
@@ -141,7 +161,10 @@ fn try_cuda() -> Option<Device> {
     match Device::new_cuda(0) {
         Ok(d) => Some(d),
         Err(e) => {
-            tracing::warn!("CUDA is compiled in but device 0 failed to start: {e}");
+            tracing::warn!(
+                "CUDA is compiled in but device 0 failed to start: {}",
+                first_line(&e)
+            );
             None
         }
     }
@@ -160,7 +183,10 @@ fn try_metal() -> Option<Device> {
     match Device::new_metal(0) {
         Ok(d) => Some(d),
         Err(e) => {
-            tracing::warn!("Metal is compiled in but device 0 failed to start: {e}");
+            tracing::warn!(
+                "Metal is compiled in but device 0 failed to start: {}",
+                first_line(&e)
+            );
             None
         }
     }
@@ -174,6 +200,15 @@ fn try_metal() -> Option<Device> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_device_error_is_reported_without_its_backtrace() {
+        // What Candle prints for a device error: the message, then its backtrace.
+        let e = candle_core::Error::Msg(
+            "no CUDA-capable device\n   0: bt\n      at src/error.rs:260".into(),
+        );
+        assert_eq!(first_line(&e), "no CUDA-capable device");
+    }
 
     #[test]
     fn device_names_parse_and_print_back() {

@@ -148,7 +148,14 @@ pub fn run(s: &Settings) -> anyhow::Result<Report> {
     eprintln!("loading {} data…", s.learning.dataset.name());
     let (split, parts) = s.load_data()?;
     // The shared initial model (same seed on every node): its size and its test metric before training.
-    let probe = s.learning.learners(&split, &parts, [0])?.remove(0);
+    // On node 0's device when `--device` names one, so that the probe opens no device the run does not use.
+    let probe = if s.devices.is_empty() {
+        s.learning.learners(&split, &parts, [0])?
+    } else {
+        s.learning
+            .learners_on(&split, &parts, [0], |i| s.device_of(i).unwrap_or_default())?
+    }
+    .remove(0);
     let d = probe.model.flat_params()?.len();
     let init = models::train::evaluate(&probe.model, &probe.test)?;
     let initial = (init.metric_kind(), init.metric());
