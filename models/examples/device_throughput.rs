@@ -18,7 +18,6 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use candle_core::Device;
 use models::data::{Dataset, Inputs, Targets};
 use models::device::DeviceSpec;
 use models::nn::{Model, ModelSpec, TaskInfo};

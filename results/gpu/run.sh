@@ -6,9 +6,14 @@
 # Two steps, since the GPU machine may have no Rust toolchain and no network (the workplace's have neither):
 #
 #   results/gpu/run.sh bundle            # on any Linux x86_64 machine: builds with CUDA (scripts/cuda-build.sh)
-#                                        # and puts the stripped binaries in gpu-bundle/ (about 60 MB)
-#   results/gpu/run.sh measure [DIR]     # on the GPU machine, from the repository root with gpu-bundle/ in
-#                                        # it: writes DIR (default results/gpu/runs) and prints the summary
+#                                        # and puts the stripped binaries in gpu-bundle/ (160 MB, CUDA's kernels
+#                                        # in each) and gpu-bundle.tar.xz (22 MB, what to copy over)
+#   results/gpu/run.sh measure [DIR]     # on the GPU machine, from the repository root with gpu-bundle/ or
+#                                        # gpu-bundle.tar.xz in it: writes DIR (default results/gpu/runs) and
+#                                        # prints the summary
+#
+# On 2 cores `bundle` takes about 45 minutes from cold: the binaries, then the example and the test, whose
+# dev-dependencies change the features of shared crates, so candle and its kernels are built twice.
 #
 # `measure` needs the NVIDIA driver for CUDA 13 (580 or newer) and the CUDA 13 libraries (cuBLAS, cuRAND,
 # NVRTC): the ones of `scripts/cuda-build.sh --env`, or those of a Python environment's nvidia-* wheels
@@ -45,12 +50,16 @@ for line in sys.stdin:
     cp "$test_bin" "$BUNDLE/device_agrees"
     strip "$BUNDLE"/*
     git rev-parse HEAD > "$BUNDLE/commit"
-    du -sh "$BUNDLE"
+    tar -C "$BUNDLE" -cf - . | xz -T0 -6 > "$BUNDLE.tar.xz"
+    du -sh "$BUNDLE" "$BUNDLE.tar.xz"
     echo "now, on the GPU machine: results/gpu/run.sh measure"
     ;;
 measure)
     out=${2:-results/gpu/runs}
     mkdir -p "$out"
+    if [[ ! -x "$BUNDLE/testnet" && -f "$BUNDLE.tar.xz" ]]; then
+        mkdir -p "$BUNDLE" && xz -dc "$BUNDLE.tar.xz" | tar -C "$BUNDLE" -xf -
+    fi
     [[ -x "$BUNDLE/testnet" ]] || { echo "no $BUNDLE/: run 'results/gpu/run.sh bundle' first" >&2; exit 1; }
     if [[ -n "${CUDA_LIBS:-}" ]]; then
         libs=$CUDA_LIBS
