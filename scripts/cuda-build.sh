@@ -21,9 +21,9 @@
 #     GPU, not with the toolkit. At run time the real libcuda.so.1 of the NVIDIA driver is loaded; the stub is
 #     never on the run-time library path (`--env`);
 #  4. runs `cargo build --release -p testnet -p node --features cuda` into its own target folder, target/cuda
-#     (so the CPU binaries in target/release stay as they are; the first time, the crates both builds share are
-#     hard-linked over from target/release), with CUDA_HOME, PATH and CUDA_COMPUTE_CAP set (the compute
-#     capability is given, since a machine without a GPU cannot detect it);
+#     (so the CPU binaries in target/release stay as they are; about 25 minutes from cold on 2 cores, most of
+#     it candle's kernels), with CUDA_HOME, PATH and CUDA_COMPUTE_CAP set (the compute capability is given,
+#     since a machine without a GPU cannot detect it);
 #  5. checks what it built: the binaries need libcuda.so.1 and the wheels' libraries, and `testnet
 #     --device cuda:0` either trains on the GPU or, on a machine without a driver (with the stub standing in
 #     for it), says why and trains on the CPU.
@@ -102,12 +102,6 @@ export CUDA_HOME=$ROOT
 export PATH=$ROOT/bin:$PATH
 export CUDA_COMPUTE_CAP=$CAP
 export CUDARC_CUDA_VERSION=13000
-if [[ ! -d "$TARGET/release" && -d "$REPO/target/release/deps" ]]; then
-    mkdir -p "$TARGET/release"
-    for d in deps build .fingerprint; do
-        [[ -d "$REPO/target/release/$d" ]] && cp -al "$REPO/target/release/$d" "$TARGET/release/"
-    done
-fi
 cargo build --release --target-dir "$TARGET" -p testnet -p node --features cuda
 
 # 5. What it built.
