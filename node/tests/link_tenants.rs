@@ -297,7 +297,7 @@ async fn hostile_nodes_on_a_shared_host_are_reset_while_an_honest_nodes_rounds_g
     // The attacks, all at once, while the honest node runs its rounds.
     let m = bounds.message_bytes;
     assert!(
-        900_000 < m && 1_000_000 < m,
+        out_of_order(1).bytes.len() < m && 1_000_004 < m,
         "the attacks stay within the message bound"
     );
     let attacks = [

@@ -350,7 +350,7 @@ mod tests {
             forward(&running, rn, 3, ToVirtualNode::Stop)
         })
         .await
-        .expect("the host's loop did not wait for one VN's queue");
+        .expect("the host's loop waited on one VN's full queue");
         assert_eq!(next, Forward::Full { vn: 1 });
         assert_eq!(
             forward(&running, PeerId::random(), 3, ToVirtualNode::Stop),
