@@ -7,6 +7,7 @@
 //! peer_list = "peers.toml"                # the network's peer list, as the nodes have it
 //! psk_file = "swarm.key"                  # optional, as the nodes have it
 //! arrivals = "arrivals.log"               # optional, research: what arrives at the hosted VNs, when
+//! tenant_bytes = 1073741824               # optional: the most one node can make this host hold (1 GiB)
 //!
 //! [[vn]]                                  # one per hosted VN, of any nodes
 //! key = "node3/vn-2.key"                  # the VN's key (it never leaves this host)
@@ -33,6 +34,8 @@ struct RawHost {
     handshake_timeout_ms: Option<u64>,
     /// Research: what arrives at the hosted VNs, when (`arrival_log.rs`).
     arrivals: Option<PathBuf>,
+    /// What one node can make this host hold (`net::link_limits::LinkBounds::for_tenant`).
+    tenant_bytes: Option<usize>,
     vn: Vec<RawVn>,
 }
 
@@ -58,6 +61,18 @@ pub fn load(path: &Path) -> Result<VnHost> {
     };
     if raw.vn.is_empty() {
         return Err(err("vn", "a host needs at least one [[vn]]".into()));
+    }
+    let tenant_bytes = raw
+        .tenant_bytes
+        .unwrap_or(crate::net::link_limits::DEFAULT_TENANT_BYTES);
+    if tenant_bytes < crate::net::link_limits::MIN_TENANT_BYTES {
+        return Err(err(
+            "tenant_bytes",
+            format!(
+                "{tenant_bytes} is below {} (a node's setup must fit its link messages, 1/32 of this)",
+                crate::net::link_limits::MIN_TENANT_BYTES
+            ),
+        ));
     }
     let peers = PeerList::load(&rel(&raw.peer_list))?;
     let mut vns = Vec::with_capacity(raw.vn.len());
@@ -127,6 +142,7 @@ pub fn load(path: &Path) -> Result<VnHost> {
             raw.handshake_timeout_ms
                 .unwrap_or(crate::net::limits::HANDSHAKE_TIMEOUT.as_millis() as u64),
         ),
+        tenant_bytes,
     })
 }
 

@@ -62,6 +62,7 @@ async fn start_host(
             .collect(),
         handshake: Duration::from_secs(10),
         observer: None,
+        tenant_bytes: node::net::link_limits::DEFAULT_TENANT_BYTES,
     };
     let (tx, rx) = oneshot::channel();
     tokio::spawn(async move {

@@ -73,6 +73,16 @@ pub(crate) async fn read_frame<T: AsyncRead + Unpin + Send>(
     io: &mut T,
     max: usize,
 ) -> io::Result<Vec<u8>> {
+    read_frame_charged(io, max, &mut |_| Ok(())).await
+}
+
+/// [`read_frame`], calling `charge` with each growth of the buffer's capacity before it is made: a caller
+/// that keeps a budget of bytes being read refuses the growth (and the frame) by returning an error.
+pub(crate) async fn read_frame_charged<T: AsyncRead + Unpin + Send>(
+    io: &mut T,
+    max: usize,
+    charge: &mut (dyn FnMut(usize) -> io::Result<()> + Send),
+) -> io::Result<Vec<u8>> {
     let mut prefix = [0u8; protocol::frame::LENGTH_PREFIX_BYTES];
     io.read_exact(&mut prefix).await?;
     let len = protocol::frame::decode_prefix(prefix, max)
@@ -90,6 +100,7 @@ pub(crate) async fn read_frame<T: AsyncRead + Unpin + Send>(
             let zeroed = (filled + READ_AHEAD_BYTES).min(len);
             if buf.capacity() < zeroed {
                 let want = (2 * filled).max(zeroed).min(len);
+                charge(want - buf.capacity())?;
                 buf.reserve_exact(want - buf.len());
             }
             buf.resize(zeroed, 0);
@@ -106,7 +117,7 @@ pub(crate) async fn read_frame<T: AsyncRead + Unpin + Send>(
     Ok(buf)
 }
 
-async fn write_frame<T: AsyncWrite + Unpin + Send>(
+pub(crate) async fn write_frame<T: AsyncWrite + Unpin + Send>(
     io: &mut T,
     payload: &[u8],
     max: usize,

@@ -5,40 +5,34 @@
 //! with empty acknowledgements.
 //!
 //! [`spawn_link`] runs the Swarm in a task: messages to send go in through a [`Link`] handle, messages
-//! received come out in sequence order (substreams may complete out of order), and a peer whose link
-//! broke — connection closed, a message lost or malformed, the reorder buffer over its bound — is reported
-//! [`LinkEvent::Gone`] once, with its sequence state reset, so a reconnecting peer starts afresh.
+//! received come out in sequence order (substreams may complete out of order, `link_order.rs`), and a peer
+//! whose link broke — connection closed, a message lost or malformed, a byte bound of `link_limits.rs`
+//! passed — is reported [`LinkEvent::Gone`] once, with its sequence state reset, so a reconnecting peer
+//! starts afresh. The task itself never waits on one peer or on the consumer: what a peer can make it hold
+//! is bounded by its budgets instead.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
 use libp2p::allow_block_list::{self, AllowedPeers};
+use libp2p::connection_limits::{self, ConnectionLimits};
 use libp2p::identity::Keypair;
-use libp2p::request_response::{self, ProtocolSupport};
+use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
 use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
 use libp2p::{Multiaddr, PeerId, StreamProtocol, Swarm};
 use protocol::link::{LinkBody, LinkMessage};
 use tokio::sync::mpsc;
 
-use super::codec::FrameCodec;
+use super::link_codec::{LinkCodec, REFUSED};
+use super::link_limits::{
+    LINK_CONNECTIONS_PER_PEER, LINK_PENDING_INCOMING, LINK_STREAMS, LINK_YAMUX_STREAMS, LinkBounds,
+    MAX_REORDER_MESSAGES,
+};
+use super::link_order::LinkOrder;
 use crate::{NodeError, Result};
-
-/// The link codec's bound on one message: a per-edge batch of large chunks fits; memory still follows the
-/// bytes that arrive (`FrameCodec`), and only allow-listed peers get this far.
-pub const MAX_LINK_FRAME: usize = 1 << 30;
-
-/// Messages received ahead of a missing one. Far above what a round puts in flight (k·r copies plus a
-/// report per VN); a peer that gets this far ahead has lost a message and the link is reset.
-const MAX_REORDER: usize = 4096;
-
-/// Streams in flight per link connection: a round of k = 16, r = 16 hands over 256 copies at once.
-const LINK_STREAMS: usize = 2048;
-
-/// yamux streams at once on a link connection: yamux's default.
-const LINK_YAMUX_STREAMS: usize = 512;
 
 /// How long a link message may take (a chunk of ResNet-18 at k = 1 is 45 MB).
 const LINK_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
@@ -53,16 +47,20 @@ const LINK_IDLE: Duration = Duration::from_secs(24 * 3600);
 #[derive(NetworkBehaviour)]
 pub struct LinkBehaviour {
     pub allow: allow_block_list::Behaviour<AllowedPeers>,
-    pub link: request_response::Behaviour<FrameCodec>,
+    pub limits: connection_limits::Behaviour,
+    pub link: request_response::Behaviour<LinkCodec>,
 }
 
-/// A Swarm for a link identity. Must be called inside a tokio runtime.
-pub fn build_link_swarm(key: Keypair, handshake: Duration) -> Result<Swarm<LinkBehaviour>> {
-    // yamux's own default: a round hands hundreds of copies over at once, and only allow-listed peers
-    // (the node's own hosts) reach the link.
+/// A Swarm for a link identity whose peers are held to `bounds` (`super::link_limits`). Must be called
+/// inside a tokio runtime.
+pub fn build_link_swarm(
+    key: Keypair,
+    handshake: Duration,
+    bounds: &LinkBounds,
+) -> Result<Swarm<LinkBehaviour>> {
     let t = super::transport::transport(&key, None, handshake, LINK_YAMUX_STREAMS)?;
     let link = request_response::Behaviour::with_codec(
-        FrameCodec::new(MAX_LINK_FRAME, 0),
+        LinkCodec::new(bounds.message_bytes, bounds.reading_bytes),
         [(
             StreamProtocol::new(protocol::names::RNVN),
             ProtocolSupport::Full,
@@ -77,6 +75,11 @@ pub fn build_link_swarm(key: Keypair, handshake: Duration) -> Result<Swarm<LinkB
         .map_err(|e| NodeError::Network(format!("link transport: {e}")))?
         .with_behaviour(|_| LinkBehaviour {
             allow: allow_block_list::Behaviour::default(),
+            limits: connection_limits::Behaviour::new(
+                ConnectionLimits::default()
+                    .with_max_pending_incoming(Some(LINK_PENDING_INCOMING))
+                    .with_max_established_per_peer(Some(LINK_CONNECTIONS_PER_PEER)),
+            ),
             link,
         })
         .map_err(|e| NodeError::Network(format!("link behaviour: {e}")))?
@@ -87,8 +90,14 @@ pub fn build_link_swarm(key: Keypair, handshake: Duration) -> Result<Swarm<LinkB
 /// What the link task reports.
 #[derive(Debug)]
 pub enum LinkEvent {
-    /// A message from `from`, in the order `from` sent it.
-    Message { from: PeerId, msg: LinkMessage },
+    /// A message from `from`, in the order `from` sent it. Its bytes count against `from`'s budget of bytes
+    /// held ([`LinkBounds::held_bytes`]) until `held` is dropped: a consumer drops it once it has handed the
+    /// message on.
+    Message {
+        from: PeerId,
+        msg: LinkMessage,
+        held: Held,
+    },
     /// The link with `peer` broke (or could not be made); anything in flight is lost.
     Gone(PeerId),
 }
@@ -103,6 +112,20 @@ enum LinkCmd {
         peer: PeerId,
         addr: Option<Multiaddr>,
     },
+    Reset(PeerId),
+}
+
+/// A delivered message's bytes, counted against its sender's budget until dropped.
+#[derive(Debug)]
+pub struct Held {
+    taken: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.taken.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 /// A handle to send on the link.
@@ -144,34 +167,75 @@ impl Link {
     pub async fn allow(&self, peer: PeerId, addr: Option<Multiaddr>) -> bool {
         self.cmds.send(LinkCmd::Allow { peer, addr }).await.is_ok()
     }
+
+    /// Resets `peer`'s link (it is reported [`LinkEvent::Gone`]); a peer that reconnects starts afresh.
+    pub async fn reset(&self, peer: PeerId) -> bool {
+        self.cmds.send(LinkCmd::Reset(peer)).await.is_ok()
+    }
 }
 
-/// Per-peer sequence state.
-#[derive(Default)]
-struct Sequences {
+/// What the link task keeps per peer.
+struct Peer {
     next_out: u64,
-    next_in: u64,
-    early: BTreeMap<u64, LinkMessage>,
+    order: LinkOrder<LinkMessage>,
+    /// Bytes delivered and not yet dropped by the consumer ([`Held`]).
+    taken: Arc<AtomicUsize>,
+    /// Bytes sent and not yet acknowledged.
+    unacked: usize,
 }
 
-/// Runs `swarm` in a task; `max_chunk_frame` bounds the chunk frames inside messages. The task ends when
-/// every [`Link`] handle is dropped or the event receiver is.
+impl Peer {
+    fn new(bounds: &LinkBounds) -> Self {
+        Self {
+            next_out: 0,
+            order: LinkOrder::new(MAX_REORDER_MESSAGES, bounds.held_bytes),
+            taken: Arc::default(),
+            unacked: 0,
+        }
+    }
+}
+
+/// The link task's state: its peers and the requests it sent that are not yet acknowledged.
+struct State {
+    bounds: LinkBounds,
+    max_chunk_frame: usize,
+    peers: HashMap<PeerId, Peer>,
+    unacked: HashMap<OutboundRequestId, (PeerId, usize)>,
+    /// Peers reset whose connections are still closing: what they still send is dropped.
+    resetting: HashSet<PeerId>,
+    events: mpsc::UnboundedSender<LinkEvent>,
+}
+
+/// Runs `swarm` in a task; `max_chunk_frame` bounds the chunk frames inside messages, `bounds` what each
+/// peer can make this end hold (the same as the swarm's). The task never waits for the consumer of its
+/// events: a peer whose messages the consumer does not take fast enough passes its budget of bytes held and
+/// is reset, alone. It ends when every [`Link`] handle is dropped or the event receiver is.
 pub fn spawn_link(
     mut swarm: Swarm<LinkBehaviour>,
     max_chunk_frame: usize,
-) -> (Link, mpsc::Receiver<LinkEvent>) {
+    bounds: LinkBounds,
+) -> (Link, mpsc::UnboundedReceiver<LinkEvent>) {
     let (cmd_tx, mut cmds) = mpsc::channel::<LinkCmd>(256);
-    let (ev_tx, ev_rx) = mpsc::channel::<LinkEvent>(4096);
+    let (ev_tx, ev_rx) = mpsc::unbounded_channel::<LinkEvent>();
     let stats = Arc::new(LinkStats::default());
     let counted = stats.clone();
     tokio::spawn(async move {
-        let mut peers: HashMap<PeerId, Sequences> = HashMap::new();
-        // Requests sent and not yet acknowledged (or failed), and when the handles were all dropped.
-        let mut in_flight = 0usize;
+        let mut st = State {
+            bounds,
+            max_chunk_frame,
+            peers: HashMap::new(),
+            unacked: HashMap::new(),
+            resetting: HashSet::new(),
+            events: ev_tx,
+        };
+        // When the handles were all dropped.
         let mut closing: Option<tokio::time::Instant> = None;
         loop {
+            if st.events.is_closed() {
+                return;
+            }
             if let Some(since) = closing
-                && (in_flight == 0 || since.elapsed() >= CLOSE_GRACE)
+                && (st.unacked.is_empty() || since.elapsed() >= CLOSE_GRACE)
             {
                 return;
             }
@@ -189,62 +253,39 @@ pub fn spawn_link(
                             swarm.add_peer_address(peer, a);
                         }
                     }
+                    Some(LinkCmd::Reset(peer)) => st.gone(&mut swarm, peer),
                     Some(LinkCmd::Send { to, vn, body }) => {
-                        let seq = peers.entry(to).or_default();
-                        let msg = LinkMessage { vn, seq: seq.next_out, body };
-                        seq.next_out += 1;
-                        match msg.encode(max_chunk_frame) {
-                            Ok(bytes) => {
-                                counted.add(bytes.len());
-                                in_flight += 1;
-                                swarm.behaviour_mut().link.send_request(&to, bytes);
-                            }
-                            // Over a limit: a bug at this end, but the peer must not wait for the lost
-                            // sequence number.
-                            Err(e) => {
-                                tracing::error!(peer = %to, error = %e, "link message not encodable");
-                                if gone(&mut swarm, &mut peers, to, &ev_tx).await.is_err() {
-                                    return;
-                                }
-                            }
+                        if let Some(n) = st.send(&mut swarm, to, vn, body) {
+                            counted.add(n);
                         }
                     }
                 },
                 _ = tokio::time::sleep(CLOSE_GRACE), if closing.is_some() => {}
-                ev = swarm.select_next_some() => {
-                    let sent = match ev {
-                        SwarmEvent::Behaviour(LinkBehaviourEvent::Link(e)) => {
-                            if matches!(
-                                e,
-                                request_response::Event::Message {
-                                    message: request_response::Message::Response { .. },
-                                    ..
-                                } | request_response::Event::OutboundFailure { .. }
-                            ) {
-                                in_flight = in_flight.saturating_sub(1);
-                            }
-                            if let request_response::Event::Message {
-                                message: request_response::Message::Request { request, .. },
-                                ..
-                            } = &e
-                            {
-                                counted.add(request.len());
-                            }
-                            handle(&mut swarm, &mut peers, e, max_chunk_frame, &ev_tx).await
+                ev = swarm.select_next_some() => match ev {
+                    SwarmEvent::Behaviour(LinkBehaviourEvent::Link(e)) => {
+                        if let request_response::Event::Message {
+                            message: request_response::Message::Request { request, .. },
+                            ..
+                        } = &e
+                        {
+                            counted.add(request.len());
                         }
-                        SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => {
-                            gone(&mut swarm, &mut peers, peer_id, &ev_tx).await
-                        }
-                        SwarmEvent::OutgoingConnectionError { peer_id: Some(p), error, .. } => {
-                            tracing::debug!(peer = %p, %error, "link dial failed");
-                            Ok(())
-                        }
-                        _ => Ok(()),
-                    };
-                    if sent.is_err() {
-                        return;
+                        st.handle(&mut swarm, e);
                     }
-                }
+                    SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => {
+                        st.resetting.remove(&peer_id);
+                        st.gone(&mut swarm, peer_id);
+                    }
+                    SwarmEvent::ConnectionEstablished { peer_id, num_established, .. }
+                        if num_established.get() == 1 =>
+                    {
+                        st.resetting.remove(&peer_id);
+                    }
+                    SwarmEvent::OutgoingConnectionError { peer_id: Some(p), error, .. } => {
+                        tracing::debug!(peer = %p, %error, "link dial failed");
+                    }
+                    _ => {}
+                },
             }
         }
     });
@@ -257,76 +298,164 @@ pub fn spawn_link(
     )
 }
 
-type Sent = std::result::Result<(), mpsc::error::SendError<LinkEvent>>;
+impl State {
+    /// Sends `body` to `to`'s VN `vn`; the bytes sent, or none when the message could not go (and `to` was
+    /// reset).
+    fn send(
+        &mut self,
+        swarm: &mut Swarm<LinkBehaviour>,
+        to: PeerId,
+        vn: u32,
+        body: LinkBody,
+    ) -> Option<usize> {
+        let bounds = self.bounds;
+        let peer = self.peers.entry(to).or_insert_with(|| Peer::new(&bounds));
+        let msg = LinkMessage {
+            vn,
+            seq: peer.next_out,
+            body,
+        };
+        peer.next_out += 1;
+        let bytes = match msg.encode(self.max_chunk_frame) {
+            Ok(b) if b.len() <= bounds.message_bytes => b,
+            // Over a limit: a bug at this end, but the peer must not wait for the lost sequence number.
+            Ok(b) => {
+                tracing::error!(peer = %to, bytes = b.len(), max = bounds.message_bytes, "link message over the bound");
+                self.gone(swarm, to);
+                return None;
+            }
+            Err(e) => {
+                tracing::error!(peer = %to, error = %e, "link message not encodable");
+                self.gone(swarm, to);
+                return None;
+            }
+        };
+        if peer.unacked + bytes.len() > bounds.unacked_bytes {
+            tracing::warn!(
+                peer = %to,
+                unacked = peer.unacked,
+                max = bounds.unacked_bytes,
+                "link peer does not take what it is sent: resetting its link"
+            );
+            self.gone(swarm, to);
+            return None;
+        }
+        peer.unacked += bytes.len();
+        let n = bytes.len();
+        let id = swarm.behaviour_mut().link.send_request(&to, bytes);
+        self.unacked.insert(id, (to, n));
+        Some(n)
+    }
 
-async fn handle(
-    swarm: &mut Swarm<LinkBehaviour>,
-    peers: &mut HashMap<PeerId, Sequences>,
-    e: request_response::Event<Vec<u8>, Vec<u8>>,
-    max_chunk_frame: usize,
-    ev_tx: &mpsc::Sender<LinkEvent>,
-) -> Sent {
-    match e {
-        request_response::Event::Message {
-            peer,
-            message:
-                request_response::Message::Request {
-                    request, channel, ..
-                },
-            ..
-        } => {
-            let _ = swarm
-                .behaviour_mut()
-                .link
-                .send_response(channel, Vec::new());
-            let msg = match LinkMessage::decode(&request, max_chunk_frame) {
-                Ok(m) => m,
-                Err(e) => {
-                    tracing::warn!(%peer, error = %e, "malformed link message: resetting the link");
-                    return gone(swarm, peers, peer, ev_tx).await;
-                }
+    /// An acknowledgement (or a failure) of request `id`: its bytes are no longer held for its peer.
+    fn acknowledged(&mut self, id: OutboundRequestId) {
+        if let Some((peer, n)) = self.unacked.remove(&id)
+            && let Some(p) = self.peers.get_mut(&peer)
+        {
+            p.unacked = p.unacked.saturating_sub(n);
+        }
+    }
+
+    fn handle(
+        &mut self,
+        swarm: &mut Swarm<LinkBehaviour>,
+        e: request_response::Event<Vec<u8>, Vec<u8>>,
+    ) {
+        match e {
+            request_response::Event::Message {
+                peer,
+                message:
+                    request_response::Message::Request {
+                        request, channel, ..
+                    },
+                ..
+            } => {
+                let _ = swarm
+                    .behaviour_mut()
+                    .link
+                    .send_response(channel, Vec::new());
+                self.received(swarm, peer, request);
+            }
+            request_response::Event::Message {
+                message: request_response::Message::Response { request_id, .. },
+                ..
+            } => self.acknowledged(request_id),
+            request_response::Event::OutboundFailure {
+                peer,
+                error,
+                request_id,
+                ..
+            } => {
+                self.acknowledged(request_id);
+                tracing::debug!(%peer, %error, "link message lost");
+                self.gone(swarm, peer);
+            }
+            request_response::Event::InboundFailure { peer, error, .. } => {
+                tracing::debug!(%peer, %error, "inbound link message lost: resetting the link");
+                self.gone(swarm, peer);
+            }
+            _ => {}
+        }
+    }
+
+    /// A message from `from`: into its sequence, and what is now in order out to the consumer.
+    fn received(&mut self, swarm: &mut Swarm<LinkBehaviour>, from: PeerId, request: Vec<u8>) {
+        // A reset peer's streams still arriving while its connections close (refused ones among them).
+        if self.resetting.contains(&from) {
+            return;
+        }
+        if request == REFUSED {
+            tracing::warn!(
+                peer = %from,
+                max_message = self.bounds.message_bytes,
+                max_reading = self.bounds.reading_bytes,
+                "link message over the message bound or the connection's bytes being read: resetting the link"
+            );
+            return self.gone(swarm, from);
+        }
+        let msg = match LinkMessage::decode(&request, self.max_chunk_frame) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(peer = %from, error = %e, "malformed link message: resetting the link");
+                return self.gone(swarm, from);
+            }
+        };
+        let bounds = self.bounds;
+        let peer = self.peers.entry(from).or_insert_with(|| Peer::new(&bounds));
+        let bytes = request.len();
+        let taken = peer.taken.load(Ordering::Relaxed);
+        let held = taken + peer.order.held_bytes() + bytes;
+        if held > bounds.held_bytes {
+            tracing::warn!(
+                peer = %from,
+                held,
+                max = bounds.held_bytes,
+                "link messages held for the peer (out of order, or not yet taken) over its budget: resetting its link"
+            );
+            return self.gone(swarm, from);
+        }
+        if let Err(e) = peer.order.push(msg.seq, msg, bytes) {
+            tracing::warn!(peer = %from, error = %e, "link messages out of sequence: resetting the link");
+            return self.gone(swarm, from);
+        }
+        while let Some((msg, bytes)) = peer.order.pop() {
+            peer.taken.fetch_add(bytes, Ordering::Relaxed);
+            let held = Held {
+                taken: peer.taken.clone(),
+                bytes,
             };
-            let seq = peers.entry(peer).or_default();
-            if msg.seq < seq.next_in {
-                tracing::warn!(%peer, seq = msg.seq, "repeated link message: resetting the link");
-                return gone(swarm, peers, peer, ev_tx).await;
-            }
-            seq.early.insert(msg.seq, msg);
-            if seq.early.len() > MAX_REORDER {
-                tracing::warn!(%peer, "link messages lost: resetting the link");
-                return gone(swarm, peers, peer, ev_tx).await;
-            }
-            while let Some(m) = seq.early.remove(&seq.next_in) {
-                seq.next_in += 1;
-                ev_tx
-                    .send(LinkEvent::Message { from: peer, msg: m })
-                    .await?;
-            }
-            Ok(())
+            let _ = self.events.send(LinkEvent::Message { from, msg, held });
         }
-        request_response::Event::OutboundFailure { peer, error, .. } => {
-            tracing::debug!(%peer, %error, "link message lost");
-            gone(swarm, peers, peer, ev_tx).await
-        }
-        request_response::Event::InboundFailure { peer, error, .. } => {
-            tracing::debug!(%peer, %error, "inbound link message lost");
-            gone(swarm, peers, peer, ev_tx).await
-        }
-        _ => Ok(()),
     }
-}
 
-/// Resets `peer`'s link (closing its connections, so the other end notices too) and reports it once.
-async fn gone(
-    swarm: &mut Swarm<LinkBehaviour>,
-    peers: &mut HashMap<PeerId, Sequences>,
-    peer: PeerId,
-    ev_tx: &mpsc::Sender<LinkEvent>,
-) -> Sent {
-    let had = peers.remove(&peer).is_some();
-    let _ = swarm.disconnect_peer_id(peer);
-    if had {
-        ev_tx.send(LinkEvent::Gone(peer)).await?;
+    /// Resets `peer`'s link (closing its connections, so the other end notices too) and reports it once.
+    fn gone(&mut self, swarm: &mut Swarm<LinkBehaviour>, peer: PeerId) {
+        let had = self.peers.remove(&peer).is_some();
+        if swarm.disconnect_peer_id(peer).is_ok() {
+            self.resetting.insert(peer);
+        }
+        if had {
+            let _ = self.events.send(LinkEvent::Gone(peer));
+        }
     }
-    Ok(())
 }

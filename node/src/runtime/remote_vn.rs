@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::vn_setup::{VN_COMMAND_CAPACITY, VnSetup};
 use crate::net::link::{Link, LinkEvent, build_link_swarm, spawn_link};
+use crate::net::link_limits::LinkBounds;
 use crate::{NodeError, Result, VnAddr};
 
 /// One VN of this node run by a VN host.
@@ -72,7 +73,12 @@ pub(super) async fn start(
         .map(VnSetup::max_chunk_frame)
         .max()
         .unwrap_or(0);
-    let (link, mut events) = spawn_link(build_link_swarm(link_key, handshake)?, max_frame);
+    let bounds = LinkBounds::for_run(max_frame);
+    let (link, mut events) = spawn_link(
+        build_link_swarm(link_key, handshake, &bounds)?,
+        max_frame,
+        bounds,
+    );
     let mut hosts = Vec::with_capacity(remotes.len());
     for r in remotes {
         let host = r.host_peer()?;
@@ -90,9 +96,11 @@ pub(super) async fn start(
     tokio::spawn(async move {
         while let Some(ev) = events.recv().await {
             match ev {
+                // The message's bytes count against the host's budget until routed (`held` dropped).
                 LinkEvent::Message {
                     from,
                     msg: LinkMessage { vn, body, .. },
+                    held: _held,
                 } => match inboxes.get(&(from, vn)) {
                     Some(tx) => {
                         let _ = tx.send(ProxyIn::Msg(body)).await;

@@ -7,9 +7,19 @@
 //! Each hosted VN answers to one real node (the link identity its entry names). When a real node's link
 //! breaks (it crashed, stopped, or restarted), its VNs are stopped at once; a restarted node sets them up
 //! again.
+//!
+//! The nodes a host serves (its tenants) must not exhaust or stall it for each other: what one can make the
+//! host hold is bounded by [`VnHost::tenant_bytes`] (`net::link_limits`), and the host's loop never waits on
+//! one tenant. A command for a VN whose queue is full is not waited for: that node's link is reset (its VNs
+//! stop, it reconnects and sets them up again) with a warning naming it. Each VN's reports have a queue of
+//! their own, and the loop takes one from each VN in turn, so a VN that reports faster than its node takes
+//! them waits alone; the link itself resets a node that does not take what it is sent.
 
+use std::pin::Pin;
 use std::sync::Arc;
 
+use futures::StreamExt;
+use futures::stream::{SelectAll, Stream};
 use libp2p::identity::Keypair;
 use libp2p::pnet::PreSharedKey;
 use libp2p::{Multiaddr, PeerId};
@@ -21,7 +31,8 @@ use tokio::time::Instant;
 
 use super::vn_setup::{VnPlace, VnSetup};
 use crate::events::{EventSink, NodeEvent};
-use crate::net::link::{LinkEvent, build_link_swarm, spawn_link};
+use crate::net::link::{Link, LinkEvent, build_link_swarm, spawn_link};
+use crate::net::link_limits::{HOST_REPORTS_PER_VN, LinkBounds};
 use crate::net::vn_task::listen;
 use crate::peers::PeerList;
 use crate::{NodeError, Result};
@@ -49,18 +60,36 @@ pub struct VnHost {
     pub handshake: std::time::Duration,
     /// Research: watches every hosted VN (e.g. an [`crate::arrival_log::ArrivalLog`]).
     pub observer: Option<Arc<dyn crate::observe::Observer<PeerId>>>,
+    /// The most bytes one node can make this host hold (its link's messages, its VN's commands and reports:
+    /// [`LinkBounds::for_tenant`]); a host serving n nodes holds at most n times this.
+    /// [`crate::net::link_limits::DEFAULT_TENANT_BYTES`] unless the config says otherwise.
+    pub tenant_bytes: usize,
 }
 
 /// A hosted VN while it runs.
 struct Running {
     rn: PeerId,
     slot: u32,
+    /// Which setup of the VN this is: reports of an earlier one, still queued, are not its node's any more.
+    run: u64,
     commands: mpsc::Sender<ToVirtualNode>,
     task: JoinHandle<()>,
 }
 
-/// Reports from the hosted VNs, tagged with their position in [`VnHost::vns`].
-const FROM_VNS_CAPACITY: usize = 1024;
+/// A hosted VN's reports: its position in [`VnHost::vns`], its run, the report.
+type Reports = Pin<Box<dyn Stream<Item = (usize, u64, FromVirtualNode)> + Send>>;
+
+/// Why a command did not reach its VN.
+#[derive(Debug, PartialEq, Eq)]
+enum Forward {
+    Queued,
+    /// The VN's queue is full: the VN does not keep up with its node.
+    Full {
+        vn: usize,
+    },
+    /// The node runs no such VN here (any more).
+    NoVn,
+}
 
 impl VnHost {
     /// Binds the link and serves until `stop` turns true. Returns the link's bound address through `bound`
@@ -70,13 +99,14 @@ impl VnHost {
         mut stop: watch::Receiver<bool>,
         bound: Option<tokio::sync::oneshot::Sender<Multiaddr>>,
     ) -> Result<()> {
-        let mut swarm = build_link_swarm(self.link_key.clone(), self.handshake)?;
+        let bounds = LinkBounds::for_tenant(self.tenant_bytes);
+        let mut swarm = build_link_swarm(self.link_key.clone(), self.handshake, &bounds)?;
         let addr = listen(&mut swarm, self.link_listen.clone()).await?;
         tracing::info!(%addr, peer = %self.link_key.public().to_peer_id(), "VN host listening for its nodes");
         if let Some(b) = bound {
             let _ = b.send(addr);
         }
-        let (link, mut events) = spawn_link(swarm, protocol::chunk::MAX_CHUNK_FRAME_BYTES);
+        let (link, mut events) = spawn_link(swarm, protocol::chunk::MAX_CHUNK_FRAME_BYTES, bounds);
         for vn in &self.vns {
             link.allow(vn.rn, None).await;
         }
@@ -84,7 +114,9 @@ impl VnHost {
             &mut self.peers,
             PeerList::from_entries([]),
         ));
-        let (to_host, mut from_vns) = mpsc::channel::<(usize, FromVirtualNode)>(FROM_VNS_CAPACITY);
+        // One queue per hosted VN, taken in turn.
+        let mut reports: SelectAll<Reports> = SelectAll::new();
+        let mut runs = 0u64;
         let (events_sink, mut vn_events) = EventSink::new(crate::events::EVENT_CAPACITY);
         #[allow(clippy::disallowed_methods)] // the shell's clock, as in the node builder
         let epoch = Instant::now();
@@ -104,9 +136,11 @@ impl VnHost {
                             }
                         }
                     }
-                    Some(LinkEvent::Message { from, msg: LinkMessage { vn: slot, body, .. } }) => match body {
+                    // `_held` keeps the message's bytes on its node's budget until it is handed on.
+                    Some(LinkEvent::Message { from, msg: LinkMessage { vn: slot, body, .. }, held: _held }) => match body {
                         LinkBody::Setup(bytes) => {
-                            let answer = match self.set_up(&bytes, from, slot, &peers, &mut running, &to_host, &events_sink, epoch).await {
+                            runs += 1;
+                            let answer = match self.set_up(&bytes, from, slot, runs, &bounds, &peers, &mut running, &mut reports, &events_sink, epoch).await {
                                 Ok(addr) => LinkBody::Ready(addr.to_vec()),
                                 Err(e) => {
                                     tracing::warn!(%from, slot, error = %e, "VN setup refused");
@@ -117,7 +151,11 @@ impl VnHost {
                         }
                         LinkBody::ToVn(m) => {
                             let stop = matches!(m, ToVirtualNode::Stop);
-                            forward(&running, from, slot, m).await;
+                            match forward(&running, from, slot, m) {
+                                Forward::Queued => {}
+                                Forward::NoVn => tracing::debug!(%from, slot, "command for a VN this host does not run"),
+                                Forward::Full { vn } => overloaded(&link, from, vn).await,
+                            }
                             if stop
                                 && let Some(r) = running.iter_mut().find(|r| r.as_ref().is_some_and(|r| r.rn == from && r.slot == slot))
                             {
@@ -128,8 +166,10 @@ impl VnHost {
                         other => tracing::debug!(%from, ?other, "unexpected link message to a VN host"),
                     },
                 },
-                Some((i, msg)) = from_vns.recv() => {
-                    if let Some(r) = &running[i] {
+                Some((i, run, msg)) = reports.next() => {
+                    // The link task takes the message at once, whatever the node does with it: a node that
+                    // does not take what it is sent is reset there (`LinkBounds::unacked_bytes`).
+                    if let Some(r) = running[i].as_ref().filter(|r| r.run == run) {
                         link.send(r.rn, r.slot, LinkBody::FromVn(msg)).await;
                     }
                 }
@@ -163,13 +203,24 @@ impl VnHost {
         bytes: &[u8],
         rn: PeerId,
         slot: u32,
+        run: u64,
+        bounds: &LinkBounds,
         peers: &Arc<PeerList>,
         running: &mut [Option<Running>],
-        to_host: &mpsc::Sender<(usize, FromVirtualNode)>,
+        reports: &mut SelectAll<Reports>,
         events: &EventSink,
         epoch: Instant,
     ) -> Result<Multiaddr> {
         let setup = VnSetup::decode(bytes)?;
+        // Every copy the VN receives goes back to its node in one message.
+        if !bounds.fits_chunk(setup.max_chunk_frame()) {
+            return Err(NodeError::Config(format!(
+                "the run's chunk frames ({} bytes) do not fit this host's link messages ({} bytes per node; \
+                 raise the host's tenant_bytes)",
+                setup.max_chunk_frame(),
+                bounds.message_bytes
+            )));
+        }
         let i = self
             .vns
             .iter()
@@ -185,6 +236,7 @@ impl VnHost {
         if let Some(old) = running[i].take() {
             halt(old).await;
         }
+        let (to_host, from_vn) = mpsc::channel(HOST_REPORTS_PER_VN);
         let (task, commands, me) = setup
             .build(VnPlace {
                 key: hosted.key.clone(),
@@ -195,7 +247,7 @@ impl VnHost {
                 // Its reports reach the host tagged with its position here; the link adds the node's slot.
                 index: i,
                 node: 0,
-                to_rn: to_host.clone(),
+                to_rn: to_host,
                 events: events.clone(),
                 epoch,
                 observer: self.observer.clone(),
@@ -208,9 +260,14 @@ impl VnHost {
             })
             .await?;
         let task = tokio::spawn(task.run());
+        reports.push(Box::pin(futures::stream::unfold(
+            from_vn,
+            move |mut rx| async move { rx.recv().await.map(|(_, m)| ((i, run, m), rx)) },
+        )));
         running[i] = Some(Running {
             rn,
             slot,
+            run,
             commands,
             task,
         });
@@ -219,17 +276,32 @@ impl VnHost {
     }
 }
 
-async fn forward(running: &[Option<Running>], rn: PeerId, slot: u32, cmd: ToVirtualNode) {
-    match running
-        .iter()
-        .flatten()
-        .find(|r| r.rn == rn && r.slot == slot)
-    {
-        Some(r) => {
-            let _ = r.commands.send(cmd).await;
-        }
-        None => tracing::debug!(%rn, slot, "command for a VN this host does not run"),
+/// Queues `cmd` for `rn`'s VN of slot `slot`, without waiting.
+fn forward(running: &[Option<Running>], rn: PeerId, slot: u32, cmd: ToVirtualNode) -> Forward {
+    let Some((vn, r)) = running.iter().enumerate().find_map(|(i, r)| {
+        r.as_ref()
+            .filter(|r| r.rn == rn && r.slot == slot)
+            .map(|r| (i, r))
+    }) else {
+        return Forward::NoVn;
+    };
+    match r.commands.try_send(cmd) {
+        Ok(()) => Forward::Queued,
+        Err(mpsc::error::TrySendError::Full(_)) => Forward::Full { vn },
+        // The VN ended; the check tick tells its node.
+        Err(mpsc::error::TrySendError::Closed(_)) => Forward::NoVn,
     }
+}
+
+/// `rn`'s VN `vn` does not keep up with its commands: its node's link is reset (the link reports it gone,
+/// which stops its VNs here), rather than the host waiting and every other node with it.
+async fn overloaded(link: &Link, rn: PeerId, vn: usize) {
+    tracing::warn!(
+        %rn,
+        vn,
+        "the node's VN does not keep up with its commands: resetting the node's link"
+    );
+    link.reset(rn).await;
 }
 
 /// Stops a hosted VN now: its node is gone, so nothing waits for a graceful end, and its listen address
@@ -237,4 +309,52 @@ async fn forward(running: &[Option<Running>], rn: PeerId, slot: u32, cmd: ToVirt
 async fn halt(r: Running) {
     r.task.abort();
     let _ = r.task.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::link_limits::HOST_COMMANDS_PER_VN;
+
+    #[test]
+    fn the_budget_counts_the_vns_real_command_queue() {
+        assert_eq!(
+            HOST_COMMANDS_PER_VN,
+            super::super::vn_setup::VN_COMMAND_CAPACITY
+        );
+    }
+
+    #[tokio::test]
+    async fn a_vn_that_does_not_take_its_commands_is_reported_not_waited_for() {
+        let rn = PeerId::random();
+        // The VN never reads its queue.
+        let (commands, _unread) = mpsc::channel(HOST_COMMANDS_PER_VN);
+        let running = vec![
+            None,
+            Some(Running {
+                rn,
+                slot: 3,
+                run: 1,
+                commands,
+                task: tokio::spawn(async {}),
+            }),
+        ];
+        for _ in 0..HOST_COMMANDS_PER_VN {
+            assert_eq!(
+                forward(&running, rn, 3, ToVirtualNode::Stop),
+                Forward::Queued
+            );
+        }
+        // One more: the host's loop must not wait for this VN (every other node's VNs wait with it).
+        let next = tokio::time::timeout(std::time::Duration::from_secs(1), async {
+            forward(&running, rn, 3, ToVirtualNode::Stop)
+        })
+        .await
+        .expect("the host's loop waited on one VN's full queue");
+        assert_eq!(next, Forward::Full { vn: 1 });
+        assert_eq!(
+            forward(&running, PeerId::random(), 3, ToVirtualNode::Stop),
+            Forward::NoVn
+        );
+    }
 }
