@@ -1,7 +1,7 @@
-//! The neighbours of the rounds a VN froze lately, kept by round and by peer: the repeat cap
-//! ([`super::OverlayConfig::repeat_cap`]) asks, per view entry and per sub-step, in how many recent rounds one
-//! peer was a neighbour, and the by-peer index answers that from the few rounds that peer was in instead of a
-//! walk over every remembered round's neighbour list.
+//! Peers by round, kept by round and by peer: the neighbours of the rounds a VN froze lately, and the peers
+//! linked in its open rounds. The repeat cap ([`super::OverlayConfig::repeat_cap`]) asks, per view entry and
+//! per sub-step, in how many recent rounds one peer was (or is) linked, and the by-peer index answers that from
+//! the few rounds that peer was in instead of a walk over every round's peers.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,6 +34,27 @@ impl<I: Ord + Clone> NeighbourHistory<I> {
             self.by_peer.entry(p.clone()).or_default().insert(round);
         }
         self.by_round.insert(round, neighbours);
+    }
+
+    /// Whether `peers` (in order) are what is remembered for `round` (none remembered: no peers).
+    pub(super) fn holds<'a>(&self, round: Round, peers: impl Iterator<Item = &'a I>) -> bool
+    where
+        I: 'a,
+    {
+        let kept = self.by_round.get(&round).map_or(&[][..], Vec::as_slice);
+        kept.iter().eq(peers)
+    }
+
+    /// Forgets `round`.
+    pub(super) fn remove(&mut self, round: Round) {
+        if let Some(old) = self.by_round.remove(&round) {
+            self.unindex(round, &old);
+        }
+    }
+
+    /// The rounds remembered, with their peers.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&Round, &Vec<I>)> {
+        self.by_round.iter()
     }
 
     /// Forgets the rounds before `keep`.
@@ -81,9 +102,17 @@ mod tests {
             h.rounds_of(&5).collect::<Vec<_>>(),
             [Round(1), Round(2), Round(3)]
         );
+        assert!(h.holds(Round(2), [5].iter()) && !h.holds(Round(2), [5, 7].iter()));
+        assert!(
+            h.holds(Round(9), [].iter()),
+            "a round never remembered has no peers"
+        );
         h.forget_before(Round(2));
         assert_eq!(h.rounds_of(&7).count(), 0);
         assert!(!h.by_peer.contains_key(&7), "no empty entry is kept");
         assert_eq!(h.rounds_of(&5).collect::<Vec<_>>(), [Round(2), Round(3)]);
+        h.remove(Round(3));
+        assert_eq!(h.rounds_of(&5).collect::<Vec<_>>(), [Round(2)]);
+        assert_eq!(h.iter().count(), 1);
     }
 }
