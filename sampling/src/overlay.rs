@@ -1014,7 +1014,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                     keep
                 });
             }
-            for (p, l) in s.links.iter_mut() {
+            for (p, l) in s.links.values_in_place() {
                 match l {
                     Link::Committed {
                         key,

@@ -3,7 +3,7 @@
 //! per sub-step, in how many recent rounds one peer was (or is) linked, and the by-peer index answers that from
 //! the few rounds that peer was in instead of a walk over every round's peers.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use protocol::Round;
 
@@ -11,8 +11,10 @@ use protocol::Round;
 #[derive(Debug, Clone)]
 pub(super) struct NeighbourHistory<I> {
     by_round: BTreeMap<Round, Vec<I>>,
-    /// For each peer, the remembered rounds whose neighbours include it: always the transpose of `by_round`.
-    by_peer: BTreeMap<I, BTreeSet<Round>>,
+    /// For each peer, the remembered rounds whose peers include it, in order: always the transpose of
+    /// `by_round`. A short vector: a peer is in a few dozen rounds at most, and the open rounds' index changes
+    /// with every link made or dropped.
+    by_peer: BTreeMap<I, Vec<Round>>,
 }
 
 impl<I> Default for NeighbourHistory<I> {
@@ -25,15 +27,38 @@ impl<I> Default for NeighbourHistory<I> {
 }
 
 impl<I: Ord + Clone> NeighbourHistory<I> {
-    /// Remembers `neighbours` as `round`'s (replacing what was remembered for it).
-    pub(super) fn insert(&mut self, round: Round, neighbours: Vec<I>) {
-        if let Some(old) = self.by_round.remove(&round) {
-            self.unindex(round, &old);
+    /// Remembers `peers` as `round`'s (replacing what was remembered for it). Only the peers that come or go
+    /// are re-indexed: a round's peers change by one link at a time.
+    pub(super) fn insert(&mut self, round: Round, mut peers: Vec<I>) {
+        peers.sort();
+        peers.dedup();
+        let old = self.by_round.remove(&round).unwrap_or_default();
+        let (mut i, mut j) = (0, 0);
+        while i < old.len() || j < peers.len() {
+            match (old.get(i), peers.get(j)) {
+                (Some(o), Some(p)) if o == p => (i, j) = (i + 1, j + 1),
+                (Some(o), Some(p)) if o < p => {
+                    self.unindex_one(round, o);
+                    i += 1;
+                }
+                (Some(o), None) => {
+                    self.unindex_one(round, o);
+                    i += 1;
+                }
+                (_, Some(p)) => {
+                    let rounds = self.by_peer.entry(p.clone()).or_default();
+                    if let Err(at) = rounds.binary_search(&round) {
+                        rounds.insert(at, round);
+                    }
+                    j += 1;
+                }
+                (None, None) => unreachable!("the loop runs while either has one"),
+            }
         }
-        for p in &neighbours {
-            self.by_peer.entry(p.clone()).or_default().insert(round);
+        // A round with no peers is remembered as none (`holds` reads a missing round as empty).
+        if !peers.is_empty() {
+            self.by_round.insert(round, peers);
         }
-        self.by_round.insert(round, neighbours);
     }
 
     /// Whether `peers` (in order) are what is remembered for `round` (none remembered: no peers).
@@ -71,13 +96,19 @@ impl<I: Ord + Clone> NeighbourHistory<I> {
         self.by_peer.get(peer).into_iter().flatten().copied()
     }
 
-    fn unindex(&mut self, round: Round, neighbours: &[I]) {
-        for p in neighbours {
-            if let Some(rounds) = self.by_peer.get_mut(p) {
-                rounds.remove(&round);
-                if rounds.is_empty() {
-                    self.by_peer.remove(p);
-                }
+    fn unindex(&mut self, round: Round, peers: &[I]) {
+        for p in peers {
+            self.unindex_one(round, p);
+        }
+    }
+
+    fn unindex_one(&mut self, round: Round, peer: &I) {
+        if let Some(rounds) = self.by_peer.get_mut(peer) {
+            if let Ok(at) = rounds.binary_search(&round) {
+                rounds.remove(at);
+            }
+            if rounds.is_empty() {
+                self.by_peer.remove(peer);
             }
         }
     }
@@ -93,6 +124,12 @@ mod tests {
         h.insert(Round(1), vec![5u32, 7]);
         h.insert(Round(2), vec![7]);
         h.insert(Round(3), vec![5]);
+        h.insert(Round(4), vec![9, 5, 9]);
+        h.insert(Round(4), vec![]);
+        assert!(
+            !h.by_peer.contains_key(&9),
+            "a peer gone from its only round"
+        );
         assert_eq!(h.rounds_of(&5).collect::<Vec<_>>(), [Round(1), Round(3)]);
         assert_eq!(h.rounds_of(&7).collect::<Vec<_>>(), [Round(1), Round(2)]);
         // A round remembered again replaces its old neighbours.

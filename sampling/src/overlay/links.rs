@@ -23,6 +23,11 @@ impl<I, L> Default for Links<I, L> {
 }
 
 impl<I, L> Links<I, L> {
+    /// The links, each changeable in place: the peers stay as they are, so this is no change.
+    pub(super) fn values_in_place(&mut self) -> std::collections::btree_map::IterMut<'_, I, L> {
+        self.map.iter_mut()
+    }
+
     /// Whether the map was accessed mutably since the last call.
     pub(super) fn take_changed(&mut self) -> bool {
         std::mem::take(&mut self.changed)
