@@ -3,7 +3,8 @@
 //! per sub-step, in how many recent rounds one peer was (or is) linked, and the by-peer index answers that from
 //! the few rounds that peer was in instead of a walk over every round's peers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
 
 use protocol::Round;
 
@@ -13,20 +14,21 @@ pub(super) struct NeighbourHistory<I> {
     by_round: BTreeMap<Round, Vec<I>>,
     /// For each peer, the remembered rounds whose peers include it, in order: always the transpose of
     /// `by_round`. A short vector: a peer is in a few dozen rounds at most, and the open rounds' index changes
-    /// with every link made or dropped.
-    by_peer: BTreeMap<I, Vec<Round>>,
+    /// with every link made or dropped. Hashed: peers come and go with every link, which rebalanced a tree
+    /// of a few hundred peers each time, and the map is only looked up, never walked.
+    by_peer: HashMap<I, Vec<Round>>,
 }
 
 impl<I> Default for NeighbourHistory<I> {
     fn default() -> Self {
         Self {
             by_round: BTreeMap::new(),
-            by_peer: BTreeMap::new(),
+            by_peer: HashMap::new(),
         }
     }
 }
 
-impl<I: Ord + Clone> NeighbourHistory<I> {
+impl<I: Ord + Hash + Clone> NeighbourHistory<I> {
     /// Remembers `peers` as `round`'s (replacing what was remembered for it). Only the peers that come or go
     /// are re-indexed: a round's peers change by one link at a time.
     pub(super) fn insert(&mut self, round: Round, mut peers: Vec<I>) {
