@@ -104,6 +104,7 @@
 //! [`MAX_KEPT_ROUNDS`] kept, are dropped.
 
 mod history;
+mod links;
 mod next_timer;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -117,6 +118,7 @@ use rand::seq::IndexedRandom;
 use rand_chacha::ChaCha12Rng;
 
 use self::history::NeighbourHistory;
+use self::links::Links;
 use self::next_timer::NextTimer;
 use crate::{Error, PeerId};
 
@@ -435,7 +437,7 @@ struct RoundState<I> {
     start: Duration,
     timing: RoundTiming,
     frozen: bool,
-    links: BTreeMap<I, Link<I>>,
+    links: Links<I, Link<I>>,
     /// Next sub-step boundary to process (0 .. S + repair_steps).
     next_substep: u32,
     role: Role,
@@ -491,6 +493,11 @@ pub struct OverlayBuilder<I> {
     /// The neighbours of each round frozen in the last 2 · `repeat_window` rounds (at its freeze), for the
     /// cap once the round itself is forgotten.
     history: NeighbourHistory<I>,
+    /// The peers linked (of any kind) in each open round, by round and by peer, for the cap's count of the
+    /// open rounds. Brought up to date with a round's links whenever its timers are ([`Self::settle_timer`],
+    /// [`Self::settle_all_timers`], each round `fire_timers` visits): an input changes the links of its own
+    /// round only, and the cap never counts the round it is asked about.
+    open_links: NeighbourHistory<I>,
     /// When a timer of an open round is next due (inputs before then skip `fire_timers`).
     next_timer: NextTimer,
 }
@@ -504,6 +511,7 @@ impl<I: PeerId> OverlayBuilder<I> {
             cap: cfg.repeat_cap(),
             shunned: BTreeMap::new(),
             history: NeighbourHistory::default(),
+            open_links: NeighbourHistory::default(),
             next_timer: NextTimer::default(),
             timing: cfg.timing(),
             cfg,
@@ -637,6 +645,19 @@ impl<I: PeerId> OverlayBuilder<I> {
             .iter()
             .filter_map(|(r, s)| Self::round_timer(s, total).map(|t| (*r, t)));
         self.next_timer.settle_all(timers);
+        let gone: Vec<Round> = self
+            .open_links
+            .iter()
+            .map(|(r, _)| *r)
+            .filter(|r| !self.rounds.contains_key(r))
+            .collect();
+        for round in gone {
+            self.open_links.remove(round);
+        }
+        let rounds: Vec<Round> = self.rounds.keys().copied().collect();
+        for round in rounds {
+            self.sync_links(round);
+        }
     }
 
     /// `round`'s next due timer is worked out again (after an input that touched that round only).
@@ -647,6 +668,21 @@ impl<I: PeerId> OverlayBuilder<I> {
             .get(&round)
             .and_then(|s| Self::round_timer(s, total));
         self.next_timer.settle(round, at);
+        self.sync_links(round);
+    }
+
+    /// `open_links` takes `round`'s links as they are now, if they changed (forgets the round if it is no
+    /// longer open).
+    fn sync_links(&mut self, round: Round) {
+        match self.rounds.get_mut(&round) {
+            Some(s) => {
+                if s.links.take_changed() {
+                    self.open_links
+                        .insert(round, s.links.keys().cloned().collect());
+                }
+            }
+            None => self.open_links.remove(round),
+        }
     }
 
     /// The earliest due timer of one round, from its state (`None` once frozen).
@@ -727,25 +763,38 @@ impl<I: PeerId> OverlayBuilder<I> {
     /// [`OverlayConfig::repeat_window`] away from it, in which `peer` was (or is, in a round still open)
     /// linked with this VN.
     ///
-    /// Counts only up to the cap, the remembered rounds first: in a long run most peers a VN meets were its
-    /// neighbour in a recent round already, and the remembered rounds are indexed by peer where the open ones
-    /// are looked up one by one.
+    /// Both halves are indexed by peer (`history`, `open_links`), and counted only up to the cap: it is asked
+    /// per view entry and sub-step, and per walk received, and a walk over the open rounds' links for each
+    /// question was a quarter of a paper-scale simulation's time.
     fn at_cap(&self, round: Round, peer: &I) -> bool {
         let Some(cap) = self.cap else {
             return false;
         };
         let w = self.cfg.repeat_window;
         let near = |r: &Round| *r != round && r.get().abs_diff(round.get()) < w;
+        let live = self.open_links.rounds_of(peer).filter(near);
         let past = self
             .history
             .rounds_of(peer)
             .filter(|r| near(r) && !self.rounds.contains_key(r));
-        let live = self
-            .rounds
-            .iter()
-            .filter(|(r, s)| near(r) && s.links.contains_key(peer))
-            .map(|(r, _)| *r);
-        past.chain(live).take(cap).count() >= cap
+        let capped = live.chain(past).take(cap).count() >= cap;
+        debug_assert_eq!(
+            capped,
+            {
+                let live = self
+                    .rounds
+                    .iter()
+                    .filter(|(r, s)| near(r) && s.links.contains_key(peer))
+                    .map(|(r, _)| *r);
+                let past = self
+                    .history
+                    .rounds_of(peer)
+                    .filter(|r| near(r) && !self.rounds.contains_key(r));
+                past.chain(live).take(cap).count() >= cap
+            },
+            "the open links' index is up to date"
+        );
+        capped
     }
 
     /// Takes no walk from `peer` in the next [`OverlayConfig::repeat_window`] rounds (it forwards them):
@@ -809,7 +858,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                 start: now,
                 timing: self.timing,
                 frozen: false,
-                links: BTreeMap::new(),
+                links: Links::default(),
                 next_substep: 0,
                 role: Role::Idle,
                 accepted: false,
@@ -821,7 +870,9 @@ impl<I: PeerId> OverlayBuilder<I> {
             },
         );
         while self.rounds.len() as u64 > MAX_KEPT_ROUNDS {
-            self.rounds.pop_first();
+            if let Some((gone, _)) = self.rounds.pop_first() {
+                self.open_links.remove(gone);
+            }
         }
         // Answers to walks of rounds no longer kept would be dropped anyway.
         if let Some(&oldest) = self.rounds.keys().next() {
@@ -963,7 +1014,7 @@ impl<I: PeerId> OverlayBuilder<I> {
                     keep
                 });
             }
-            for (p, l) in s.links.iter_mut() {
+            for (p, l) in s.links.values_in_place() {
                 match l {
                     Link::Committed {
                         key,
@@ -999,6 +1050,8 @@ impl<I: PeerId> OverlayBuilder<I> {
                     self.relayed_count -= gone.len();
                 }
             }
+            // The next round's avoid list counts this one's links.
+            self.sync_links(round);
         }
         if every {
             self.settle_all_timers();
@@ -1786,6 +1839,23 @@ impl<I: PeerId> OverlayBuilder<I> {
             return Err(format!(
                 "{} rounds kept > {MAX_KEPT_ROUNDS}",
                 self.rounds.len()
+            ));
+        }
+        if let Some((round, _)) = self.open_links.iter().find(|(r, peers)| {
+            self.rounds
+                .get(r)
+                .is_none_or(|s| !peers.iter().eq(s.links.keys()))
+        }) {
+            return Err(format!("round {round}: the open links' index is stale"));
+        }
+        if let Some(round) = self
+            .rounds
+            .iter()
+            .find(|(r, s)| !self.open_links.holds(**r, s.links.keys()))
+            .map(|(r, _)| r)
+        {
+            return Err(format!(
+                "round {round}: links missing from the open links' index"
             ));
         }
         Ok(())

@@ -196,6 +196,9 @@ pub(crate) struct Exchanges<I> {
     rounds: BTreeMap<Round, Exchange<I>>,
     /// Chunks held over all rounds (at most [`MAX_PENDING_CHUNKS`]).
     held: usize,
+    /// The rounds whose exchange is collecting (`Phase::Collecting`): the only ones that can end, looked at
+    /// after every input, while a VN keeps a few dozen rounds.
+    collecting: BTreeSet<Round>,
 }
 
 impl<I: Ord + Clone> Default for Exchanges<I> {
@@ -203,6 +206,7 @@ impl<I: Ord + Clone> Default for Exchanges<I> {
         Self {
             rounds: BTreeMap::new(),
             held: 0,
+            collecting: BTreeSet::new(),
         }
     }
 }
@@ -256,6 +260,27 @@ impl<I: Ord + Clone> Exchanges<I> {
         self.rounds.len()
     }
 
+    /// `round`'s own chunk went out: its exchange collects its neighbours' chunks until `deadline`.
+    pub(crate) fn start_collecting(&mut self, round: Round, deadline: Duration) {
+        if let Some(x) = self.rounds.get_mut(&round) {
+            x.phase = Phase::Collecting { deadline };
+            self.collecting.insert(round);
+        }
+    }
+
+    /// `round`'s exchange is over (reported to the RN).
+    pub(crate) fn end_collecting(&mut self, round: Round) {
+        if let Some(x) = self.rounds.get_mut(&round) {
+            x.phase = Phase::Done;
+        }
+        self.collecting.remove(&round);
+    }
+
+    /// The rounds whose exchange is collecting, in order.
+    pub(crate) fn collecting(&self) -> Vec<Round> {
+        self.collecting.iter().copied().collect()
+    }
+
     /// Chunks held for rounds not frozen yet.
     pub(crate) fn held(&self) -> usize {
         self.held
@@ -294,6 +319,7 @@ impl<I: Ord + Clone> Exchanges<I> {
         let old: Vec<Round> = self.rounds.range(..keep_from).map(|(r, _)| *r).collect();
         let mut refused = Vec::new();
         for round in old {
+            self.collecting.remove(&round);
             if let Some(x) = self.rounds.remove(&round) {
                 self.held -= x.pending.len();
                 refused.extend(x.pending.into_iter().map(|(from, _, token)| (from, token)));
@@ -318,6 +344,18 @@ impl<I: Ord + Clone> Exchanges<I> {
             .find(|(_, x)| x.frozen() && !x.pending.is_empty())
         {
             return Err(format!("round {round} is frozen but still holds chunks"));
+        }
+        let collecting: BTreeSet<Round> = self
+            .rounds
+            .iter()
+            .filter(|(_, x)| matches!(x.phase, Phase::Collecting { .. }))
+            .map(|(r, _)| *r)
+            .collect();
+        if collecting != self.collecting {
+            return Err(format!(
+                "collecting {collecting:?}, listed as collecting {:?}",
+                self.collecting
+            ));
         }
         if let Some(round) = self.rounds.keys().find(|&&r| r < lo || r > hi) {
             return Err(format!(

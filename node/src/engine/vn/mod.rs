@@ -103,7 +103,7 @@ use sampling::{Protocol, Sampler, SamplerInput, SamplerOutput};
 use self::catch_up::{CatchUp, ProbeDecision, Witnessed};
 pub(crate) use self::chunk_check::ChunkCheck;
 use self::claims::{overlay_claims, progress_shown};
-use self::exchange::{Exchanges, Negotiation, Own, Phase, micros};
+use self::exchange::{Exchange, Exchanges, Negotiation, Own, Phase, micros};
 use self::negotiation_starts::NegotiationStarts;
 use self::peer_limits::PeerLimits;
 use self::round_answer::RoundAnswer;
@@ -624,6 +624,7 @@ impl<I: VnIdentity> VnEngine<I> {
         // A round the network has left behind (catch-up): nobody will send us its chunk any more, so the
         // round ends with what it has instead of waiting out the deadline.
         let network_at = self.catch_up.reported();
+        let mut collecting = Vec::new();
         for (&round, x) in self.exchanges.iter_mut() {
             if !matches!(x.phase, Phase::SendAt(t) if t <= now) {
                 continue;
@@ -652,7 +653,7 @@ impl<I: VnIdentity> VnEngine<I> {
                 now + self.cfg.exchange_timeout
             };
             x.cut_short = left_behind;
-            x.phase = Phase::Collecting { deadline };
+            collecting.push((round, deadline));
             for (n, bytes) in sends {
                 if !(self.allowed)(&n) {
                     continue;
@@ -665,6 +666,9 @@ impl<I: VnIdentity> VnEngine<I> {
                     bytes,
                 });
             }
+        }
+        for (round, deadline) in collecting {
+            self.exchanges.start_collecting(round, deadline);
         }
         // Sends that could not go out yet stay scheduled, and are looked at again from their time.
         let rest = self
@@ -1273,14 +1277,32 @@ impl<I: VnIdentity> VnEngine<I> {
     fn finish(&mut self, now: Duration, out: &mut Vec<VnOutput<I>>) {
         self.send_due(now, out);
         // Peers heard within one overlay window: those in step speak to us every few sub-steps.
+        // Only a collecting exchange can end, and most inputs find none.
+        let rounds = self.exchanges.collecting();
+        if rounds.is_empty() {
+            return;
+        }
         let fresh = self.sampler.overlay().deadline();
-        let lag = self.negotiation_lag();
         let degree = self.cfg.sampler.overlay.degree;
         let push = self.cfg.push();
+        // Complete exchanges short of partners only (below) need the lag: a walk over every exchange.
+        let short = |x: &Exchange<I>| x.neighbours.as_ref().is_some_and(|n| n.len() < degree);
+        let lag = if rounds.iter().any(|r| {
+            self.exchanges
+                .get(r)
+                .is_some_and(|x| !push && x.all_in() && short(x))
+        }) {
+            self.negotiation_lag()
+        } else {
+            0
+        };
         let mut cut_off = false;
         let mut withheld = Vec::new();
         let mut mute = Vec::new();
-        for (&round, x) in self.exchanges.iter_mut() {
+        for round in rounds {
+            let Some(x) = self.exchanges.get_mut(&round) else {
+                continue;
+            };
             let Phase::Collecting { deadline } = x.phase else {
                 continue;
             };
@@ -1295,10 +1317,8 @@ impl<I: VnIdentity> VnEngine<I> {
             // the network is where it is. The peers' claims are lower bounds that run several rounds low even
             // in step (each is the newest round a peer happened to talk to us about, less the lookahead):
             // without this, 5 of 20 rounds of a clean default run were held, up to 1 s each.
-            let short = x.neighbours.as_ref().is_some_and(|n| n.len() < degree);
-            let held = all_in && short && self.catch_up.network_behind(now, round - lag, fresh);
+            let held = all_in && short(x) && self.catch_up.network_behind(now, round - lag, fresh);
             if (all_in && x.awaiting_reply.is_empty() && !held) || now >= deadline {
-                x.phase = Phase::Done;
                 // Neighbours that took the edge and our chunk and sent nothing by the deadline are shunned for
                 // a window (issue 44: a node whose identities crowd a victim and withhold their chunks made it
                 // wait out the exchange timeout every round they got in, until it fell behind the network). A
@@ -1328,6 +1348,7 @@ impl<I: VnIdentity> VnEngine<I> {
                 let copies = x.received_from.iter().any(|p| !self.catch_up.is_own(p));
                 self.catch_up.exchange_done(round, copies);
                 cut_off |= !copies;
+                self.exchanges.end_collecting(round);
             }
         }
         for (round, peer) in withheld {
