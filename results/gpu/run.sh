@@ -3,7 +3,7 @@
 # CPU, whether the GPU trains the same model as the CPU, and a 64-node simulation training on one GPU beside
 # the same run on the CPU.
 #
-# Two steps, since the GPU machine may have no Rust toolchain and no network (the workplace's have neither):
+# Two steps, since a GPU machine may have no Rust toolchain and no network:
 #
 #   results/gpu/run.sh bundle            # on any Linux x86_64 machine: builds with CUDA (scripts/cuda-build.sh)
 #                                        # and puts the stripped binaries in gpu-bundle/ (160 MB, CUDA's kernels
