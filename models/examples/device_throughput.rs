@@ -5,7 +5,7 @@
 //! cargo run --release -p models --features cuda --example device_throughput -- --device cuda:0
 //! ```
 //!
-//! For each model: images of the CIFAR-10 shape (3×32×32, 10 classes), batches of 32, `--steps` SGD steps
+//! For each model: the CIFAR-10 stand-in (`synthetic-images`: 3×32×32, 10 classes), batches of 32, `--steps` SGD steps
 //! after two warm-up steps, timed from the first step to the device's last finished kernel. Prints one TSV
 //! row per model: device, model, parameters, steps, seconds, samples per second.
 //!
@@ -18,11 +18,11 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use models::data::{Dataset, Inputs, Targets};
+use models::data::{Dataset, DatasetSpec};
 use models::device::DeviceSpec;
 use models::nn::{Model, ModelSpec, TaskInfo};
 use models::train::{LocalWork, TrainConfig, train_local};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 const BATCH: usize = 32;
@@ -57,21 +57,10 @@ fn parse_args() -> Result<Args> {
     Ok(a)
 }
 
-fn random_images(n: usize) -> Result<Dataset> {
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let shape = [3usize, 32, 32];
-    let stride: usize = shape.iter().product();
-    Ok(Dataset::new(
-        Inputs::Dense {
-            values: (0..n * stride).map(|_| rng.random::<f32>() - 0.5).collect(),
-            sample_shape: shape.to_vec(),
-        },
-        Targets::Classes {
-            labels: (0..n).map(|i| (i % 10) as u32).collect(),
-            num_classes: 10,
-        },
-        None,
-    )?)
+/// The first `n` training images of the CIFAR-10 stand-in (`--dataset synthetic-images`).
+fn images(n: usize) -> Result<Dataset> {
+    let train = DatasetSpec::synthetic_images().load(1)?.train;
+    Ok(train.subset(&(0..n.min(train.len())).collect::<Vec<_>>()))
 }
 
 fn config(steps: usize) -> TrainConfig {
@@ -89,7 +78,7 @@ fn main() -> Result<()> {
     if let Some(why) = fallback {
         bail!("device {}: {why}", args.device);
     }
-    let data = random_images(BATCH * 8)?;
+    let data = images(BATCH * 8)?;
     let info = TaskInfo::of(&data)?;
     println!("device\tmodel\tparams\tsteps\tseconds\tsamples_per_s");
     for spec in &args.models {

@@ -14,10 +14,10 @@
 #![cfg(feature = "cuda")]
 
 use candle_core::Device;
-use models::data::{Dataset, Inputs, Targets};
+use models::data::{Dataset, DatasetSpec};
 use models::nn::{Model, ModelSpec, TaskInfo};
 use models::train::{LocalWork, TrainConfig, train_local};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 /// Steps each side takes: enough for a wrong kernel to show, few enough that rounding has not yet spread.
@@ -26,22 +26,13 @@ const STEPS: usize = 5;
 /// Largest difference allowed, relative to max(1, |value|).
 const TOLERANCE: f32 = 1e-3;
 
+/// The first `n` training images of the CIFAR-10 stand-in (`--dataset synthetic-images`).
 fn images(n: usize) -> Dataset {
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
-    Dataset::new(
-        Inputs::Dense {
-            values: (0..n * 3 * 32 * 32)
-                .map(|_| rng.random::<f32>() - 0.5)
-                .collect(),
-            sample_shape: vec![3, 32, 32],
-        },
-        Targets::Classes {
-            labels: (0..n).map(|i| (i % 10) as u32).collect(),
-            num_classes: 10,
-        },
-        None,
-    )
-    .expect("dataset")
+    let train = DatasetSpec::synthetic_images()
+        .load(1)
+        .expect("dataset")
+        .train;
+    train.subset(&(0..n).collect::<Vec<_>>())
 }
 
 fn trained(spec: &ModelSpec, data: &Dataset, device: &Device) -> (Vec<f32>, f64) {

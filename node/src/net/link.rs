@@ -422,7 +422,9 @@ impl State {
         };
         let bounds = self.bounds;
         let peer = self.peers.entry(from).or_insert_with(|| Peer::new(&bounds));
-        let bytes = request.len();
+        // Its bytes on the wire plus the event that carries it: a flood of tiny messages then reaches the
+        // budget too, rather than queueing millions of events the budget would count as a few bytes each.
+        let bytes = request.len() + std::mem::size_of::<LinkEvent>();
         let taken = peer.taken.load(Ordering::Relaxed);
         let held = taken + peer.order.held_bytes() + bytes;
         if held > bounds.held_bytes {

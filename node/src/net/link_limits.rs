@@ -70,7 +70,8 @@ pub struct LinkBounds {
     pub message_bytes: usize,
     /// Bytes of messages being read at once on one connection.
     pub reading_bytes: usize,
-    /// Bytes of messages received and not yet taken by the consumer (out of order, or in order and queued).
+    /// Bytes of messages received and not yet taken by the consumer (out of order, or in order and queued),
+    /// each counted with the event that carries it (so the count of queued messages is bounded too).
     pub held_bytes: usize,
     /// Bytes of messages sent and not yet acknowledged.
     pub unacked_bytes: usize,
